@@ -1,0 +1,235 @@
+/*
+ * sluice.h - the public face of libsluice, a rate-limiting library.
+ *
+ * A limit is a budget of 'max' units per 'window_ms' milliseconds, counted by
+ * one of three algorithms (see README.md and docs in each src/algo_*.c):
+ *
+ *   fixed            one counter per key, armed on the first admitted request
+ *                    and expiring 'window_ms' later; bursts up to 2 x max
+ *                    across the seam between two windows.
+ *   sliding-counter  the current and previous aligned window's counts, the
+ *                    previous weighted by how much of it is still in view.
+ *   sliding-log      the exact list of admitted requests in the last window.
+ *
+ * Limits are counted in a store. The embedded in-process store ("mem://",
+ * the default) needs no server. Every store is reached through the same four
+ * calls: sluice_hit(), sluice_peek(), sluice_reset() and sluice_store_free().
+ *
+ * Conventions (after libgit2 and libuv):
+ *   - functions return int: 0 (SLUICE_OK) on success, a negative SLUICE_E*
+ *     code on failure; sluice_strerror() names the code and
+ *     sluice_last_error() gives the detailed message of the calling thread's
+ *     last failure;
+ *   - out-parameters come first;
+ *   - "over the limit" is a result (decision.allowed == 0), never an error;
+ *   - keys are binary-safe (pointer and length) and copied when kept;
+ *   - every *_free() accepts NULL.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Public functions are exported from the shared library; nothing else is. */
+#if defined(__GNUC__)
+#define SLUICE_EXTERN __attribute__((visibility("default")))
+#else
+#define SLUICE_EXTERN
+#endif
+
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_PATCH 0
+#define SLUICE_VERSION "0.1.0"
+
+/* ---- Errors -------------------------------------------------------------- */
+
+/*
+ * The one list of error codes. Each entry is (NAME, value, message); the enum,
+ * sluice_strerror() and sluice_err_name() are all generated from it.
+ */
+#define SLUICE_ERRNO_MAP(X)                                                   \
+    X(EINVAL,   -1, "invalid argument")                                       \
+    X(ECOST,    -2, "cost exceeds the limit's max and can never be admitted") \
+    X(ERANGE,   -3, "number out of range")                                    \
+    X(ENOMEM,   -4, "out of memory")                                          \
+    X(EFULL,    -5, "store is full: key cap reached")                         \
+    X(EURL,     -6, "invalid or unsupported store URL")                       \
+    X(ECONN,    -7, "cannot reach the store's server")                        \
+    X(ETIMEDOUT,-8, "the store's server did not answer in time")              \
+    X(EPROTO,   -9, "unexpected reply from the store's server")               \
+    X(ENOTSUP, -10, "operation not supported by this store")
+
+typedef enum sluice_errno {
+    SLUICE_OK = 0,
+#define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
+    SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
+#undef SLUICE__ERRNO_ENUM
+    SLUICE__ERRNO_LAST = -11
+} sluice_errno;
+
+/* A static sentence for 'err' ("unknown error" for a code not in the list). */
+SLUICE_EXTERN const char *sluice_strerror(int err);
+/* The code's name without the prefix, e.g. "ECOST"; "UNKNOWN" if not listed. */
+SLUICE_EXTERN const char *sluice_err_name(int err);
+/*
+ * The detailed message of the calling thread's most recent failed call, e.g.
+ * "cost 12 exceeds max 10". Valid until the thread's next sluice call; never
+ * NULL (empty when no call has failed in this thread).
+ */
+SLUICE_EXTERN const char *sluice_last_error(void);
+
+/* ---- Limits -------------------------------------------------------------- */
+
+typedef enum sluice_algo {
+    SLUICE_FIXED = 0,
+    SLUICE_SLIDING_COUNTER = 1,
+    SLUICE_SLIDING_LOG = 2,
+    SLUICE_ALGO_COUNT = 3
+} sluice_algo;
+
+/*
+ * Documented bounds. Every count stays an exact integer in a double (so Lua
+ * scripts on a server agree with the C code bit for bit), and a timestamp plus
+ * a window can never overflow.
+ *
+ *   1 <= max       <= SLUICE_MAX_MAX          (2^53 - 1)
+ *   1 <= window_ms <= SLUICE_WINDOW_MAX_MS    (2^40 ms, about 34.8 years)
+ *   1 <= cost      <= max                     (else SLUICE_ECOST)
+ *   sliding-counter also needs max * window_ms <= 2^53.
+ */
+#define SLUICE_MAX_MAX ((uint64_t)9007199254740991ULL)
+#define SLUICE_WINDOW_MAX_MS ((uint64_t)1 << 40)
+#define SLUICE_COUNTER_PRODUCT_MAX ((uint64_t)1 << 53)
+/* A clock must read at most this (2^53 ms, about 285,000 years). */
+#define SLUICE_NOW_MAX_MS ((uint64_t)1 << 53)
+
+typedef struct sluice_limit {
+    sluice_algo algo;
+    uint64_t max;       /* units admitted per window */
+    uint64_t window_ms; /* window length in milliseconds */
+} sluice_limit;
+
+/* Checks 'limit' against the bounds above; SLUICE_ERANGE/EINVAL if off. */
+SLUICE_EXTERN int sluice_limit_check(const sluice_limit *limit);
+
+/* "fixed", "sliding-counter", "sliding-log"; NULL for an unknown value. */
+SLUICE_EXTERN const char *sluice_algo_name(sluice_algo algo);
+/* Parses a name from sluice_algo_name(); SLUICE_EINVAL if unknown. */
+SLUICE_EXTERN int sluice_algo_parse(sluice_algo *out, const char *name);
+
+/*
+ * Parses a duration: "250ms", "1s", "1m", "1h", or a plain number of
+ * milliseconds. The result must be 1 .. SLUICE_WINDOW_MAX_MS.
+ */
+SLUICE_EXTERN int sluice_duration_parse(uint64_t *out_ms, const char *text);
+
+/* ---- Decisions ------------------------------------------------------------ */
+
+typedef struct sluice_decision {
+    int allowed;             /* 1 admitted, 0 refused */
+    uint64_t limit;          /* the limit's max */
+    uint64_t remaining;      /* budget left after this decision, >= 0 */
+    uint64_t retry_after_ms; /* 0 if allowed; else the least wait after which
+                                the same request is admitted if nothing else
+                                arrives */
+    uint64_t reset_after_ms; /* wait until the key's budget is whole again */
+} sluice_decision;
+
+/* ---- Clocks --------------------------------------------------------------- */
+
+/*
+ * A clock answers milliseconds since its zero. Sliding-counter windows are
+ * aligned to multiples of window_ms from that zero. The default is the wall
+ * clock (CLOCK_REALTIME, Unix epoch), so every process, and a server, agree.
+ */
+typedef uint64_t (*sluice_clock_ms_fn)(void *payload);
+
+SLUICE_EXTERN uint64_t sluice_clock_realtime_ms(void *payload);
+
+/*
+ * A virtual clock for tests and replays: time moves only when told to. Safe
+ * to read and move from many threads.
+ */
+typedef struct sluice_vclock sluice_vclock;
+
+SLUICE_EXTERN int sluice_vclock_new(sluice_vclock **out, uint64_t start_ms);
+SLUICE_EXTERN void sluice_vclock_free(sluice_vclock *clock);
+SLUICE_EXTERN void sluice_vclock_set(sluice_vclock *clock, uint64_t now_ms);
+SLUICE_EXTERN void sluice_vclock_advance(sluice_vclock *clock, uint64_t delta_ms);
+/* Suitable as a store's clock, with the vclock as payload. */
+SLUICE_EXTERN uint64_t sluice_vclock_now_ms(void *vclock);
+
+/* ---- Stores --------------------------------------------------------------- */
+
+typedef struct sluice_store sluice_store;
+
+#define SLUICE_STORE_OPTS_VERSION 1
+
+/*
+ * Options for sluice_store_open(). Initialise with SLUICE_STORE_OPTS_INIT so
+ * that fields added later get their defaults.
+ */
+typedef struct sluice_store_opts {
+    unsigned int version;
+    /* The clock; NULL means sluice_clock_realtime_ms. */
+    sluice_clock_ms_fn clock_ms;
+    void *clock_payload;
+    /*
+     * Embedded store: the most keys held at once; 0 means no cap. When full,
+     * keys whose budget is whole again are dropped first; if none can be, a
+     * hit on a new key fails with SLUICE_EFULL (live state is never evicted,
+     * since that would silently over-admit).
+     */
+    size_t max_keys;
+} sluice_store_opts;
+
+#define SLUICE_STORE_OPTS_INIT { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0 }
+
+/*
+ * Opens a store. 'url' selects it: NULL, "" or "mem://" is the embedded store.
+ * 'opts' may be NULL for the defaults.
+ */
+SLUICE_EXTERN int sluice_store_open(sluice_store **out, const char *url,
+                      const sluice_store_opts *opts);
+SLUICE_EXTERN void sluice_store_free(sluice_store *store);
+/* The store's kind, e.g. "mem". */
+SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *store);
+
+/*
+ * Decides one request of 'cost' units against 'limit' for 'key', and counts
+ * it if admitted. A refused request changes nothing. State is per (algorithm,
+ * key): different limits of one algorithm on one key share a budget.
+ */
+SLUICE_EXTERN int sluice_hit(sluice_decision *out, sluice_store *store,
+               const sluice_limit *limit, const char *key, size_t key_len,
+               uint64_t cost);
+
+/* Exactly what sluice_hit() would answer now, without counting anything. */
+SLUICE_EXTERN int sluice_peek(sluice_decision *out, sluice_store *store,
+                const sluice_limit *limit, const char *key, size_t key_len,
+                uint64_t cost);
+
+/* Forgets 'key' for 'limit's algorithm, so its budget is whole again. */
+SLUICE_EXTERN int sluice_reset(sluice_store *store, const sluice_limit *limit,
+                 const char *key, size_t key_len);
+
+typedef struct sluice_store_stats {
+    uint64_t keys;       /* keys held now */
+    uint64_t bytes;      /* bytes of state held (embedded store) */
+    uint64_t expired;    /* keys dropped because their budget was whole */
+    uint64_t full;       /* hits refused with SLUICE_EFULL */
+} sluice_store_stats;
+
+SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

@@ -1,0 +1,117 @@
+/*
+ * sluice_private.h - what the library's files share and callers never see.
+ *
+ * Names here are 'sluice__' (internal, not static); static names in .c files
+ * carry no prefix.
+ */
+#ifndef SLUICE_PRIVATE_H
+#define SLUICE_PRIVATE_H
+
+#include "sluice.h"
+
+#include <stdbool.h>
+
+/* ---- Errors ---------------------------------------------------------------- */
+
+/*
+ * Records a printf-style detail for sluice_last_error() in this thread and
+ * returns 'err', so a failure reads: return sluice__error(SLUICE_ECOST, ...).
+ */
+int sluice__error(int err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- Overflow-checked arithmetic (checked before adding, as Valkey does) --- */
+
+static inline bool sluice__add_overflows(uint64_t a, uint64_t b, uint64_t *sum)
+{
+    if (a > UINT64_MAX - b)
+        return true;
+    *sum = a + b;
+    return false;
+}
+
+static inline bool sluice__mul_overflows(uint64_t a, uint64_t b, uint64_t *prod)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return true;
+    *prod = a * b;
+    return false;
+}
+
+/* ---- Algorithms ------------------------------------------------------------ */
+
+/*
+ * One algorithm, as a table of pure functions: no I/O, no clock, no locks.
+ * 'now_ms' is a parameter and must not decrease from one call to the next on
+ * the same state (stores clamp it). The state is 'state_size' bytes that the
+ * store owns; 'init' makes it fresh and 'release' frees what it points to.
+ *
+ * decide()   answers the request of 'cost' at 'now_ms' into 'out' and, when
+ *            'consume' is true and it is admitted, counts it. 'limit' and
+ *            'cost' have been checked (1 <= cost <= max). Returns 0 or a
+ *            negative SLUICE_E* (only SLUICE_ENOMEM for the log).
+ * idle_at()  the time from which the state is equivalent to a fresh one, so a
+ *            store may drop it; 0 when it is fresh already. Asked right
+ *            after decide() with the same limit.
+ * bytes()    memory the state holds beyond 'state_size', for stats.
+ *
+ * To add an algorithm: a new src/algo_NAME.c with its table, an entry in
+ * sluice_algo, and a line in sluice__algos (src/algo.c).
+ */
+typedef struct sluice__algo {
+    const char *name;
+    size_t state_size;
+    void (*init)(void *state);
+    int (*decide)(void *state, const sluice_limit *limit, uint64_t now_ms,
+                  uint64_t cost, bool consume, sluice_decision *out);
+    uint64_t (*idle_at)(const void *state, const sluice_limit *limit);
+    size_t (*bytes)(const void *state);
+    void (*release)(void *state);
+} sluice__algo;
+
+extern const sluice__algo sluice__algo_fixed;
+extern const sluice__algo sluice__algo_counter;
+extern const sluice__algo sluice__algo_log;
+
+/* The table, indexed by sluice_algo. */
+extern const sluice__algo *const sluice__algos[SLUICE_ALGO_COUNT];
+
+/*
+ * Checks a request before any store sees it: a valid limit, 1 <= cost <= max.
+ * Sets sluice_last_error() on failure.
+ */
+int sluice__request_check(const sluice_limit *limit, uint64_t cost);
+
+/* ---- Stores ---------------------------------------------------------------- */
+
+/*
+ * A store, as a small table of functions (after hiredis' transports). The
+ * generic sluice_hit()/peek()/reset() check their arguments, then call here.
+ * 'impl' is the store's own data.
+ */
+typedef struct sluice__store_ops {
+    const char *kind;
+    int (*decide)(void *impl, const sluice_limit *limit, const char *key,
+                  size_t key_len, uint64_t cost, bool consume,
+                  sluice_decision *out);
+    int (*reset)(void *impl, const sluice_limit *limit, const char *key,
+                 size_t key_len);
+    int (*stats)(void *impl, sluice_store_stats *out);
+    void (*free)(void *impl);
+} sluice__store_ops;
+
+struct sluice_store {
+    const sluice__store_ops *ops;
+    void *impl;
+};
+
+/*
+ * Opens the embedded store. 'opts' has been filled with defaults already.
+ */
+int sluice__store_mem_open(void **impl, const sluice__store_ops **ops,
+                           const sluice_store_opts *opts);
+
+#endif /* SLUICE_PRIVATE_H */
