@@ -139,7 +139,16 @@ typedef struct sluice_decision {
                                 the same request is admitted if nothing else
                                 arrives */
     uint64_t reset_after_ms; /* wait until the key's budget is whole again */
+    /* SLUICE_ANSWERED normally; with a fail-open or fail-closed policy, which
+       of them stood in for a store that could not answer (see on_error). */
+    int fallback;
 } sluice_decision;
+
+enum {
+    SLUICE_ANSWERED = 0,      /* the store decided */
+    SLUICE_FELL_OPEN = 1,     /* the store failed; admitted by policy */
+    SLUICE_FELL_CLOSED = 2    /* the store failed; refused by policy */
+};
 
 /* ---- Clocks --------------------------------------------------------------- */
 
@@ -187,9 +196,35 @@ typedef struct sluice_store_opts {
      * since that would silently over-admit).
      */
     size_t max_keys;
+
+    /* ---- Server stores (valkey://, redis://); each may also be set in
+       the URL's query, which wins: ?timeout=MS&connect_timeout=MS&... ---- */
+    /* Connect and per-command timeouts; 0 means 1000 ms and 500 ms. */
+    uint64_t connect_timeout_ms;
+    uint64_t command_timeout_ms;
+    /* Key prefix (no braces); NULL means "sluice". URL: prefix=. */
+    const char *key_prefix;
+    /* The queue keys' prefix; NULL means "emq". URL: emq_prefix=. */
+    const char *emq_prefix;
+    /* 0: scripts read the server's clock (TIME), so skewed workers agree.
+       1: scripts use this side's clock_ms. URL: clock=server|caller. */
+    int caller_clock;
+    /* Connections shared by all threads; 0 means 4. URL: pool=N. */
+    unsigned int pool_size;
+    /* What a call answers when the server cannot: SLUICE_ON_ERROR_FAIL
+       (an error, the default), _OPEN (admit) or _CLOSED (refuse).
+       URL: on_error=error|open|closed. */
+    int on_error;
 } sluice_store_opts;
 
-#define SLUICE_STORE_OPTS_INIT { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0 }
+enum {
+    SLUICE_ON_ERROR_FAIL = 0,
+    SLUICE_ON_ERROR_OPEN = 1,
+    SLUICE_ON_ERROR_CLOSED = 2
+};
+
+#define SLUICE_STORE_OPTS_INIT \
+    { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0 }
 
 /*
  * Opens a store. 'url' selects it: NULL, "" or "mem://" is the embedded store.
@@ -224,9 +259,90 @@ typedef struct sluice_store_stats {
     uint64_t bytes;      /* bytes of state held (embedded store) */
     uint64_t expired;    /* keys dropped because their budget was whole */
     uint64_t full;       /* hits refused with SLUICE_EFULL */
+    uint64_t errors;     /* calls the server could not answer */
+    uint64_t fell_open;  /* of those, admitted by the fail-open policy */
+    uint64_t fell_closed;/* of those, refused by the fail-closed policy */
 } sluice_store_stats;
 
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);
+
+/* ---- The queue limiter (server stores) --------------------------------------
+ *
+ * EchoMQ's layout: queue 'q' keeps its fixed-window counter at
+ * "emq:{q}:limiter" and its settings in the hash "emq:{q}:meta" (field "max"
+ * is the cap). The "{q}" hashtag pins both to one cluster slot. Queue names
+ * are binary-safe: the bytes '%', '{', '}', and any byte outside printable
+ * ASCII are written as %XX, so no name can break out of its hashtag.
+ * The embedded store answers SLUICE_ENOTSUP.
+ */
+
+/*
+ * The queue limiter's read: the wait in ms before queue 'queue' may take
+ * another job, 0 to admit. With 'max' 0 the cap is read from the meta hash;
+ * with no cap known, 0. Non-zero only when the counter has reached the cap
+ * and its window still has time left.
+ */
+SLUICE_EXTERN int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
+                                            const char *queue, size_t queue_len,
+                                            uint64_t max);
+
+/*
+ * The admit step: counts one job against the queue's counter, arming its
+ * 'window_ms' expiry only when this increment created it. Answers the count
+ * after the increment and the window's remaining ms ('count' or 'ttl_ms' may
+ * be NULL).
+ */
+SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
+                                          sluice_store *store, const char *queue,
+                                          size_t queue_len, uint64_t window_ms);
+
+/* ---- Telemetry ---------------------------------------------------------------
+ *
+ * Named events with numeric measurements and string metadata, after Erlang's
+ * :telemetry. sluice emits:
+ *
+ *   "emq.rate_limit.hit"  a limit was hit (a refused sluice_hit()):
+ *                         measurement delay_ms; metadata key, algorithm,
+ *                         limit, window_ms, store.
+ *
+ * With no handler attached an emit costs one relaxed atomic load; building
+ * with SLUICE_NO_TELEMETRY removes even that. Handlers run on the calling
+ * thread, must not block, and must not attach or detach handlers.
+ */
+#define SLUICE_EVENT_RATE_LIMIT_HIT "emq.rate_limit.hit"
+
+typedef struct sluice_measurement {
+    const char *name;
+    double value;
+} sluice_measurement;
+
+typedef struct sluice_metadata {
+    const char *name;
+    const char *value; /* not NUL-terminated: binary keys */
+    size_t value_len;
+} sluice_metadata;
+
+typedef struct sluice_event {
+    const char *name;
+    const sluice_measurement *measurements;
+    size_t n_measurements;
+    const sluice_metadata *metadata;
+    size_t n_metadata;
+} sluice_event;
+
+typedef void (*sluice_handler_fn)(const sluice_event *event, void *payload);
+
+/*
+ * Attaches 'fn' under the unique 'handler_id' to the event 'event_name'.
+ * SLUICE_EINVAL if the id is taken. 'payload' is passed back on each call.
+ */
+SLUICE_EXTERN int sluice_telemetry_attach(const char *handler_id,
+                                          const char *event_name,
+                                          sluice_handler_fn fn, void *payload);
+/* Detaches the handler; SLUICE_EINVAL if no handler has that id. */
+SLUICE_EXTERN int sluice_telemetry_detach(const char *handler_id);
+/* Calls every handler attached to 'event->name'. */
+SLUICE_EXTERN void sluice_telemetry_emit(const sluice_event *event);
 
 #ifdef __cplusplus
 }

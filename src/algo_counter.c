@@ -153,6 +153,7 @@ static void counter_release(void *state)
 
 const sluice__algo sluice__algo_counter = {
     .name = "sliding-counter",
+    .lua = sluice__lua_sliding_counter,
     .state_size = sizeof(counter_state),
     .init = counter_init,
     .decide = counter_decide,

@@ -87,6 +87,7 @@ static void fixed_release(void *state)
 
 const sluice__algo sluice__algo_fixed = {
     .name = "fixed",
+    .lua = sluice__lua_fixed,
     .state_size = sizeof(fixed_state),
     .init = fixed_init,
     .decide = fixed_decide,

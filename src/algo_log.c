@@ -186,6 +186,7 @@ static void log_release(void *state)
 
 const sluice__algo sluice__algo_log = {
     .name = "sliding-log",
+    .lua = sluice__lua_sliding_log,
     .state_size = sizeof(log_state),
     .init = log_init,
     .decide = log_decide,

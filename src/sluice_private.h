@@ -9,6 +9,7 @@
 
 #include "sluice.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /* ---- Errors ---------------------------------------------------------------- */
@@ -41,6 +42,18 @@ static inline bool sluice__mul_overflows(uint64_t a, uint64_t b, uint64_t *prod)
     return false;
 }
 
+/* ---- Telemetry ------------------------------------------------------------- */
+
+extern _Atomic size_t sluice__telemetry_attached;
+
+/* True when some handler is attached: one relaxed load, or a constant 0. */
+#ifdef SLUICE_NO_TELEMETRY
+#define sluice__telemetry_active() 0
+#else
+#define sluice__telemetry_active() \
+    (atomic_load_explicit(&sluice__telemetry_attached, memory_order_relaxed) != 0)
+#endif
+
 /* ---- Algorithms ------------------------------------------------------------ */
 
 /*
@@ -58,11 +71,15 @@ static inline bool sluice__mul_overflows(uint64_t a, uint64_t b, uint64_t *prod)
  *            after decide() with the same limit.
  * bytes()    memory the state holds beyond 'state_size', for stats.
  *
- * To add an algorithm: a new src/algo_NAME.c with its table, an entry in
- * sluice_algo, and a line in sluice__algos (src/algo.c).
+ * To add an algorithm: a new src/algo_NAME.c with its table, its mirror
+ * src/lua/NAME.lua, an entry in sluice_algo, and a line in sluice__algos
+ * (src/algo.c).
  */
 typedef struct sluice__algo {
     const char *name;
+    /* The same algorithm as a Lua script for server stores, with the ARGV
+       and reply every algorithm script shares (see src/lua/). */
+    const char *lua;
     size_t state_size;
     void (*init)(void *state);
     int (*decide)(void *state, const sluice_limit *limit, uint64_t now_ms,
@@ -101,6 +118,11 @@ typedef struct sluice__store_ops {
                  size_t key_len);
     int (*stats)(void *impl, sluice_store_stats *out);
     void (*free)(void *impl);
+    /* The queue limiter (src/lua/emq_*.lua); NULL where not supported. */
+    int (*emq_ttl)(void *impl, const char *queue, size_t queue_len,
+                   uint64_t max, uint64_t *wait_ms);
+    int (*emq_incr)(void *impl, const char *queue, size_t queue_len,
+                    uint64_t window_ms, uint64_t *count, uint64_t *ttl_ms);
 } sluice__store_ops;
 
 struct sluice_store {
@@ -113,5 +135,28 @@ struct sluice_store {
  */
 int sluice__store_mem_open(void **impl, const sluice__store_ops **ops,
                            const sluice_store_opts *opts);
+
+/*
+ * Opens a Valkey/Redis store from 'url' ("valkey://" or "redis://"); the
+ * URL's query overrides 'opts'.
+ */
+int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
+                              const sluice_store_opts *opts, const char *url);
+
+/*
+ * Writes PREFIX ":{" enc(id) "}:" SUFFIX into 'buf' (of 'cap' bytes), or into
+ * a fresh allocation when it does not fit; answers the buffer used (free it
+ * when it is not 'buf') and its length in 'len', or NULL when out of memory.
+ * See src/store_valkey.c for enc().
+ */
+char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
+                        const char *id, size_t id_len, const char *suffix);
+
+/* The Lua scripts, embedded at build time from src/lua/ (NUL-terminated). */
+extern const char sluice__lua_fixed[];
+extern const char sluice__lua_sliding_counter[];
+extern const char sluice__lua_sliding_log[];
+extern const char sluice__lua_emq_ttl[];
+extern const char sluice__lua_emq_incr[];
 
 #endif /* SLUICE_PRIVATE_H */

@@ -7,6 +7,7 @@
  */
 #include "sluice_private.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,9 +39,13 @@ int sluice_store_open(sluice_store **out, const char *url,
 
     if (url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0) {
         err = sluice__store_mem_open(&store->impl, &store->ops, &o);
+    } else if (strncmp(url, "valkey://", 9) == 0 ||
+               strncmp(url, "redis://", 8) == 0) {
+        err = sluice__store_valkey_open(&store->impl, &store->ops, &o, url);
     } else {
         err = sluice__error(SLUICE_EURL,
-                            "unsupported store URL '%s' (expected mem://)",
+                            "unsupported store URL '%s' (expected mem://, "
+                            "valkey://host:port or redis://host:port)",
                             url);
     }
     if (err < 0) {
@@ -93,11 +98,42 @@ static int decide(sluice_decision *out, sluice_store *store,
                               out);
 }
 
+/*
+ * The "emq.rate_limit.hit" receipt for a refused hit. Only reached when a
+ * handler is attached, so the hot path pays one relaxed load.
+ */
+static void emit_hit(const sluice_store *store, const sluice_limit *limit,
+                     const char *key, size_t key_len,
+                     const sluice_decision *d)
+{
+    char max[24], window[24];
+    const char *algo = sluice_algo_name(limit->algo);
+    sluice_measurement m[] = {{"delay_ms", (double)d->retry_after_ms}};
+    sluice_metadata md[] = {
+        {"key", key, key_len},
+        {"algorithm", algo, strlen(algo)},
+        {"limit", max, 0},
+        {"window_ms", window, 0},
+        {"store", store->ops->kind, strlen(store->ops->kind)},
+    };
+    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 5};
+
+    md[2].value_len = (size_t)snprintf(max, sizeof(max), "%llu",
+                                       (unsigned long long)limit->max);
+    md[3].value_len = (size_t)snprintf(window, sizeof(window), "%llu",
+                                       (unsigned long long)limit->window_ms);
+    sluice_telemetry_emit(&ev);
+}
+
 int sluice_hit(sluice_decision *out, sluice_store *store,
                const sluice_limit *limit, const char *key, size_t key_len,
                uint64_t cost)
 {
-    return decide(out, store, limit, key, key_len, cost, true);
+    int err = decide(out, store, limit, key, key_len, cost, true);
+
+    if (err == SLUICE_OK && !out->allowed && sluice__telemetry_active())
+        emit_hit(store, limit, key, key_len, out);
+    return err;
 }
 
 int sluice_peek(sluice_decision *out, sluice_store *store,
@@ -124,4 +160,61 @@ int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store)
         return sluice__error(SLUICE_EINVAL, "stats or store is NULL");
     memset(out, 0, sizeof(*out));
     return store->ops->stats(store->impl, out);
+}
+
+/* ---- The queue limiter ------------------------------------------------------ */
+
+static int queue_check(sluice_store *store, const char *queue,
+                       size_t queue_len, const char *call)
+{
+    int err = key_check(store, queue, queue_len);
+
+    if (err < 0)
+        return err;
+    if (store->ops->emq_ttl == NULL)
+        return sluice__error(SLUICE_ENOTSUP,
+                             "%s needs a server store (valkey://...); the %s "
+                             "store has no queues", call, store->ops->kind);
+    return SLUICE_OK;
+}
+
+int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
+                              const char *queue, size_t queue_len,
+                              uint64_t max)
+{
+    int err;
+
+    if (wait_ms == NULL)
+        return sluice__error(SLUICE_EINVAL, "wait_ms is NULL");
+    *wait_ms = 0;
+    if ((err = queue_check(store, queue, queue_len,
+                           "sluice_emq_rate_limit_ttl")) < 0)
+        return err;
+    if (max > SLUICE_MAX_MAX)
+        return sluice__error(SLUICE_ERANGE, "max %llu is above 2^53 - 1",
+                             (unsigned long long)max);
+    return store->ops->emq_ttl(store->impl, queue, queue_len, max, wait_ms);
+}
+
+int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
+                            sluice_store *store, const char *queue,
+                            size_t queue_len, uint64_t window_ms)
+{
+    uint64_t c = 0, t = 0;
+    int err;
+
+    if ((err = queue_check(store, queue, queue_len,
+                           "sluice_emq_limiter_incr")) < 0)
+        return err;
+    if (window_ms < 1 || window_ms > SLUICE_WINDOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE,
+                             "window %llu ms is out of range 1..%llu ms",
+                             (unsigned long long)window_ms,
+                             (unsigned long long)SLUICE_WINDOW_MAX_MS);
+    err = store->ops->emq_incr(store->impl, queue, queue_len, window_ms, &c, &t);
+    if (count != NULL)
+        *count = c;
+    if (ttl_ms != NULL)
+        *ttl_ms = t;
+    return err;
 }

@@ -1,0 +1,740 @@
+/*
+ * bench_mem.c - how fast, and how large, the embedded store ("mem://") is.
+ *
+ * Every case calls sluice_hit() in a tight loop on a store opened with the
+ * defaults, so the real clock (sluice_clock_realtime_ms) is read on every
+ * call, as it is in production. The cases, for each algorithm:
+ *
+ *   hot key, 1 thread             one key, a limit that admits everything
+ *   hot key, 2 threads            each thread on its own key
+ *   hot key, 2 threads, same key  both threads on one key (contended)
+ *   refused, 1 thread             one key over a small limit: nearly every
+ *                                 hit is refused, which is the attack path
+ *   refused, 2 threads, same key  the same, from two threads
+ *   100,000 keys, 1 thread        keys chosen by a cheap PRNG
+ *   100,000 keys, 2 threads       each thread on 100,000 keys of its own
+ *
+ * Method. Keys are strings like "user:12345", made before any timing. Each
+ * thread first touches its own keys (so entries come from its own malloc
+ * arena, as in a server whose threads own their requests), waits at a barrier,
+ * then calls sluice_hit() until its deadline. The monotonic clock is read
+ * once per CHECK_EVERY calls, so the loop measures the store and not itself.
+ * A case's rate is the sum over its threads of calls / elapsed; each case
+ * runs 'repeats' times on a fresh store and the median is reported, since the
+ * machine is shared and noisy.
+ *
+ * Memory: stats bytes per key after one hit on each of 100,000 keys, the
+ * growth of the resident set per key (which adds malloc's overhead), and the
+ * process's peak resident set.
+ *
+ * Benchmarks measure; they never pass or fail. The program exits 0 whether a
+ * target is met or not, 1 if the store fails, and 2 on a bad option.
+ */
+#include "sluice.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MANY_KEYS 100000u
+#define KEY_STRIDE 16u      /* bytes per pre-made key; "user:199999" fits */
+#define CHECK_EVERY 1024u   /* calls between two reads of the clock */
+#define WARM_HITS 100000u   /* calls on a hot key before timing */
+#define MAX_THREADS 2u
+#define MAX_REPEATS 99u
+#define DEFAULT_SECONDS 1.0
+#define DEFAULT_REPEATS 3u
+#define WINDOW_MS 1000u
+/* Admitting limits: 10^12 per second is never reached. It also keeps the
+   sliding counter's max x window_ms (10^15) under its bound of 2^53. */
+#define ADMIT_MAX 1000000000000ULL
+/* Refusing limits: the first REFUSE_MAX hits of a window pass, then none. */
+#define REFUSE_MAX 10u
+
+/* The targets the figures are compared with. */
+#define TARGET_FIXED_HOT_PER_S 10e6
+#define TARGET_FIXED_HOT_NS 100.0
+#define TARGET_TWO_THREAD_RATIO 1.6
+
+/* ---- Keys ------------------------------------------------------------------- */
+
+/* Keys "user:<first>" .. "user:<first + n - 1>", each KEY_STRIDE bytes apart. */
+typedef struct keyset {
+    char *bytes;
+    unsigned char *lens;
+    size_t n;
+} keyset;
+
+static int keyset_make(keyset *ks, size_t first, size_t n)
+{
+    ks->bytes = malloc(n * KEY_STRIDE);
+    ks->lens = malloc(n);
+    ks->n = n;
+    if (ks->bytes == NULL || ks->lens == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int len = snprintf(ks->bytes + i * KEY_STRIDE, KEY_STRIDE, "user:%zu",
+                           first + i);
+
+        if (len < 0 || len >= (int)KEY_STRIDE)
+            return -1;
+        ks->lens[i] = (unsigned char)len;
+    }
+    return 0;
+}
+
+static void keyset_free(keyset *ks)
+{
+    free(ks->bytes);
+    free(ks->lens);
+}
+
+/*
+ * A uniform index below 'n' from a xorshift64 generator: a few cycles, so
+ * choosing the key does not weigh on the figures.
+ */
+static size_t pick_key(uint64_t *rng, size_t n)
+{
+    uint64_t x = *rng;
+
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return (size_t)(((x >> 32) * (uint64_t)n) >> 32);
+}
+
+/* ---- Cases ------------------------------------------------------------------ */
+
+typedef struct bench_case {
+    const char *id;    /* stable name, for --json */
+    const char *label; /* for the table */
+    unsigned threads;
+    size_t nkeys;      /* keys per key set */
+    bool same_keys;    /* every thread on the first key set (contended) */
+    bool refuse;       /* a small max, so nearly every hit is refused */
+} bench_case;
+
+enum {
+    HOT_1T,
+    HOT_2T,
+    HOT_2T_SAME,
+    REFUSED_1T,
+    REFUSED_2T_SAME,
+    MANY_1T,
+    MANY_2T,
+    NCASES
+};
+
+static const bench_case cases[NCASES] = {
+    [HOT_1T] = {"hot_1t", "hot key, 1 thread", 1, 1, false, false},
+    [HOT_2T] = {"hot_2t_distinct", "hot key, 2 threads, a key each", 2, 1,
+                false, false},
+    [HOT_2T_SAME] = {"hot_2t_same", "hot key, 2 threads, same key", 2, 1,
+                     true, false},
+    [REFUSED_1T] = {"refused_1t", "refused hot key, 1 thread", 1, 1, false,
+                    true},
+    [REFUSED_2T_SAME] = {"refused_2t_same", "refused hot key, 2 thr, same key",
+                         2, 1, true, true},
+    [MANY_1T] = {"many_1t", "100,000 keys, 1 thread", 1, MANY_KEYS, false,
+                 false},
+    [MANY_2T] = {"many_2t_distinct", "100,000 keys each, 2 threads", 2,
+                 MANY_KEYS, false, false},
+};
+
+/* What one case measured: a rate per repeat and their median. */
+typedef struct case_result {
+    double runs[MAX_REPEATS]; /* decisions per second, all threads */
+    double median;            /* decisions per second */
+    double ns_per_call;       /* one thread's time per call, at the median */
+    double admitted;          /* fraction of decisions admitted, all runs */
+} case_result;
+
+static const sluice_algo algos[SLUICE_ALGO_COUNT] = {
+    SLUICE_FIXED, SLUICE_SLIDING_COUNTER, SLUICE_SLIDING_LOG
+};
+
+/* ---- Timing ----------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One thread of a case: its inputs, then what it measured. */
+typedef struct worker {
+    sluice_store *store;
+    const sluice_limit *limit;
+    const keyset *keys;
+    uint64_t rng;
+    double seconds;
+    pthread_barrier_t *start;
+    uint64_t calls;
+    uint64_t admitted;
+    double elapsed_s;
+    int err;
+} worker;
+
+/*
+ * Touches every key of the worker's set once (and a hot key WARM_HITS
+ * times), then, after the barrier, calls sluice_hit() until 'seconds' have
+ * passed. The clock is read once per CHECK_EVERY calls.
+ */
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    const keyset *ks = w->keys;
+    size_t warm = ks->n > WARM_HITS ? ks->n : WARM_HITS;
+    uint64_t calls = 0, admitted = 0;
+    sluice_decision d;
+    double start, now;
+    int err = SLUICE_OK;
+
+    for (size_t i = 0; i < warm && err == SLUICE_OK; i++) {
+        size_t k = i % ks->n;
+
+        err = sluice_hit(&d, w->store, w->limit, ks->bytes + k * KEY_STRIDE,
+                         ks->lens[k], 1);
+    }
+    /* Everyone waits here, even after a failure, so no thread is left
+       waiting for a partner that has already left. */
+    pthread_barrier_wait(w->start);
+    start = now = now_s();
+    while (err == SLUICE_OK && now - start < w->seconds) {
+        for (unsigned i = 0; i < CHECK_EVERY; i++) {
+            size_t k = ks->n == 1 ? 0 : pick_key(&w->rng, ks->n);
+
+            err = sluice_hit(&d, w->store, w->limit,
+                             ks->bytes + k * KEY_STRIDE, ks->lens[k], 1);
+            if (err != SLUICE_OK)
+                break;
+            admitted += (uint64_t)d.allowed;
+        }
+        calls += CHECK_EVERY;
+        now = now_s();
+    }
+    w->calls = calls;
+    w->admitted = admitted;
+    w->elapsed_s = now - start;
+    w->err = err;
+    return NULL;
+}
+
+/*
+ * Runs case 'c' once for 'algo' on a fresh store. 'sets' holds one key set
+ * per thread, of the case's size. Adds the rate (decisions per second over
+ * all threads) to '*rate' and the counts to '*calls' and '*admitted'.
+ */
+static int run_once(double *rate, uint64_t *calls, uint64_t *admitted,
+                    sluice_algo algo, const bench_case *c,
+                    const keyset *sets, double seconds, uint64_t seed)
+{
+    sluice_limit limit = {algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
+                          WINDOW_MS};
+    worker w[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    pthread_barrier_t start;
+    sluice_store *store;
+    int err;
+
+    if ((err = sluice_store_open(&store, "mem://", NULL)) < 0) {
+        fprintf(stderr, "sluice_bench_mem: cannot open the store: %s (%s)\n",
+                sluice_strerror(err), sluice_last_error());
+        return -1;
+    }
+    pthread_barrier_init(&start, NULL, c->threads);
+    for (unsigned t = 0; t < c->threads; t++) {
+        memset(&w[t], 0, sizeof(w[t]));
+        w[t].store = store;
+        w[t].limit = &limit;
+        w[t].keys = c->same_keys ? &sets[0] : &sets[t];
+        w[t].rng = ((seed << 8 | t) * 0x9e3779b97f4a7c15ULL) | 1; /* not 0 */
+        w[t].seconds = seconds;
+        w[t].start = &start;
+        if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
+            fprintf(stderr, "sluice_bench_mem: cannot start a thread\n");
+            exit(1);
+        }
+    }
+    *rate = 0;
+    *calls = 0;
+    *admitted = 0;
+    for (unsigned t = 0; t < c->threads; t++) {
+        pthread_join(tid[t], NULL);
+        if (w[t].err != SLUICE_OK && err >= 0) {
+            fprintf(stderr, "sluice_bench_mem: sluice_hit failed: %s\n",
+                    sluice_strerror(w[t].err));
+            err = -1;
+        }
+        *rate += (double)w[t].calls / w[t].elapsed_s;
+        *calls += w[t].calls;
+        *admitted += w[t].admitted;
+    }
+    pthread_barrier_destroy(&start);
+    sluice_store_free(store);
+    return err < 0 ? -1 : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, unsigned n)
+{
+    double s[MAX_REPEATS];
+
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), cmp_double);
+    return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static int run_case(case_result *r, sluice_algo algo, const bench_case *c,
+                    const keyset *sets, double seconds, unsigned repeats)
+{
+    uint64_t calls_all = 0, admitted_all = 0;
+
+    for (unsigned i = 0; i < repeats; i++) {
+        uint64_t calls, admitted;
+
+        if (run_once(&r->runs[i], &calls, &admitted, algo, c, sets, seconds,
+                     i + 1) < 0)
+            return -1;
+        calls_all += calls;
+        admitted_all += admitted;
+    }
+    r->median = median(r->runs, repeats);
+    r->ns_per_call = r->median > 0 ? c->threads * 1e9 / r->median : 0;
+    r->admitted = calls_all ? (double)admitted_all / (double)calls_all : 0;
+    return 0;
+}
+
+/* ---- Memory ----------------------------------------------------------------- */
+
+typedef struct mem_result {
+    uint64_t keys;
+    double stats_bytes_per_key;
+    double rss_bytes_per_key; /* negative when /proc/self/statm is missing */
+} mem_result;
+
+/* The resident set now, in bytes; -1 where /proc/self/statm is missing. */
+static long long rss_now_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size, resident;
+    int n;
+
+    if (f == NULL)
+        return -1;
+    n = fscanf(f, "%lld %lld", &size, &resident);
+    fclose(f);
+    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+/*
+ * Loads MANY_KEYS keys (one admitted hit each) into a fresh store per
+ * algorithm. All three stores stay open until the end, so the growth of the
+ * resident set is each store's own and not memory freed by the one before.
+ */
+static int measure_memory(mem_result *out, const keyset *keys)
+{
+    sluice_store *stores[SLUICE_ALGO_COUNT] = {NULL};
+    int err = 0;
+
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT && err == 0; a++) {
+        sluice_limit limit = {algos[a], ADMIT_MAX, WINDOW_MS};
+        sluice_store_stats st;
+        sluice_decision d;
+        long long before, after;
+
+        if (sluice_store_open(&stores[a], "mem://", NULL) < 0) {
+            err = -1;
+            break;
+        }
+        before = rss_now_bytes();
+        for (size_t i = 0; i < keys->n && err == 0; i++)
+            if (sluice_hit(&d, stores[a], &limit,
+                           keys->bytes + i * KEY_STRIDE, keys->lens[i],
+                           1) < 0)
+                err = -1;
+        after = rss_now_bytes();
+        if (err == 0 && sluice_store_stats_get(&st, stores[a]) < 0)
+            err = -1;
+        if (err == 0) {
+            out[a].keys = st.keys;
+            out[a].stats_bytes_per_key =
+                st.keys ? (double)st.bytes / (double)st.keys : 0;
+            out[a].rss_bytes_per_key =
+                before < 0 || after < 0 || st.keys == 0
+                    ? -1
+                    : (double)(after - before) / (double)st.keys;
+        }
+    }
+    if (err < 0)
+        fprintf(stderr, "sluice_bench_mem: loading keys failed: %s\n",
+                sluice_last_error());
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        sluice_store_free(stores[a]);
+    return err;
+}
+
+static long max_rss_kib(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    return ru.ru_maxrss; /* kibibytes on Linux */
+}
+
+/* ---- Report ----------------------------------------------------------------- */
+
+/*
+ * The ratios the targets refer to, and a few more without a target. For
+ * each, the case measured ('num') over the case it is compared with ('den').
+ */
+typedef struct ratio {
+    const char *id;
+    const char *label;
+    int num, den;
+    double target; /* 0 when there is none */
+} ratio;
+
+static const ratio ratios[] = {
+    {"hot_2t_distinct_over_1t",
+     "2 threads distinct keys / 1 thread (hot key)", HOT_2T, HOT_1T,
+     TARGET_TWO_THREAD_RATIO},
+    {"many_2t_distinct_over_1t",
+     "2 threads distinct keys / 1 thread (100,000 keys)", MANY_2T, MANY_1T,
+     TARGET_TWO_THREAD_RATIO},
+    {"hot_2t_same_over_1t", "2 threads same hot key / 1 thread",
+     HOT_2T_SAME, HOT_1T, 0},
+    {"refused_over_admitted_1t", "refused / admitted hot key, 1 thread",
+     REFUSED_1T, HOT_1T, 0},
+    {"refused_2t_same_over_1t", "refused hot key, 2 threads same key / 1",
+     REFUSED_2T_SAME, REFUSED_1T, 0},
+    {"many_over_hot_1t", "100,000 keys / hot key, 1 thread", MANY_1T, HOT_1T,
+     0},
+};
+
+#define NRATIOS (sizeof(ratios) / sizeof(ratios[0]))
+
+typedef struct report {
+    double seconds;
+    unsigned repeats;
+    long cpus;
+    case_result res[SLUICE_ALGO_COUNT][NCASES];
+    mem_result mem[SLUICE_ALGO_COUNT];
+    long max_rss_kib;
+} report;
+
+static double ratio_of(const report *rp, unsigned a, const ratio *q)
+{
+    double den = rp->res[a][q->den].median;
+
+    return den > 0 ? rp->res[a][q->num].median / den : 0;
+}
+
+static bool fixed_hot_met(const report *rp)
+{
+    return rp->res[SLUICE_FIXED][HOT_1T].median >= TARGET_FIXED_HOT_PER_S;
+}
+
+static const char *met(bool yes)
+{
+    return yes ? "met" : "not met";
+}
+
+static void print_header(const report *rp)
+{
+    printf("sluice %s embedded store (mem://) benchmark\n", SLUICE_VERSION);
+    printf("%.3g s per case, median of %u run%s; %ld CPU%s online; default "
+           "clock (CLOCK_REALTIME, read on every call)\n",
+           rp->seconds, rp->repeats, rp->repeats == 1 ? "" : "s", rp->cpus,
+           rp->cpus == 1 ? "" : "s");
+    printf("limits: admitting max %llu per %u ms; refusing max %u per %u ms; "
+           "keys \"user:N\"\n\n",
+           (unsigned long long)ADMIT_MAX, WINDOW_MS, REFUSE_MAX, WINDOW_MS);
+    printf("%-16s %-34s %9s %8s %8s  %s\n", "algorithm", "case",
+           "M dec/s", "ns/call", "admitted", "runs (M dec/s)");
+}
+
+static void print_row(const report *rp, unsigned a, unsigned c)
+{
+    const case_result *r = &rp->res[a][c];
+
+    printf("%-16s %-34s %9.2f %8.1f %7.2f%% ", sluice_algo_name(algos[a]),
+           cases[c].label, r->median / 1e6, r->ns_per_call,
+           r->admitted * 100);
+    for (unsigned i = 0; i < rp->repeats; i++)
+        printf(" %.2f", r->runs[i] / 1e6);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void print_summary(const report *rp)
+{
+    const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
+
+    printf("\nns/call is the time one thread spends per call "
+           "(threads x 10^9 / rate).\n");
+    printf("\nTargets\n");
+    printf("  fixed hot key 1 thread: %.2f M decisions/s (%.1f ns) \u2014 "
+           "target \u2265 %.0f M/s (\u2264 %.0f ns): %s\n",
+           fh->median / 1e6, fh->ns_per_call, TARGET_FIXED_HOT_PER_S / 1e6,
+           TARGET_FIXED_HOT_NS, met(fixed_hot_met(rp)));
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned q = 0; q < NRATIOS; q++) {
+            double v = ratio_of(rp, a, &ratios[q]);
+
+            if (ratios[q].target == 0)
+                continue;
+            printf("  %s %s: %.2f\u00d7 \u2014 target \u2265 %.1f\u00d7: "
+                   "%s\n",
+                   sluice_algo_name(algos[a]), ratios[q].label, v,
+                   ratios[q].target, met(v >= ratios[q].target));
+        }
+    printf("\nOther ratios (no target)\n");
+    for (unsigned q = 0; q < NRATIOS; q++) {
+        if (ratios[q].target != 0)
+            continue;
+        printf("  %-44s", ratios[q].label);
+        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+            printf("  %s %.2f\u00d7", sluice_algo_name(algos[a]),
+                   ratio_of(rp, a, &ratios[q]));
+        printf("\n");
+    }
+    printf("\nMemory after one hit on each of %u keys\n", MANY_KEYS);
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        const mem_result *m = &rp->mem[a];
+
+        printf("  %-16s stats %6.1f bytes/key; resident set grew ",
+               sluice_algo_name(algos[a]), m->stats_bytes_per_key);
+        if (m->rss_bytes_per_key < 0)
+            printf("n/a\n");
+        else
+            printf("%6.1f bytes/key\n", m->rss_bytes_per_key);
+    }
+    printf("  process max RSS: %ld KiB\n", rp->max_rss_kib);
+}
+
+static void print_json(const report *rp)
+{
+    const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
+    bool first = true;
+
+    printf("{\n  \"version\": \"%s\",\n  \"store\": \"mem://\",\n"
+           "  \"clock\": \"realtime\",\n  \"seconds\": %g,\n"
+           "  \"repeats\": %u,\n  \"cpus\": %ld,\n",
+           SLUICE_VERSION, rp->seconds, rp->repeats, rp->cpus);
+    printf("  \"window_ms\": %u,\n  \"admit_max\": %llu,\n"
+           "  \"refuse_max\": %u,\n  \"cases\": [",
+           WINDOW_MS, (unsigned long long)ADMIT_MAX, REFUSE_MAX);
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned c = 0; c < NCASES; c++) {
+            const case_result *r = &rp->res[a][c];
+
+            printf("%s\n    {\"algo\": \"%s\", \"case\": \"%s\", "
+                   "\"threads\": %u, \"keys_per_thread\": %zu, "
+                   "\"same_keys\": %s, \"max\": %llu, "
+                   "\"decisions_per_s\": %.0f, \"ns_per_call\": %.2f, "
+                   "\"admitted_fraction\": %.6f, \"runs\": [",
+                   first ? "" : ",", sluice_algo_name(algos[a]), cases[c].id,
+                   cases[c].threads, cases[c].nkeys,
+                   cases[c].same_keys ? "true" : "false",
+                   (unsigned long long)(cases[c].refuse ? REFUSE_MAX
+                                                        : ADMIT_MAX),
+                   r->median, r->ns_per_call, r->admitted);
+            for (unsigned i = 0; i < rp->repeats; i++)
+                printf("%s%.0f", i ? ", " : "", r->runs[i]);
+            printf("]}");
+            first = false;
+        }
+    printf("\n  ],\n  \"targets\": [\n");
+    printf("    {\"name\": \"fixed_hot_1t_decisions_per_s\", \"value\": %.0f, "
+           "\"target_min\": %.0f, \"ns_per_call\": %.2f, "
+           "\"target_ns_max\": %.0f, \"met\": %s}",
+           fh->median, TARGET_FIXED_HOT_PER_S, fh->ns_per_call,
+           TARGET_FIXED_HOT_NS, fixed_hot_met(rp) ? "true" : "false");
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned q = 0; q < NRATIOS; q++) {
+            double v = ratio_of(rp, a, &ratios[q]);
+
+            if (ratios[q].target == 0)
+                continue;
+            printf(",\n    {\"name\": \"%s_%s\", \"value\": %.4f, "
+                   "\"target_min\": %.2f, \"met\": %s}",
+                   sluice_algo_name(algos[a]), ratios[q].id, v,
+                   ratios[q].target, v >= ratios[q].target ? "true" : "false");
+        }
+    printf("\n  ],\n  \"ratios\": [");
+    first = true;
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned q = 0; q < NRATIOS; q++) {
+            if (ratios[q].target != 0)
+                continue;
+            printf("%s\n    {\"name\": \"%s_%s\", \"value\": %.4f}",
+                   first ? "" : ",", sluice_algo_name(algos[a]),
+                   ratios[q].id, ratio_of(rp, a, &ratios[q]));
+            first = false;
+        }
+    printf("\n  ],\n  \"memory\": [");
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        const mem_result *m = &rp->mem[a];
+
+        printf("%s\n    {\"algo\": \"%s\", \"keys\": %llu, "
+               "\"stats_bytes_per_key\": %.1f, ",
+               a ? "," : "", sluice_algo_name(algos[a]),
+               (unsigned long long)m->keys, m->stats_bytes_per_key);
+        if (m->rss_bytes_per_key < 0)
+            printf("\"rss_bytes_per_key\": null}");
+        else
+            printf("\"rss_bytes_per_key\": %.1f}", m->rss_bytes_per_key);
+    }
+    printf("\n  ],\n  \"max_rss_kib\": %ld\n}\n", rp->max_rss_kib);
+}
+
+/* ---- Options and main --------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sluice_bench_mem [--seconds S] [--repeats N] [--json]\n"
+            "\n"
+            "Measures decisions per second of the embedded store for each\n"
+            "algorithm (1 and 2 threads, a hot key and %u keys, admitted and\n"
+            "refused), and its memory per key. Benchmarks never fail: the\n"
+            "exit status is 0 whether the targets are met or not.\n"
+            "\n"
+            "  --seconds S   run each case for S seconds (default %.0f)\n"
+            "  --repeats N   run each case N times, report the median\n"
+            "                (default %u, at most %u)\n"
+            "  --json        write the results as JSON to standard output\n"
+            "  --help        show this text\n",
+            MANY_KEYS, DEFAULT_SECONDS, DEFAULT_REPEATS, MAX_REPEATS);
+}
+
+static int bad_option(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "sluice_bench_mem: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    usage(stderr);
+    return 2;
+}
+
+/*
+ * Returns the value of option 'name' at argv[*i], given as "--name V" or
+ * "--name=V", advancing '*i' past it; NULL if argv[*i] is not that option.
+ * '*missing' is set when the option is there but its value is not.
+ */
+static const char *option_value(int argc, char **argv, int *i,
+                                const char *name, bool *missing)
+{
+    size_t len = strlen(name);
+    const char *arg = argv[*i];
+
+    if (strncmp(arg, name, len) != 0)
+        return NULL;
+    if (arg[len] == '=')
+        return arg + len + 1;
+    if (arg[len] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int main(int argc, char **argv)
+{
+    static report rp;
+    bool json = false;
+    keyset hot[MAX_THREADS], many[MAX_THREADS];
+
+    rp.seconds = DEFAULT_SECONDS;
+    rp.repeats = DEFAULT_REPEATS;
+    for (int i = 1; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        char *end;
+
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else if ((v = option_value(argc, argv, &i, "--seconds",
+                                     &missing)) != NULL) {
+            errno = 0;
+            rp.seconds = strtod(v, &end);
+            if (*v == '\0' || *end != '\0' || errno != 0 ||
+                !(rp.seconds > 0 && rp.seconds <= 3600))
+                return bad_option("--seconds wants a number of seconds "
+                                  "above 0 and at most 3600, not '%s'", v);
+        } else if ((v = option_value(argc, argv, &i, "--repeats",
+                                     &missing)) != NULL) {
+            unsigned long n;
+
+            errno = 0;
+            n = strtoul(v, &end, 10);
+            if (*v < '0' || *v > '9' || *end != '\0' || errno != 0 ||
+                n < 1 || n > MAX_REPEATS)
+                return bad_option("--repeats wants a whole number from 1 "
+                                  "to 99, not '%s'", v);
+            rp.repeats = (unsigned)n;
+        } else if (missing) {
+            return bad_option("%s needs a value", argv[i]);
+        } else {
+            return bad_option("unknown option '%s'", argv[i]);
+        }
+    }
+    rp.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    for (unsigned t = 0; t < MAX_THREADS; t++)
+        if (keyset_make(&hot[t], t, 1) < 0 ||
+            keyset_make(&many[t], (size_t)t * MANY_KEYS, MANY_KEYS) < 0) {
+            fprintf(stderr, "sluice_bench_mem: out of memory for keys\n");
+            return 1;
+        }
+
+    /* Memory first, while the heap is fresh. */
+    if (measure_memory(rp.mem, &many[0]) < 0)
+        return 1;
+
+    if (!json)
+        print_header(&rp);
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned c = 0; c < NCASES; c++) {
+            const keyset *sets = cases[c].nkeys == 1 ? hot : many;
+
+            if (run_case(&rp.res[a][c], algos[a], &cases[c], sets,
+                         rp.seconds, rp.repeats) < 0)
+                return 1;
+            if (!json)
+                print_row(&rp, a, c);
+        }
+    rp.max_rss_kib = max_rss_kib();
+    if (json)
+        print_json(&rp);
+    else
+        print_summary(&rp);
+
+    for (unsigned t = 0; t < MAX_THREADS; t++) {
+        keyset_free(&hot[t]);
+        keyset_free(&many[t]);
+    }
+    return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * args.c - messages, strict numbers, the options every command shares, and
+ * JSON strings.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+/* ---- Messages -------------------------------------------------------------- */
+
+static void vreport(const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fputs("sluice: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+    if (cmd != NULL)
+        fprintf(stderr, "Try 'sluice %s --help' for more information.\n", cmd);
+    else
+        fputs("Try 'sluice --help' for more information.\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+/* ---- Numbers --------------------------------------------------------------- */
+
+bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
+                   char *why, size_t why_len)
+{
+    uint64_t n = 0;
+    bool overflow = false;
+    const char *p;
+
+    if (text[0] == '\0') {
+        snprintf(why, why_len, "an empty value is not a number (expected "
+                 "%llu..%llu)", (unsigned long long)lo, (unsigned long long)hi);
+        return false;
+    }
+    for (p = text; *p != '\0'; p++)
+        if (*p < '0' || *p > '9')
+            break;
+    if (*p != '\0') {
+        if (text[0] == '-' && text[1] >= '0' && text[1] <= '9')
+            snprintf(why, why_len, "'%s' is negative (expected %llu..%llu)",
+                     text, (unsigned long long)lo, (unsigned long long)hi);
+        else if (text[0] == '+')
+            snprintf(why, why_len, "'%s' has a sign (expected plain digits, "
+                     "%llu..%llu)", text, (unsigned long long)lo,
+                     (unsigned long long)hi);
+        else
+            snprintf(why, why_len, "'%s' is not a whole number (expected "
+                     "%llu..%llu)", text, (unsigned long long)lo,
+                     (unsigned long long)hi);
+        return false;
+    }
+    /* Checked before each step, so 'n' never wraps. */
+    for (p = text; *p != '\0' && !overflow; p++) {
+        uint64_t digit = (uint64_t)(*p - '0');
+
+        if (n > (UINT64_MAX - digit) / 10)
+            overflow = true;
+        else
+            n = n * 10 + digit;
+    }
+    if (overflow || n < lo || n > hi) {
+        snprintf(why, why_len, "'%s' is out of range %llu..%llu", text,
+                 (unsigned long long)lo, (unsigned long long)hi);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+/* ---- Options --------------------------------------------------------------- */
+
+/* The long options, their bits, and whether each takes a value. */
+static const struct option_spec {
+    const char *name;
+    unsigned bit;
+    bool has_value;
+} options[] = {
+    {"--algo", CLI_TAKES_ALGO, true},
+    {"--max", CLI_TAKES_MAX, true},
+    {"--window", CLI_TAKES_WINDOW, true},
+    {"--cost", CLI_TAKES_COST, true},
+    {"--json", CLI_TAKES_JSON, false},
+    {"--store", CLI_TAKES_STORE, true},
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+/*
+ * Finds the option named by 'arg' ("--name" or "--name=value"); sets
+ * '*value' to what follows '=' or to NULL. Returns NULL for an unknown name.
+ */
+static const struct option_spec *option_find(const char *arg,
+                                             const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (strlen(options[i].name) == len &&
+            memcmp(options[i].name, arg, len) == 0) {
+            *value = eq != NULL ? eq + 1 : NULL;
+            return &options[i];
+        }
+    }
+    return NULL;
+}
+
+/* Checks and stores the value of one option; returns 0 or CLI_EXIT_USAGE. */
+static int option_set(cli_args *out, const char *cmd,
+                      const struct option_spec *opt, const char *value)
+{
+    char why[256];
+    int err;
+
+    switch (opt->bit) {
+    case CLI_TAKES_ALGO:
+        if (sluice_algo_parse(&out->limit.algo, value) < 0)
+            return cli_usage_error(cmd, "--algo: unknown algorithm '%s' "
+                                   "(expected fixed, sliding-counter or "
+                                   "sliding-log)", value);
+        break;
+    case CLI_TAKES_MAX:
+        if (!cli_parse_u64(&out->limit.max, value, 1, SLUICE_MAX_MAX, why,
+                           sizeof(why)))
+            return cli_usage_error(cmd, "--max: %s", why);
+        break;
+    case CLI_TAKES_WINDOW:
+        err = sluice_duration_parse(&out->limit.window_ms, value);
+        if (err < 0)
+            return cli_usage_error(cmd, "--window: %s", sluice_last_error());
+        break;
+    case CLI_TAKES_COST:
+        if (!cli_parse_u64(&out->cost, value, 1, SLUICE_MAX_MAX, why,
+                           sizeof(why)))
+            return cli_usage_error(cmd, "--cost: %s", why);
+        break;
+    case CLI_TAKES_JSON:
+        out->json = true;
+        break;
+    case CLI_TAKES_STORE:
+        out->store = value;
+        break;
+    }
+    out->given |= opt->bit;
+    return 0;
+}
+
+int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
+                   unsigned takes)
+{
+    bool options_done = false;
+
+    memset(out, 0, sizeof(*out));
+    out->limit.algo = SLUICE_FIXED;
+    out->cost = 1;
+    out->store = "mem://";
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const struct option_spec *opt;
+        const char *value;
+        int err;
+
+        if (!options_done && strcmp(arg, "--") == 0) {
+            options_done = true;
+            continue;
+        }
+        if (options_done || arg[0] != '-' || arg[1] == '\0') {
+            if (!(takes & CLI_TAKES_KEY))
+                return cli_usage_error(cmd, "%s: unexpected argument '%s'",
+                                       cmd, arg);
+            if (out->given & CLI_TAKES_KEY)
+                return cli_usage_error(cmd, "%s: unexpected argument '%s' "
+                                       "(KEY is already '%s'; a key is one "
+                                       "argument)", cmd, arg, out->key);
+            out->key = arg;
+            out->key_len = strlen(arg);
+            out->given |= CLI_TAKES_KEY;
+            continue;
+        }
+        opt = option_find(arg, &value);
+        if (opt == NULL || !(takes & opt->bit))
+            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd, arg);
+        if (out->given & opt->bit)
+            return cli_usage_error(cmd, "%s is given twice", opt->name);
+        if (opt->has_value && value == NULL) {
+            if (i + 1 >= argc)
+                return cli_usage_error(cmd, "%s needs a value", opt->name);
+            value = argv[++i];
+        } else if (!opt->has_value && value != NULL) {
+            return cli_usage_error(cmd, "%s takes no value (got '%s')",
+                                   opt->name, arg);
+        }
+        err = option_set(out, cmd, opt, value);
+        if (err != 0)
+            return err;
+    }
+    return 0;
+}
+
+int cli_args_require(const cli_args *args, const char *cmd, unsigned needed)
+{
+    static const struct {
+        unsigned bit;
+        const char *what;
+    } required[] = {
+        {CLI_TAKES_KEY, "KEY (the name whose budget is counted)"},
+        {CLI_TAKES_ALGO, "--algo (fixed, sliding-counter or sliding-log)"},
+        {CLI_TAKES_MAX, "--max (units admitted per window, e.g. --max 10)"},
+        {CLI_TAKES_WINDOW, "--window (the window's length, e.g. --window 1s)"},
+    };
+
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+        if ((needed & required[i].bit) && !(args->given & required[i].bit))
+            return cli_usage_error(cmd, "%s: missing %s", cmd,
+                                   required[i].what);
+    if ((args->given & CLI_TAKES_COST) && args->cost > args->limit.max)
+        return cli_usage_error(cmd, "--cost: %llu exceeds --max %llu, so the "
+                               "request could never be admitted",
+                               (unsigned long long)args->cost,
+                               (unsigned long long)args->limit.max);
+    if (sluice_limit_check(&args->limit) < 0)
+        return cli_usage_error(cmd, "%s", sluice_last_error());
+    return 0;
+}
+
+bool cli_wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+/*
+ * The length of the valid UTF-8 sequence at 's' (at most 'len' bytes), or 0
+ * if it is not one. Overlong forms, surrogates and code points above
+ * U+10FFFF are not valid (RFC 3629).
+ */
+static size_t utf8_length(const unsigned char *s, size_t len)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF; /* bounds of the second byte */
+
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xE0)
+        lo = 0xA0;
+    else if (c == 0xED)
+        hi = 0x9F;
+    else if (c == 0xF0)
+        lo = 0x90;
+    else if (c == 0xF4)
+        hi = 0x8F;
+    if (len < n || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+void cli_json_string(FILE *f, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    fputc('"', f);
+    while (i < len) {
+        unsigned char c = p[i];
+        size_t n;
+
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+            i++;
+        } else if (c < 0x20 || c == 0x7F) {
+            switch (c) {
+            case '\b': fputs("\\b", f); break;
+            case '\f': fputs("\\f", f); break;
+            case '\n': fputs("\\n", f); break;
+            case '\r': fputs("\\r", f); break;
+            case '\t': fputs("\\t", f); break;
+            default: fprintf(f, "\\u%04x", c); break;
+            }
+            i++;
+        } else if (c < 0x80) {
+            fputc(c, f);
+            i++;
+        } else if ((n = utf8_length(p + i, len - i)) > 0) {
+            fwrite(p + i, 1, n, f);
+            i += n;
+        } else {
+            fputs("\\ufffd", f);
+            i++;
+        }
+    }
+    fputc('"', f);
+}

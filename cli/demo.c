@@ -1,0 +1,459 @@
+/*
+ * demo.c - 'sluice demo': the trade-off of the three algorithms on one
+ * screen.
+ *
+ * Two traffic patterns are replayed against each algorithm, on the embedded
+ * store with a virtual clock, for a budget of DEMO_MAX per DEMO_WINDOW_MS:
+ *
+ *   boundary attack  one request at t=0 opens a window (the fixed window's
+ *                    starts at its first request; the sliding counter's are
+ *                    aligned to 0, so t=999/1000 is the seam for all three),
+ *                    then max requests at t=999 and max more at t=1000;
+ *   steady traffic   STEADY_SENT requests 30..70 ms apart (50 on average,
+ *                    twice the budget), the gaps drawn from a fixed seed.
+ *
+ * Every figure printed comes from the library's decisions or its store
+ * statistics; nothing is written in by hand but the traffic.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char cli_demo_help[] =
+    "Usage: sluice demo\n"
+    "\n"
+    "Shows, on one screen, how the three algorithms trade memory against\n"
+    "exactness, for a budget of max=10 requests per window=1s. Runs on the\n"
+    "embedded store with a virtual clock: no server, no waiting, and every\n"
+    "figure is computed from the library's real decisions.\n"
+    "\n"
+    "Each algorithm meets two kinds of traffic:\n"
+    "  boundary attack  1 request at t=0 opens the window, then max requests\n"
+    "                   in its last millisecond (t=999) and max more in the\n"
+    "                   first of the next window (t=1000);\n"
+    "  steady traffic   100 requests 30-70 ms apart (fixed seed), about twice\n"
+    "                   the budget.\n"
+    "\n"
+    "The table shows, per algorithm: how many of the 2 x max seam requests\n"
+    "were admitted; the most requests admitted in any span one window long\n"
+    "(a sliding scan over the admitted times); the bytes the embedded store\n"
+    "holds for one key whose budget is used up, measured with\n"
+    "sluice_store_stats_get() at max=10 and max=1000; and the steady traffic\n"
+    "admitted. Below it: the attack instant by instant, a timeline of the\n"
+    "steady run (one column per 100 ms; '+' rows count admitted requests,\n"
+    "'-' rows refused ones) and what it all means.\n"
+    "\n"
+    "Colors are used only when stdout is a terminal and NO_COLOR is unset.\n"
+    "\n"
+    "Exit status: 0 shown, 2 usage error, 3 library error.\n";
+
+/* ---- The scenarios --------------------------------------------------------- */
+
+#define DEMO_MAX 10u
+#define DEMO_WINDOW_MS 1000u
+#define DEMO_KEY "client"
+#define STEADY_SENT 100u
+#define STEADY_SEED 42u
+#define STEADY_GAP_MIN_MS 30u
+#define STEADY_GAP_SPREAD_MS 41u /* gaps of 30..70 ms */
+#define BUCKET_MS 100u           /* one column of the timeline */
+#define BIG_MAX 1000u            /* the second size memory is measured at */
+#define ATTACK_SENT (1u + 2u * DEMO_MAX)
+#define TRACE_MAX STEADY_SENT
+
+_Static_assert(ATTACK_SENT <= TRACE_MAX, "the attack fits a trace");
+_Static_assert(BIG_MAX <= DEMO_WINDOW_MS, "memory is measured in one window");
+
+typedef struct trace {
+    uint64_t t[TRACE_MAX]; /* request times in ms, non-decreasing */
+    size_t n;
+} trace;
+
+/* One request at 0, then max at the window's last ms and max at the next's. */
+static void attack_trace(trace *tr)
+{
+    tr->n = 0;
+    tr->t[tr->n++] = 0;
+    for (unsigned i = 0; i < DEMO_MAX; i++)
+        tr->t[tr->n++] = DEMO_WINDOW_MS - 1;
+    for (unsigned i = 0; i < DEMO_MAX; i++)
+        tr->t[tr->n++] = DEMO_WINDOW_MS;
+}
+
+/* xorshift32: the same gaps on every machine, from STEADY_SEED. */
+static uint32_t next_random(uint32_t *state)
+{
+    uint32_t x = *state;
+
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    *state = x;
+    return x;
+}
+
+static void steady_trace(trace *tr)
+{
+    uint32_t seed = STEADY_SEED;
+    uint64_t t = 0;
+
+    for (tr->n = 0; tr->n < STEADY_SENT; tr->n++) {
+        tr->t[tr->n] = t;
+        t += STEADY_GAP_MIN_MS + next_random(&seed) % STEADY_GAP_SPREAD_MS;
+    }
+}
+
+/* ---- Playing them ---------------------------------------------------------- */
+
+/* What one algorithm made of one trace. */
+typedef struct outcome {
+    bool allowed[TRACE_MAX];
+    size_t admitted;
+    size_t peak; /* the most admitted in any span DEMO_WINDOW_MS long */
+} outcome;
+
+/*
+ * The most admitted requests in any span of 'window_ms' milliseconds: a
+ * sliding scan over the admitted times, which are in order.
+ */
+static size_t peak_in_span(const trace *tr, const bool *allowed,
+                           uint64_t window_ms)
+{
+    uint64_t at[TRACE_MAX];
+    size_t n = 0, first = 0, peak = 0;
+
+    for (size_t i = 0; i < tr->n; i++)
+        if (allowed[i])
+            at[n++] = tr->t[i];
+    for (size_t last = 0; last < n; last++) {
+        while (at[last] - at[first] >= window_ms)
+            first++;
+        if (last - first + 1 > peak)
+            peak = last - first + 1;
+    }
+    return peak;
+}
+
+/* Opens an embedded store whose clock is the new virtual clock '*vclock'. */
+static int open_store(sluice_store **store, sluice_vclock **vclock)
+{
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    int err;
+
+    *store = NULL;
+    if ((err = sluice_vclock_new(vclock, 0)) < 0)
+        return err;
+    opts.clock_ms = sluice_vclock_now_ms;
+    opts.clock_payload = *vclock;
+    if ((err = sluice_store_open(store, "mem://", &opts)) < 0) {
+        sluice_vclock_free(*vclock);
+        *vclock = NULL;
+    }
+    return err;
+}
+
+/* Replays 'tr' against a fresh store, one unit per request, into 'out'. */
+static int play(outcome *out, const sluice_limit *limit, const trace *tr)
+{
+    sluice_store *store;
+    sluice_vclock *vclock;
+    sluice_decision d;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if ((err = open_store(&store, &vclock)) < 0)
+        return err;
+    for (size_t i = 0; i < tr->n; i++) {
+        sluice_vclock_set(vclock, tr->t[i]);
+        err = sluice_hit(&d, store, limit, DEMO_KEY, strlen(DEMO_KEY), 1);
+        if (err < 0)
+            break;
+        out->allowed[i] = d.allowed != 0;
+        out->admitted += d.allowed != 0;
+    }
+    sluice_store_free(store);
+    sluice_vclock_free(vclock);
+    out->peak = peak_in_span(tr, out->allowed, limit->window_ms);
+    return err;
+}
+
+/*
+ * The bytes the embedded store holds for one key whose budget of 'max' is
+ * used up, one request per millisecond: its statistics with the key, less
+ * its statistics without. The requests are admitted by every algorithm
+ * (max <= window), and this is checked.
+ */
+static int key_bytes(uint64_t *out, sluice_algo algo, uint64_t max)
+{
+    sluice_limit limit = {algo, max, DEMO_WINDOW_MS};
+    sluice_store_stats before, after;
+    sluice_store *store;
+    sluice_vclock *vclock;
+    sluice_decision d;
+    int err;
+
+    if ((err = open_store(&store, &vclock)) < 0)
+        return err;
+    err = sluice_store_stats_get(&before, store);
+    for (uint64_t t = 0; err == 0 && t < max; t++) {
+        sluice_vclock_set(vclock, t);
+        err = sluice_hit(&d, store, &limit, DEMO_KEY, strlen(DEMO_KEY), 1);
+        if (err == 0 && !d.allowed) {
+            cli_error("demo: %s refused request %llu of %llu within one "
+                      "window", sluice_algo_name(algo),
+                      (unsigned long long)t + 1, (unsigned long long)max);
+            err = SLUICE_EINVAL;
+        }
+    }
+    if (err == 0)
+        err = sluice_store_stats_get(&after, store);
+    if (err == 0)
+        *out = after.bytes - before.bytes;
+    sluice_store_free(store);
+    sluice_vclock_free(vclock);
+    return err;
+}
+
+/* ---- Printing -------------------------------------------------------------- */
+
+typedef struct palette {
+    const char *bold, *green, *red, *dim, *off;
+} palette;
+
+/* Colors only on a terminal, and never when NO_COLOR is set. */
+static palette palette_pick(void)
+{
+    const char *term = getenv("TERM");
+    palette p = {"", "", "", "", ""};
+
+    if (isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL &&
+        (term == NULL || strcmp(term, "dumb") != 0)) {
+        p.bold = "\033[1m";
+        p.green = "\033[32m";
+        p.red = "\033[31m";
+        p.dim = "\033[2m";
+        p.off = "\033[0m";
+    }
+    return p;
+}
+
+/* Everything measured for one algorithm. */
+typedef struct report {
+    sluice_algo algo;
+    outcome attack, steady;
+    uint64_t bytes_small, bytes_big; /* one used-up key at DEMO_MAX, BIG_MAX */
+} report;
+
+/*
+ * A peak, in red with a "> max" mark when it is over the budget, padded to
+ * 'width' columns unless 'last' (no trailing spaces at the end of a line).
+ */
+static void print_peak(const palette *p, size_t peak, int width, bool last)
+{
+    char cell[32];
+    int len = snprintf(cell, sizeof(cell), "%zu%s", peak,
+                       peak > DEMO_MAX ? " > max" : "");
+
+    printf("%s%s%s", peak > DEMO_MAX ? p->red : "", cell,
+           peak > DEMO_MAX ? p->off : "");
+    if (!last && len < width)
+        printf("%*s", width - len, "");
+}
+
+static void print_table(const palette *p, const report r[SLUICE_ALGO_COUNT],
+                        size_t attack_seam)
+{
+    printf("%s%-17s %-23s %-23s %s%s\n", p->bold, "", "boundary attack",
+           "memory per key", "steady traffic", p->off);
+    printf("%s%-17s %-9s %-13s %-9s %-13s %-10s %s%s\n", p->bold,
+           "algorithm", "admitted", "peak in 1 s", "max=10", "max=1000",
+           "admitted", "peak in 1 s", p->off);
+    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        printf("%-17s %2zu of %-3zu  ", sluice_algo_name(r[a].algo),
+               r[a].attack.admitted - r[a].attack.allowed[0], attack_seam);
+        print_peak(p, r[a].attack.peak, 13, false);
+        printf("%6llu B  %8llu B    %3zu of %-3u  ",
+               (unsigned long long)r[a].bytes_small,
+               (unsigned long long)r[a].bytes_big, r[a].steady.admitted,
+               STEADY_SENT);
+        print_peak(p, r[a].steady.peak, 0, true);
+        printf("\n");
+    }
+    printf("%sMemory is measured: what the embedded store holds for one key "
+           "whose budget is used\nup, bookkeeping and key included. The "
+           "state itself is a count and an expiry (fixed),\ntwo counts and "
+           "a window index (sliding-counter), or a (time, count) pair per "
+           "distinct\nmillisecond with admitted requests in the window "
+           "(sliding-log).%s\n", p->dim, p->off);
+}
+
+/* The attack instant by instant: admitted/sent at each distinct time. */
+static void print_seam(const palette *p, const report r[SLUICE_ALGO_COUNT],
+                       const trace *tr)
+{
+    printf("%s%-17s", p->bold, "the attack at");
+    for (size_t i = 0; i < tr->n; i++)
+        if (i == 0 || tr->t[i] != tr->t[i - 1])
+            printf("  t=%-6llu", (unsigned long long)tr->t[i]);
+    printf("   (admitted/sent)%s\n", p->off);
+    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        printf("%-17s", sluice_algo_name(r[a].algo));
+        for (size_t i = 0; i < tr->n;) {
+            size_t sent = 0, ok = 0;
+            char cell[32];
+
+            for (uint64_t t = tr->t[i]; i < tr->n && tr->t[i] == t; i++) {
+                sent++;
+                ok += r[a].attack.allowed[i];
+            }
+            snprintf(cell, sizeof(cell), "%zu/%zu", ok, sent);
+            printf("  %s%-*s%s", ok == sent ? p->green : p->red,
+                   i < tr->n ? 8 : 0, cell, p->off);
+        }
+        printf("\n");
+    }
+}
+
+/* One timeline row: per bucket, how many requests were (not) 'admitted'. */
+static void print_row(const char *label, const char *sign, const char *color,
+                      const palette *p, const trace *tr, const bool *allowed,
+                      bool admitted, size_t columns)
+{
+    size_t i = 0;
+
+    printf("%-15s %s ", label, sign);
+    for (size_t c = 0; c < columns; c++) {
+        unsigned n = 0;
+
+        for (; i < tr->n && tr->t[i] / BUCKET_MS == c; i++)
+            n += allowed[i] == admitted;
+        if (n == 0)
+            printf("%s.%s", p->dim, p->off);
+        else
+            printf("%s%c%s", color, n > 9 ? '*' : (char)('0' + n), p->off);
+    }
+    printf("\n");
+}
+
+static void print_timeline(const palette *p,
+                           const report r[SLUICE_ALGO_COUNT], const trace *tr)
+{
+    size_t columns = (size_t)(tr->t[tr->n - 1] / BUCKET_MS) + 1;
+    size_t per_window = DEMO_WINDOW_MS / BUCKET_MS;
+    char axis[160];
+
+    printf("%ssteady traffic, one column per %u ms: + admitted, - refused%s\n",
+           p->bold, BUCKET_MS, p->off);
+    memset(axis, ' ', sizeof(axis));
+    for (size_t c = 0; c <= columns && c + 4 < sizeof(axis); c += per_window) {
+        char tick[16];
+        int len = snprintf(tick, sizeof(tick), "%zus", c / per_window);
+
+        memcpy(&axis[c], tick, (size_t)len);
+    }
+    axis[columns + 3 < sizeof(axis) ? columns + 3 : sizeof(axis) - 1] = '\0';
+    for (size_t end = strlen(axis); end > 0 && axis[end - 1] == ' '; end--)
+        axis[end - 1] = '\0';
+    printf("%-17s %s\n", "", axis);
+    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        print_row(sluice_algo_name(r[a].algo), "+", p->green, p, tr,
+                  r[a].steady.allowed, true, columns);
+        print_row("", "-", p->red, p, tr, r[a].steady.allowed, false, columns);
+    }
+}
+
+/* How many requests at time 't' of 'tr' 'o' admitted, and how many came. */
+static size_t admitted_at(const outcome *o, const trace *tr, uint64_t t,
+                          size_t *sent)
+{
+    size_t ok = 0;
+
+    *sent = 0;
+    for (size_t i = 0; i < tr->n; i++) {
+        if (tr->t[i] == t) {
+            (*sent)++;
+            ok += o->allowed[i];
+        }
+    }
+    return ok;
+}
+
+static void print_meaning(const palette *p, const report r[SLUICE_ALGO_COUNT],
+                          const trace *attack)
+{
+    const report *fx = &r[SLUICE_FIXED];
+    const report *sc = &r[SLUICE_SLIDING_COUNTER];
+    const report *sl = &r[SLUICE_SLIDING_LOG];
+    size_t sent, ok = admitted_at(&sc->attack, attack, DEMO_WINDOW_MS, &sent);
+    size_t sc_peak = sc->attack.peak > sc->steady.peak ? sc->attack.peak
+                                                       : sc->steady.peak;
+    size_t sl_peak = sl->attack.peak > sl->steady.peak ? sl->attack.peak
+                                                       : sl->steady.peak;
+
+    printf("%s%-16s%s cheapest: a count and an expiry. But its windows form "
+           "a grid, so a client\n%-16s timing the seam got %zu requests "
+           "into one 1 s span (the bound is 2 x max).\n",
+           p->bold, "fixed", p->off, "", fx->attack.peak);
+    printf("%s%-16s%s two counts and a window index: nearly as cheap, and "
+           "smooth. Approximate:\n%-16s it weighs the last window as evenly "
+           "spread (%zu of %zu admitted at t=%u;\n%-16s at most %zu in any "
+           "1 s span here).\n", p->bold, "sliding-counter", p->off, "", ok,
+           sent, DEMO_WINDOW_MS, "", sc_peak);
+    printf("%s%-16s%s exact: never more than max in any 1 s span (here at "
+           "most %zu). The price is\n%-16s memory that grows with max, "
+           "O(max): %llu B for one key at max=%u.\n", p->bold,
+           "sliding-log", p->off, sl_peak, "",
+           (unsigned long long)sl->bytes_big, BIG_MAX);
+}
+
+/* ---- The command ----------------------------------------------------------- */
+
+int cli_demo(int argc, char **argv)
+{
+    report r[SLUICE_ALGO_COUNT];
+    trace attack, steady;
+    palette p = palette_pick();
+    cli_args args;
+    int status, err = 0;
+
+    if ((status = cli_args_parse(&args, "demo", argc, argv, 0)) != 0)
+        return status;
+    attack_trace(&attack);
+    steady_trace(&steady);
+    for (int a = 0; a < SLUICE_ALGO_COUNT && err == 0; a++) {
+        sluice_limit limit = {(sluice_algo)a, DEMO_MAX, DEMO_WINDOW_MS};
+
+        r[a].algo = (sluice_algo)a;
+        if ((err = play(&r[a].attack, &limit, &attack)) < 0 ||
+            (err = play(&r[a].steady, &limit, &steady)) < 0 ||
+            (err = key_bytes(&r[a].bytes_small, limit.algo, DEMO_MAX)) < 0 ||
+            (err = key_bytes(&r[a].bytes_big, limit.algo, BIG_MAX)) < 0)
+            cli_error("demo: %s: %s (%s)", sluice_algo_name(limit.algo),
+                      sluice_last_error(), sluice_err_name(err));
+    }
+    if (err < 0)
+        return CLI_EXIT_RUNTIME;
+
+    printf("%ssluice demo: max=%u requests per window=1s (%u ms), three "
+           "algorithms%s\n", p.bold, DEMO_MAX, DEMO_WINDOW_MS, p.off);
+    printf("Embedded store, virtual clock: every figure is a real decision "
+           "of the library.\n");
+    printf("Boundary attack: 1 request at t=0 opens the window, then %u at "
+           "t=%u (its last ms)\nand %u at t=%u (the next window's first). "
+           "Steady: %u requests %u-%u ms apart\n(seed %u), over %.1f s: "
+           "about twice the budget.\n\n", DEMO_MAX, DEMO_WINDOW_MS - 1,
+           DEMO_MAX, DEMO_WINDOW_MS, STEADY_SENT, STEADY_GAP_MIN_MS,
+           STEADY_GAP_MIN_MS + STEADY_GAP_SPREAD_MS - 1, STEADY_SEED,
+           (double)(steady.t[steady.n - 1] + 1) / 1000.0);
+    print_table(&p, r, attack.n - 1);
+    printf("\n");
+    print_seam(&p, r, &attack);
+    printf("\n");
+    print_timeline(&p, r, &steady);
+    printf("\n");
+    print_meaning(&p, r, &attack);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,294 @@
+/*
+ * main.c - the sluice command: finds the command and runs it, and holds the
+ * commands that decide one request (hit, peek) or forget a key (reset).
+ *
+ *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
+ *                             [--json] [--store URL]
+ *   sluice replay --algo ALGO --max N --window DUR [--store URL] < TRACE
+ *   sluice demo
+ *
+ * Exit status: 0 admitted or success, 1 refused, 2 usage error, 3 store or
+ * runtime error (cli.h).
+ */
+#include "cli.h"
+
+#include <string.h>
+
+/* ---- Help ------------------------------------------------------------------ */
+
+static const char main_help[] =
+    "Usage: sluice COMMAND [ARGS...]\n"
+    "\n"
+    "Asks whether a request fits a budget of MAX units per WINDOW, counted by\n"
+    "one of three rate-limiting algorithms.\n"
+    "\n"
+    "Commands:\n"
+    "  hit KEY      count a request against KEY's budget; say if it fits\n"
+    "  peek KEY     say whether a request would fit, without counting it\n"
+    "  reset KEY    forget KEY, so its budget is whole again\n"
+    "  replay       decide a trace of requests read on stdin, in virtual time\n"
+    "  demo         show, on one screen, how the three algorithms differ\n"
+    "  help [CMD]   show this help, or a command's\n"
+    "\n"
+    "Options of hit, peek, reset and replay:\n"
+    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
+    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
+    "  --store URL    where budgets are counted; default mem://, the embedded\n"
+    "                 store (the only one for now)\n"
+    "\n"
+    "The embedded store lives inside one process: every 'sluice hit' starts\n"
+    "from an empty store, so it is always admitted. Use 'sluice replay' to see\n"
+    "a budget run out, or a server store once there is one.\n"
+    "\n"
+    "Exit status:\n"
+    "  0  admitted, or the command succeeded\n"
+    "  1  refused: the request is over the limit\n"
+    "  2  usage error: a bad command, option, number or trace line\n"
+    "  3  runtime error: the store cannot be opened, or failed\n"
+    "\n"
+    "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
+    "for the version.\n";
+
+static const char hit_help[] =
+    "Usage: sluice hit KEY --algo ALGO --max N --window DUR [--cost C]\n"
+    "                      [--json] [--store URL]\n"
+    "\n"
+    "Decides one request of C units (default 1) against KEY's budget of N\n"
+    "units per DUR and, if it fits, counts it.\n"
+    "\n"
+    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
+    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
+    "  --cost C       units this request takes, 1..N (default 1)\n"
+    "  --json         print one JSON object instead of a line of text\n"
+    "  --store URL    default mem://, the embedded store\n"
+    "\n"
+    "Prints 'allowed' or 'denied', the budget left, how long to wait before\n"
+    "retrying (retry_after_ms, 0 if allowed) and until the budget is whole\n"
+    "again (reset_after_ms). With --json:\n"
+    "  {\"key\":\"k\",\"algo\":\"fixed\",\"allowed\":true,\"limit\":10,"
+    "\"remaining\":9,\n"
+    "   \"retry_after_ms\":0,\"reset_after_ms\":1000}\n"
+    "\n"
+    "The embedded store lives inside this one process, so each run starts\n"
+    "from an empty store and is admitted; 'sluice replay' shows a budget in\n"
+    "use. Put '--' before a KEY that starts with '-'.\n"
+    "\n"
+    "Exit status: 0 admitted, 1 refused, 2 usage error, 3 store error.\n";
+
+static const char peek_help[] =
+    "Usage: sluice peek KEY --algo ALGO --max N --window DUR [--cost C]\n"
+    "                       [--json] [--store URL]\n"
+    "\n"
+    "Answers exactly what 'sluice hit' would answer now, without counting\n"
+    "anything. Options and output are those of 'sluice hit'.\n"
+    "\n"
+    "The embedded store lives inside this one process, so on mem:// a peek\n"
+    "always sees a whole budget.\n"
+    "\n"
+    "Exit status: 0 it would be admitted, 1 it would be refused, 2 usage\n"
+    "error, 3 store error.\n";
+
+static const char reset_help[] =
+    "Usage: sluice reset KEY --algo ALGO [--max N] [--window DUR] [--json]\n"
+    "                        [--store URL]\n"
+    "\n"
+    "Forgets KEY's state for the algorithm, so its budget is whole again.\n"
+    "State is kept per (algorithm, key), so --max and --window may be left\n"
+    "out; when given they are checked like hit's.\n"
+    "\n"
+    "On the embedded store (mem://, the default), which lives inside this one\n"
+    "process, there is nothing to forget; the command still checks its\n"
+    "arguments.\n"
+    "\n"
+    "Exit status: 0 done, 2 usage error, 3 store error.\n";
+
+/* ---- hit, peek and reset ----------------------------------------------------- */
+
+typedef enum decide_kind { KIND_HIT, KIND_PEEK, KIND_RESET } decide_kind;
+
+/* Prints one decision as a line of text or, with 'json', a JSON object. */
+static void print_decision(const cli_args *args, const sluice_decision *d)
+{
+    if (args->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, args->key, args->key_len);
+        printf(",\"algo\":\"%s\",\"allowed\":%s,\"limit\":%llu,"
+               "\"remaining\":%llu,\"retry_after_ms\":%llu,"
+               "\"reset_after_ms\":%llu}\n",
+               sluice_algo_name(args->limit.algo),
+               d->allowed ? "true" : "false", (unsigned long long)d->limit,
+               (unsigned long long)d->remaining,
+               (unsigned long long)d->retry_after_ms,
+               (unsigned long long)d->reset_after_ms);
+    } else {
+        printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
+               "reset_after_ms=%llu\n",
+               d->allowed ? "allowed" : "denied",
+               (unsigned long long)d->remaining, (unsigned long long)d->limit,
+               (unsigned long long)d->retry_after_ms,
+               (unsigned long long)d->reset_after_ms);
+    }
+}
+
+/*
+ * Runs hit, peek or reset ('kind', named 'cmd') on the arguments after the
+ * command's name, and returns the exit status.
+ */
+static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
+{
+    unsigned takes = CLI_TAKES_KEY | CLI_TAKES_ALGO | CLI_TAKES_MAX |
+                     CLI_TAKES_WINDOW | CLI_TAKES_JSON | CLI_TAKES_STORE;
+    unsigned needed = CLI_TAKES_KEY | CLI_TAKES_ALGO;
+    sluice_store *store = NULL;
+    sluice_decision d;
+    cli_args args;
+    int err, status;
+
+    if (kind != KIND_RESET) {
+        takes |= CLI_TAKES_COST;
+        needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;
+    }
+    if ((status = cli_args_parse(&args, cmd, argc, argv, takes)) != 0)
+        return status;
+    /* A reset forgets the key whatever the limit; any valid one will do. */
+    if (!(args.given & CLI_TAKES_MAX))
+        args.limit.max = 1;
+    if (!(args.given & CLI_TAKES_WINDOW))
+        args.limit.window_ms = 1;
+    if ((status = cli_args_require(&args, cmd, needed)) != 0)
+        return status;
+
+    err = sluice_store_open(&store, args.store, NULL);
+    if (err < 0) {
+        cli_error("--store: %s", sluice_last_error());
+        return CLI_EXIT_RUNTIME;
+    }
+    if (kind == KIND_RESET) {
+        err = sluice_reset(store, &args.limit, args.key, args.key_len);
+    } else if (kind == KIND_HIT) {
+        err = sluice_hit(&d, store, &args.limit, args.key, args.key_len,
+                         args.cost);
+    } else {
+        err = sluice_peek(&d, store, &args.limit, args.key, args.key_len,
+                          args.cost);
+    }
+    if (err < 0) {
+        /* The arguments were checked already, so this is the store's. */
+        cli_error("%s: %s (%s)", cmd, sluice_last_error(),
+                  sluice_err_name(err));
+        status = err == SLUICE_ECOST ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    } else if (kind == KIND_RESET) {
+        if (args.json) {
+            fputs("{\"key\":", stdout);
+            cli_json_string(stdout, args.key, args.key_len);
+            printf(",\"algo\":\"%s\",\"reset\":true}\n",
+                   sluice_algo_name(args.limit.algo));
+        } else {
+            printf("reset\n");
+        }
+        status = CLI_EXIT_OK;
+    } else {
+        print_decision(&args, &d);
+        status = d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+    }
+    sluice_store_free(store);
+    return status;
+}
+
+static int cmd_hit(int argc, char **argv)
+{
+    return run_decide(KIND_HIT, "hit", argc, argv);
+}
+
+static int cmd_peek(int argc, char **argv)
+{
+    return run_decide(KIND_PEEK, "peek", argc, argv);
+}
+
+static int cmd_reset(int argc, char **argv)
+{
+    return run_decide(KIND_RESET, "reset", argc, argv);
+}
+
+/* ---- Dispatch -------------------------------------------------------------- */
+
+static int cmd_help(int argc, char **argv);
+
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"hit", cmd_hit, hit_help},
+    {"peek", cmd_peek, peek_help},
+    {"reset", cmd_reset, reset_help},
+    {"replay", cli_replay, cli_replay_help},
+    {"demo", cli_demo, cli_demo_help},
+    {"help", cmd_help, main_help},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *command_find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* 'sluice help [CMD]': the overview, or one command's help. */
+static int cmd_help(int argc, char **argv)
+{
+    const struct command *c;
+
+    if (argc == 0) {
+        fputs(main_help, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (argc > 1)
+        return cli_usage_error("help", "help: unexpected argument '%s'",
+                               argv[1]);
+    c = command_find(argv[0]);
+    if (c == NULL)
+        return cli_usage_error(NULL, "help: unknown command '%s'", argv[0]);
+    fputs(c->help, stdout);
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    const struct command *c;
+    int status;
+
+    if (argc < 2)
+        return cli_usage_error(NULL, "no command given (try hit, peek, "
+                               "reset, replay or demo)");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(main_help, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        printf("sluice %s\n", SLUICE_VERSION);
+        return CLI_EXIT_OK;
+    }
+    c = command_find(argv[1]);
+    if (c == NULL) {
+        if (argv[1][0] == '-')
+            return cli_usage_error(NULL, "unknown option '%s' (a command "
+                                   "comes first)", argv[1]);
+        return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+    }
+    if (c->run != cmd_help && cli_wants_help(argc - 2, argv + 2)) {
+        fputs(c->help, stdout);
+        return CLI_EXIT_OK;
+    }
+    status = c->run(argc - 2, argv + 2);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("cannot write the output");
+        return CLI_EXIT_RUNTIME;
+    }
+    return status;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite: installs what is missing, then builds and
+# runs every test three times: a plain build, AddressSanitizer with
+# UndefinedBehaviorSanitizer, and ThreadSanitizer. Tests that need a server
+# start their own on loopback and stop it by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+sluice_need build-essential cmake pkg-config libhiredis-dev redis-server
+
+jobs=$(nproc)
+run() {
+    local dir=$1
+    shift
+    echo "== $dir: cmake $*"
+    cmake -S . -B "$dir" "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null
+    (cd "$dir" && ctest --output-on-failure -j"$jobs")
+}
+
+run build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address,undefined
+TSAN_OPTIONS=halt_on_error=1 \
+    run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread
+echo "sluice: all test builds passed"

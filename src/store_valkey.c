@@ -1,0 +1,966 @@
+/*
+ * store_valkey.c - the Valkey/Redis store ("valkey://", "redis://").
+ *
+ * The budget lives on the server, so every process and machine that uses
+ * the same server and key prefix shares it. Each algorithm is one Lua script
+ * (src/lua/), run with EVALSHA, so a decision is one atomic round trip.
+ *
+ * Keys. A limit of algorithm A on id I is one key:
+ *
+ *     PREFIX ":{" enc(I) "}:" A          e.g.  sluice:{user42}:fixed
+ *
+ * and a queue Q's limiter keys are EMQ ":{" enc(Q) "}:limiter" and ":meta".
+ * enc() writes '%', '{', '}' and every byte outside printable ASCII as %XX,
+ * and the empty id as a lone "%". It is one-to-one, and its output holds no
+ * brace, so the text between the braces is always the whole hashtag: one id's
+ * keys share one cluster slot, and no id can reach another id's keys.
+ * Ordinary names (letters, digits, ':', '-', '_', '.') are written as they
+ * are, which keeps EchoMQ's own key names.
+ *
+ * Connections. A pool of 'pool_size' hiredis connections, each behind a
+ * mutex; a call takes a free one (or waits for one), so any number of threads
+ * may share a store. A connection that failed is closed and opened again on
+ * its next use. Before each use a connection is checked for a close by the
+ * server (a restart), so a request is never written into a dead socket.
+ *
+ * Scripts. Their SHA1s are learnt from SCRIPT LOAD on the first connection;
+ * a NOSCRIPT reply (a restarted server, SCRIPT FLUSH) loads the script again
+ * on that connection and retries once.
+ */
+#include "sluice_private.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    SCRIPT_EMQ_TTL = SLUICE_ALGO_COUNT, /* algorithms come first, by index */
+    SCRIPT_EMQ_INCR,
+    SCRIPT_COUNT
+};
+
+#define DEFAULT_PORT 6379
+#define DEFAULT_CONNECT_TIMEOUT_MS 1000
+#define DEFAULT_COMMAND_TIMEOUT_MS 500
+#define DEFAULT_POOL 4
+#define MAX_POOL 1024
+#define KEY_BUF 256
+
+typedef struct vk_conn {
+    pthread_mutex_t lock;
+    redisContext *ctx; /* NULL until connected, and after a failure */
+} vk_conn;
+
+typedef struct vk_store {
+    char *host;
+    int port;
+    char *user;
+    char *password;
+    long db;
+    char *prefix;
+    char *emq_prefix;
+    uint64_t connect_timeout_ms;
+    uint64_t command_timeout_ms;
+    int caller_clock;
+    int on_error;
+    sluice_clock_ms_fn clock_ms;
+    void *clock_payload;
+
+    pthread_mutex_t sha_lock;
+    _Atomic int shas_known;
+    char sha[SCRIPT_COUNT][41];
+
+    uint64_t token_seed;
+    _Atomic uint64_t token_next;
+    _Atomic unsigned next_conn;
+    _Atomic uint64_t errors, fell_open, fell_closed;
+    unsigned nconns;
+    vk_conn conns[];
+} vk_store;
+
+static const char *script_text(int id)
+{
+    if (id < SLUICE_ALGO_COUNT)
+        return sluice__algos[id]->lua;
+    return id == SCRIPT_EMQ_TTL ? sluice__lua_emq_ttl : sluice__lua_emq_incr;
+}
+
+/* ---- Key names ------------------------------------------------------------- */
+
+/* Bytes written as they are; everything else is %XX. */
+static int plain_byte(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && c != '%' && c != '{' && c != '}';
+}
+
+/*
+char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
+                       const char *id, size_t id_len, const char *suffix)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t plen = strlen(prefix), slen = strlen(suffix);
+    size_t need = plen + 2 + (id_len == 0 ? 1 : 3 * id_len) + 2 + slen;
+    char *out = buf, *p;
+
+    if (need > cap && (out = malloc(need)) == NULL)
+        return NULL;
+    p = out;
+    memcpy(p, prefix, plen);
+    p += plen;
+    *p++ = ':';
+    *p++ = '{';
+    if (id_len == 0)
+        *p++ = '%';
+    for (size_t i = 0; i < id_len; i++) {
+        unsigned char c = (unsigned char)id[i];
+
+        if (plain_byte(c)) {
+            *p++ = (char)c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        }
+    }
+    *p++ = '}';
+    *p++ = ':';
+    memcpy(p, suffix, slen);
+    p += slen;
+    *len = (size_t)(p - out);
+    return out;
+}
+
+/* ---- Connections ------------------------------------------------------------ */
+
+static struct timeval ms_to_tv(uint64_t ms)
+{
+    struct timeval tv;
+
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    return tv;
+}
+
+static void conn_close(vk_conn *c)
+{
+    if (c->ctx != NULL) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+/*
+ * Turns a failed hiredis call on 'c' into an error code: SLUICE_ETIMEDOUT
+ * when the server did not answer in time, SLUICE_ECONN when it could not be
+ * reached or the connection broke. The connection is closed either way.
+ */
+static int conn_fail(vk_store *v, vk_conn *c, const char *doing)
+{
+    int saved = errno;
+    const char *why = c->ctx != NULL ? c->ctx->errstr : "cannot allocate";
+    int timed_out = saved == EAGAIN || saved == EWOULDBLOCK ||
+                    saved == ETIMEDOUT || strstr(why, "timed out") != NULL ||
+                    strstr(why, "temporarily unavailable") != NULL;
+    int err = sluice__error(timed_out ? SLUICE_ETIMEDOUT : SLUICE_ECONN,
+                            "valkey %s:%d: %s: %s", v->host, v->port, doing,
+                            timed_out ? "timed out" : why);
+
+    conn_close(c);
+    return err;
+}
+
+/*
+ * Maps an error reply. Replies that mean "not now" (a server loading its
+ * data, busy with a script, or a replica without its master) count as the
+ * server being unavailable, like a broken connection; any other is a protocol
+ * error that no policy should paper over.
+ */
+static int reply_error(vk_store *v, const redisReply *r, const char *doing)
+{
+    static const char *const unavailable[] = {"LOADING", "BUSY", "MASTERDOWN",
+                                              "TRYAGAIN", "CLUSTERDOWN"};
+
+    for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
+        if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
+            return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", v->host,
+                                 v->port, doing, r->str);
+    return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: %s", v->host,
+                         v->port, doing, r->str);
+}
+
+/* Runs one command on an open connection; the reply is the caller's. */
+static int conn_command(vk_store *v, vk_conn *c, redisReply **out,
+                        const char *doing, int argc, const char **argv,
+                        const size_t *lens)
+{
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
+
+    if (r == NULL)
+        return conn_fail(v, c, doing);
+    if (r->type == REDIS_REPLY_ERROR) {
+        int err = reply_error(v, r, doing);
+
+        freeReplyObject(r);
+        return err;
+    }
+    *out = r;
+    return SLUICE_OK;
+}
+
+/* SCRIPT LOAD of script 'id' on 'c'; records its SHA1. */
+static int conn_load_script(vk_store *v, vk_conn *c, int id)
+{
+    const char *argv[] = {"SCRIPT", "LOAD", script_text(id)};
+    size_t lens[] = {6, 4, strlen(script_text(id))};
+    redisReply *r = NULL;
+    int err = conn_command(v, c, &r, "SCRIPT LOAD", 3, argv, lens);
+
+    if (err < 0)
+        return err;
+    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+        freeReplyObject(r);
+        return sluice__error(SLUICE_EPROTO,
+                             "valkey %s:%d: SCRIPT LOAD did not answer a SHA1",
+                             v->host, v->port);
+    }
+    pthread_mutex_lock(&v->sha_lock);
+    memcpy(v->sha[id], r->str, 40);
+    v->sha[id][40] = '\0';
+    pthread_mutex_unlock(&v->sha_lock);
+    freeReplyObject(r);
+    return SLUICE_OK;
+}
+
+/* True when the server has closed 'c' (or sent what nobody asked for). */
+static int conn_stale(vk_conn *c)
+{
+    struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+    char byte;
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return recv(c->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+           (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
+static int conn_ready(vk_store *v, vk_conn *c)
+{
+    struct timeval tv = ms_to_tv(v->connect_timeout_ms);
+    redisReply *r = NULL;
+    char dbtext[24];
+    int err;
+
+    if (c->ctx != NULL && !conn_stale(c))
+        return SLUICE_OK;
+    conn_close(c);
+    c->ctx = redisConnectWithTimeout(v->host, v->port, tv);
+    if (c->ctx == NULL || c->ctx->err)
+        return conn_fail(v, c, "connect");
+    tv = ms_to_tv(v->command_timeout_ms);
+    if (redisSetTimeout(c->ctx, tv) != REDIS_OK)
+        return conn_fail(v, c, "set timeout");
+    redisEnableKeepAlive(c->ctx);
+    if (v->password != NULL) {
+        const char *argv[] = {"AUTH", v->user, v->password};
+        size_t lens[] = {4, v->user ? strlen(v->user) : 0, strlen(v->password)};
+        int argc = v->user != NULL ? 3 : 2;
+
+        if (v->user == NULL) {
+            argv[1] = v->password;
+            lens[1] = lens[2];
+        }
+        if ((err = conn_command(v, c, &r, "AUTH", argc, argv, lens)) < 0)
+            goto fail;
+        freeReplyObject(r);
+    }
+    if (v->db != 0) {
+        const char *argv[] = {"SELECT", dbtext};
+        size_t lens[2] = {6, 0};
+
+        lens[1] = (size_t)snprintf(dbtext, sizeof(dbtext), "%ld", v->db);
+        if ((err = conn_command(v, c, &r, "SELECT", 2, argv, lens)) < 0)
+            goto fail;
+        freeReplyObject(r);
+    }
+    if (!atomic_load(&v->shas_known)) {
+        for (int id = 0; id < SCRIPT_COUNT; id++)
+            if ((err = conn_load_script(v, c, id)) < 0)
+                goto fail;
+        atomic_store(&v->shas_known, 1);
+    }
+    return SLUICE_OK;
+fail:
+    conn_close(c); /* a refused AUTH or SELECT must not leave it half-open */
+    return err;
+}
+
+/* Takes a free connection, or waits for the one this call was dealt. */
+static vk_conn *conn_take(vk_store *v)
+{
+    unsigned start = atomic_fetch_add(&v->next_conn, 1) % v->nconns;
+
+    for (unsigned i = 0; i < v->nconns; i++) {
+        vk_conn *c = &v->conns[(start + i) % v->nconns];
+
+        if (pthread_mutex_trylock(&c->lock) == 0)
+            return c;
+    }
+    pthread_mutex_lock(&v->conns[start].lock);
+    return &v->conns[start];
+}
+
+/*
+ * Runs script 'id' with 'argc' arguments after EVALSHA, SHA1 and NUMKEYS
+ * (keys first). One retry after NOSCRIPT. The reply is the caller's.
+ */
+static int vk_eval(vk_store *v, int id, int nkeys, int argc, const char **args,
+                   const size_t *arglens, redisReply **out)
+{
+    const char *argv[16];
+    size_t lens[16];
+    char sha[41], numkeys[8];
+    vk_conn *c = conn_take(v);
+    redisReply *r = NULL;
+    int err;
+
+    if ((err = conn_ready(v, c)) < 0)
+        goto done;
+    pthread_mutex_lock(&v->sha_lock);
+    memcpy(sha, v->sha[id], sizeof(sha));
+    pthread_mutex_unlock(&v->sha_lock);
+    argv[0] = "EVALSHA";
+    lens[0] = 7;
+    argv[1] = sha;
+    lens[1] = 40;
+    argv[2] = numkeys;
+    lens[2] = (size_t)snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
+    for (int i = 0; i < argc; i++) {
+        argv[3 + i] = args[i];
+        lens[3 + i] = arglens[i];
+    }
+    for (int attempt = 0;; attempt++) {
+        r = redisCommandArgv(c->ctx, 3 + argc, argv, lens);
+        if (r == NULL) {
+            err = conn_fail(v, c, "EVALSHA");
+            goto done;
+        }
+        if (r->type == REDIS_REPLY_ERROR && attempt == 0 &&
+            strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            freeReplyObject(r);
+            r = NULL;
+            if ((err = conn_load_script(v, c, id)) < 0)
+                goto done;
+            memcpy(sha, v->sha[id], sizeof(sha)); /* unchanged: same text */
+            continue;
+        }
+        break;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        err = reply_error(v, r, "EVALSHA");
+        freeReplyObject(r);
+        goto done;
+    }
+    *out = r;
+done:
+    pthread_mutex_unlock(&c->lock);
+    return err;
+}
+
+/* Reads element 'i' of an array reply as an integer >= 0. */
+static int reply_u64(vk_store *v, const redisReply *r, size_t i, uint64_t *out)
+{
+    const redisReply *e;
+
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+        return sluice__error(SLUICE_EPROTO,
+                             "valkey %s:%d: the script answered no array",
+                             v->host, v->port);
+    e = r->element[i];
+    if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+        return sluice__error(SLUICE_EPROTO,
+                             "valkey %s:%d: the script answered a non-integer",
+                             v->host, v->port);
+    *out = (uint64_t)e->integer;
+    return SLUICE_OK;
+}
+
+/* ---- The store's table ------------------------------------------------------ */
+
+static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
+                     size_t key_len, uint64_t cost, bool consume,
+                     sluice_decision *out)
+{
+    vk_store *v = impl;
+    char kbuf[KEY_BUF], max[24], window[24], costs[24], now[24], token[40];
+    size_t klen;
+    char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key, key_len,
+                        sluice__algos[limit->algo]->name);
+    const char *args[7];
+    size_t lens[7];
+    redisReply *r = NULL;
+    uint64_t allowed = 0;
+    int err;
+
+    if (k == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    args[0] = k;
+    lens[0] = klen;
+    args[1] = max;
+    lens[1] = (size_t)snprintf(max, sizeof(max), "%llu",
+                               (unsigned long long)limit->max);
+    args[2] = window;
+    lens[2] = (size_t)snprintf(window, sizeof(window), "%llu",
+                               (unsigned long long)limit->window_ms);
+    args[3] = costs;
+    lens[3] = (size_t)snprintf(costs, sizeof(costs), "%llu",
+                               (unsigned long long)cost);
+    args[4] = consume ? "1" : "0";
+    lens[4] = 1;
+    args[5] = now;
+    lens[5] = 0;
+    if (v->caller_clock)
+        lens[5] = (size_t)snprintf(now, sizeof(now), "%llu",
+                                   (unsigned long long)v->clock_ms(
+                                       v->clock_payload));
+    args[6] = token;
+    lens[6] = (size_t)snprintf(token, sizeof(token), "%016llx%llx",
+                               (unsigned long long)v->token_seed,
+                               (unsigned long long)atomic_fetch_add(
+                                   &v->token_next, 1));
+
+    err = vk_eval(v, limit->algo, 1, 7, args, lens, &r);
+    if (k != kbuf)
+        free(k);
+    if (err == SLUICE_OK) {
+        if ((err = reply_u64(v, r, 0, &allowed)) == 0 &&
+            (err = reply_u64(v, r, 1, &out->remaining)) == 0 &&
+            (err = reply_u64(v, r, 2, &out->retry_after_ms)) == 0)
+            err = reply_u64(v, r, 3, &out->reset_after_ms);
+        freeReplyObject(r);
+        out->allowed = allowed != 0;
+        out->limit = limit->max;
+        return err;
+    }
+    if (err != SLUICE_ECONN && err != SLUICE_ETIMEDOUT)
+        return err;
+    atomic_fetch_add(&v->errors, 1);
+    if (v->on_error == SLUICE_ON_ERROR_FAIL)
+        return err;
+    /* The policy stands in for the server; the detail stays readable. */
+    memset(out, 0, sizeof(*out));
+    out->limit = limit->max;
+    if (v->on_error == SLUICE_ON_ERROR_OPEN) {
+        atomic_fetch_add(&v->fell_open, 1);
+        out->allowed = 1;
+        out->fallback = SLUICE_FELL_OPEN;
+    } else {
+        atomic_fetch_add(&v->fell_closed, 1);
+        out->fallback = SLUICE_FELL_CLOSED;
+        out->retry_after_ms = v->command_timeout_ms;
+    }
+    return SLUICE_OK;
+}
+
+static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
+                    size_t key_len)
+{
+    vk_store *v = impl;
+    char kbuf[KEY_BUF];
+    size_t klen;
+    char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key, key_len,
+                        sluice__algos[limit->algo]->name);
+    const char *argv[2] = {"DEL", k};
+    size_t lens[2] = {3, klen};
+    vk_conn *c;
+    redisReply *r = NULL;
+    int err;
+
+    if (k == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    c = conn_take(v);
+    if ((err = conn_ready(v, c)) == 0 &&
+        (err = conn_command(v, c, &r, "DEL", 2, argv, lens)) == 0)
+        freeReplyObject(r);
+    pthread_mutex_unlock(&c->lock);
+    if (k != kbuf)
+        free(k);
+    return err;
+}
+
+static int vk_stats(void *impl, sluice_store_stats *out)
+{
+    vk_store *v = impl;
+
+    out->errors = atomic_load(&v->errors);
+    out->fell_open = atomic_load(&v->fell_open);
+    out->fell_closed = atomic_load(&v->fell_closed);
+    return SLUICE_OK;
+}
+
+/* The two keys of queue 'queue'; free both with key_free2(). */
+static int emq_keys(vk_store *v, const char *queue, size_t queue_len,
+                    char *lbuf, char *mbuf, char **lim, size_t *lim_len,
+                    char **meta, size_t *meta_len)
+{
+    *lim = sluice__key_build(lbuf, KEY_BUF, lim_len, v->emq_prefix, queue, queue_len,
+                     "limiter");
+    *meta = sluice__key_build(mbuf, KEY_BUF, meta_len, v->emq_prefix, queue, queue_len,
+                      "meta");
+    if (*lim == NULL || *meta == NULL) {
+        if (*lim != lbuf)
+            free(*lim);
+        if (*meta != mbuf)
+            free(*meta);
+        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    }
+    return SLUICE_OK;
+}
+
+static int vk_emq_ttl(void *impl, const char *queue, size_t queue_len,
+                      uint64_t max, uint64_t *wait_ms)
+{
+    vk_store *v = impl;
+    char lbuf[KEY_BUF], mbuf[KEY_BUF], maxs[24];
+    char *lim, *meta;
+    size_t llen, mlen;
+    redisReply *r = NULL;
+    int err = emq_keys(v, queue, queue_len, lbuf, mbuf, &lim, &llen, &meta,
+                       &mlen);
+
+    if (err < 0)
+        return err;
+    {
+        const char *args[3] = {lim, meta, maxs};
+        size_t lens[3] = {llen, mlen, 0};
+
+        lens[2] = (size_t)snprintf(maxs, sizeof(maxs), "%llu",
+                                   (unsigned long long)max);
+        err = vk_eval(v, SCRIPT_EMQ_TTL, 2, 3, args, lens, &r);
+    }
+    if (lim != lbuf)
+        free(lim);
+    if (meta != mbuf)
+        free(meta);
+    if (err < 0)
+        return err;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        err = sluice__error(SLUICE_EPROTO,
+                            "valkey %s:%d: the queue limiter read answered "
+                            "no wait", v->host, v->port);
+    else
+        *wait_ms = (uint64_t)r->integer;
+    freeReplyObject(r);
+    return err;
+}
+
+static int vk_emq_incr(void *impl, const char *queue, size_t queue_len,
+                       uint64_t window_ms, uint64_t *count, uint64_t *ttl_ms)
+{
+    vk_store *v = impl;
+    char lbuf[KEY_BUF], mbuf[KEY_BUF], window[24];
+    char *lim, *meta;
+    size_t llen, mlen;
+    redisReply *r = NULL;
+    int err = emq_keys(v, queue, queue_len, lbuf, mbuf, &lim, &llen, &meta,
+                       &mlen);
+
+    if (err < 0)
+        return err;
+    {
+        const char *args[2] = {lim, window};
+        size_t lens[2] = {llen, 0};
+
+        lens[1] = (size_t)snprintf(window, sizeof(window), "%llu",
+                                   (unsigned long long)window_ms);
+        err = vk_eval(v, SCRIPT_EMQ_INCR, 1, 2, args, lens, &r);
+    }
+    if (lim != lbuf)
+        free(lim);
+    if (meta != mbuf)
+        free(meta);
+    if (err < 0)
+        return err;
+    if ((err = reply_u64(v, r, 0, count)) == 0)
+        err = reply_u64(v, r, 1, ttl_ms);
+    freeReplyObject(r);
+    return err;
+}
+
+static void vk_free(void *impl)
+{
+    vk_store *v = impl;
+
+    for (unsigned i = 0; i < v->nconns; i++) {
+        conn_close(&v->conns[i]);
+        pthread_mutex_destroy(&v->conns[i].lock);
+    }
+    pthread_mutex_destroy(&v->sha_lock);
+    free(v->host);
+    free(v->user);
+    free(v->password);
+    free(v->prefix);
+    free(v->emq_prefix);
+    free(v);
+}
+
+static const sluice__store_ops vk_ops = {
+    .kind = "valkey",
+    .decide = vk_decide,
+    .reset = vk_reset,
+    .stats = vk_stats,
+    .free = vk_free,
+    .emq_ttl = vk_emq_ttl,
+    .emq_incr = vk_emq_incr,
+};
+
+/* ---- URLs --------------------------------------------------------------------
+ *
+ *   valkey://[user:password@]host[:port][/db][?name=value&...]
+ *   redis://  the same
+ *
+ * Percent-escapes are decoded in the user, password and query values.
+ * Query names: timeout, connect_timeout (ms), prefix, emq_prefix,
+ * clock=server|caller, pool, on_error=error|open|closed.
+ */
+
+typedef struct url_parts {
+    char *host, *user, *password, *prefix, *emq_prefix;
+    int port;
+    long db;
+    sluice_store_opts o;
+} url_parts;
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A NUL-terminated, percent-decoded copy of s[0..n); NULL if malformed. */
+static char *decode(const char *s, size_t n, const char *url, const char *what,
+                    int *err)
+{
+    char *d = malloc(n + 1), *p = d;
+
+    if (d == NULL) {
+        *err = sluice__error(SLUICE_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            *p++ = s[i];
+            continue;
+        }
+        /* Two hex digits, and not %00: the result is a C string. */
+        if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0 ||
+            (hexval(s[i + 1]) | hexval(s[i + 2])) == 0) {
+            free(d);
+            *err = sluice__error(SLUICE_EURL, "store URL '%s': bad %%-escape "
+                                 "in the %s", url, what);
+            return NULL;
+        }
+        *p++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        i += 2;
+    }
+    *p = '\0';
+    return d;
+}
+
+static int parse_number(const char *s, size_t n, unsigned long long lo,
+                        unsigned long long hi, unsigned long long *out)
+{
+    unsigned long long v = 0;
+
+    if (n == 0 || n > 19)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (unsigned long long)(s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int url_query(url_parts *u, const char *q, const char *url)
+{
+    int err = SLUICE_OK;
+
+    while (*q != '\0') {
+        const char *amp = strchr(q, '&');
+        size_t n = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', n);
+        size_t nlen, vlen;
+        const char *val;
+        unsigned long long num;
+        char *text;
+
+        if (eq == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': option '%.*s' "
+                                 "has no value", url, (int)n, q);
+        nlen = (size_t)(eq - q);
+        val = eq + 1;
+        vlen = n - nlen - 1;
+#define NAME_IS(lit) (nlen == sizeof(lit) - 1 && memcmp(q, lit, nlen) == 0)
+#define VALUE_IS(lit) (vlen == sizeof(lit) - 1 && memcmp(val, lit, vlen) == 0)
+        if (NAME_IS("timeout") || NAME_IS("connect_timeout")) {
+            if (parse_number(val, vlen, 1, 3600000, &num) < 0)
+                return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must "
+                                     "be 1..3600000 ms", url, (int)nlen, q);
+            if (NAME_IS("timeout"))
+                u->o.command_timeout_ms = num;
+            else
+                u->o.connect_timeout_ms = num;
+        } else if (NAME_IS("pool")) {
+            if (parse_number(val, vlen, 1, MAX_POOL, &num) < 0)
+                return sluice__error(SLUICE_EURL, "store URL '%s': pool must "
+                                     "be 1..%d", url, MAX_POOL);
+            u->o.pool_size = (unsigned)num;
+        } else if (NAME_IS("clock")) {
+            if (VALUE_IS("server"))
+                u->o.caller_clock = 0;
+            else if (VALUE_IS("caller"))
+                u->o.caller_clock = 1;
+            else
+                return sluice__error(SLUICE_EURL, "store URL '%s': clock must "
+                                     "be server or caller", url);
+        } else if (NAME_IS("on_error")) {
+            if (VALUE_IS("error"))
+                u->o.on_error = SLUICE_ON_ERROR_FAIL;
+            else if (VALUE_IS("open"))
+                u->o.on_error = SLUICE_ON_ERROR_OPEN;
+            else if (VALUE_IS("closed"))
+                u->o.on_error = SLUICE_ON_ERROR_CLOSED;
+            else
+                return sluice__error(SLUICE_EURL, "store URL '%s': on_error "
+                                     "must be error, open or closed", url);
+        } else if (NAME_IS("prefix") || NAME_IS("emq_prefix")) {
+            if ((text = decode(val, vlen, url, "prefix", &err)) == NULL)
+                return err;
+            if (NAME_IS("prefix")) {
+                free(u->prefix);
+                u->prefix = text;
+            } else {
+                free(u->emq_prefix);
+                u->emq_prefix = text;
+            }
+        } else {
+            return sluice__error(SLUICE_EURL, "store URL '%s': unknown option "
+                                 "'%.*s' (known: timeout, connect_timeout, "
+                                 "prefix, emq_prefix, clock, pool, on_error)",
+                                 url, (int)nlen, q);
+        }
+#undef NAME_IS
+#undef VALUE_IS
+        q += n;
+        if (*q == '&')
+            q++;
+    }
+    return SLUICE_OK;
+}
+
+static int url_parse(url_parts *u, const char *url)
+{
+    const char *p, *end, *at, *host, *hend, *query;
+    unsigned long long num;
+    int err = SLUICE_OK;
+
+    if (strncmp(url, "valkey://", 9) == 0)
+        p = url + 9;
+    else if (strncmp(url, "redis://", 8) == 0)
+        p = url + 8;
+    else
+        return sluice__error(SLUICE_EURL, "store URL '%s': expected "
+                             "valkey:// or redis://", url);
+    query = strchr(p, '?');
+    end = query ? query : p + strlen(p);
+    /* userinfo: up to the last '@' before the path */
+    {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *auth_end = slash ? slash : end;
+
+        at = NULL;
+        for (const char *s = p; s < auth_end; s++)
+            if (*s == '@')
+                at = s;
+        if (at != NULL) {
+            const char *colon = memchr(p, ':', (size_t)(at - p));
+
+            if (colon == NULL)
+                return sluice__error(SLUICE_EURL, "store URL '%s': a user needs "
+                                     "a password (user:password@ or "
+                                     ":password@)", url);
+            if (colon > p &&
+                (u->user = decode(p, (size_t)(colon - p), url, "user", &err)) ==
+                    NULL)
+                return err;
+            if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), url,
+                                      "password", &err)) == NULL)
+                return err;
+            p = at + 1;
+        }
+        host = p;
+        if (*host == '[') {
+            hend = memchr(host, ']', (size_t)(auth_end - host));
+            if (hend == NULL)
+                return sluice__error(SLUICE_EURL, "store URL '%s': unclosed "
+                                     "'[' in the host", url);
+            host++;
+            p = hend + 1;
+        } else {
+            hend = host;
+            while (hend < auth_end && *hend != ':')
+                hend++;
+            p = hend;
+        }
+        if (hend == host)
+            return sluice__error(SLUICE_EURL, "store URL '%s': no host", url);
+        if ((u->host = malloc((size_t)(hend - host) + 1)) == NULL)
+            return sluice__error(SLUICE_ENOMEM, "out of memory");
+        memcpy(u->host, host, (size_t)(hend - host));
+        u->host[hend - host] = '\0';
+        u->port = DEFAULT_PORT;
+        if (p < auth_end && *p == ':') {
+            if (parse_number(p + 1, (size_t)(auth_end - p - 1), 1, 65535,
+                             &num) < 0)
+                return sluice__error(SLUICE_EURL, "store URL '%s': the port "
+                                     "must be 1..65535", url);
+            u->port = (int)num;
+        } else if (p != auth_end) {
+            return sluice__error(SLUICE_EURL, "store URL '%s': junk after the "
+                                 "host", url);
+        }
+        if (slash != NULL && slash + 1 < end) {
+            if (parse_number(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX,
+                             &num) < 0)
+                return sluice__error(SLUICE_EURL, "store URL '%s': the "
+                                     "database must be a number", url);
+            u->db = (long)num;
+        }
+    }
+    if (query != NULL)
+        return url_query(u, query + 1, url);
+    return SLUICE_OK;
+}
+
+static void url_parts_free(url_parts *u)
+{
+    free(u->host);
+    free(u->user);
+    free(u->password);
+    free(u->prefix);
+    free(u->emq_prefix);
+}
+
+static char *dup_or(const char *s, const char *dflt)
+{
+    const char *src = s != NULL ? s : dflt;
+    size_t n = strlen(src) + 1;
+    char *d = malloc(n);
+
+    if (d != NULL)
+        memcpy(d, src, n);
+    return d;
+}
+
+static int prefix_check(const char *prefix, const char *what)
+{
+    if (prefix[0] == '\0' || strpbrk(prefix, "{}") != NULL)
+        return sluice__error(SLUICE_EINVAL, "%s '%s' must be non-empty and "
+                             "hold no brace", what, prefix);
+    return SLUICE_OK;
+}
+
+static uint64_t random_seed(void)
+{
+    uint64_t seed = 0;
+    struct timespec ts;
+    FILE *f = fopen("/dev/urandom", "rb");
+
+    if (f != NULL) {
+        if (fread(&seed, sizeof(seed), 1, f) != 1)
+            seed = 0;
+        fclose(f);
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return seed ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+}
+
+int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
+                              const sluice_store_opts *opts, const char *url)
+{
+    url_parts u;
+    vk_store *v;
+    unsigned n;
+    int err;
+
+    memset(&u, 0, sizeof(u));
+    u.o = *opts;
+    if ((err = url_parse(&u, url)) < 0) {
+        url_parts_free(&u);
+        return err;
+    }
+    n = u.o.pool_size ? u.o.pool_size : DEFAULT_POOL;
+    if (n > MAX_POOL) {
+        url_parts_free(&u);
+        return sluice__error(SLUICE_EINVAL, "pool_size %u is above %d", n,
+                             MAX_POOL);
+    }
+    v = calloc(1, sizeof(*v) + n * sizeof(vk_conn));
+    if (v == NULL) {
+        url_parts_free(&u);
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    }
+    v->host = u.host;
+    v->port = u.port;
+    v->user = u.user;
+    v->password = u.password;
+    v->db = u.db;
+    v->prefix = u.prefix ? u.prefix : dup_or(opts->key_prefix, "sluice");
+    v->emq_prefix = u.emq_prefix ? u.emq_prefix : dup_or(opts->emq_prefix, "emq");
+    v->connect_timeout_ms = u.o.connect_timeout_ms ? u.o.connect_timeout_ms
+                                                   : DEFAULT_CONNECT_TIMEOUT_MS;
+    v->command_timeout_ms = u.o.command_timeout_ms ? u.o.command_timeout_ms
+                                                   : DEFAULT_COMMAND_TIMEOUT_MS;
+    v->caller_clock = u.o.caller_clock;
+    v->on_error = u.o.on_error;
+    v->clock_ms = opts->clock_ms;
+    v->clock_payload = opts->clock_payload;
+    v->token_seed = random_seed();
+    v->nconns = n;
+    pthread_mutex_init(&v->sha_lock, NULL);
+    for (unsigned i = 0; i < n; i++)
+        pthread_mutex_init(&v->conns[i].lock, NULL);
+    if (v->prefix == NULL || v->emq_prefix == NULL)
+        err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    else if (v->on_error < SLUICE_ON_ERROR_FAIL ||
+             v->on_error > SLUICE_ON_ERROR_CLOSED)
+        err = sluice__error(SLUICE_EINVAL, "on_error %d is not a policy",
+                            v->on_error);
+    else if ((err = prefix_check(v->prefix, "key prefix")) == 0)
+        err = prefix_check(v->emq_prefix, "queue prefix");
+    if (err < 0) {
+        vk_free(v);
+        return err;
+    }
+    *impl = v;
+    *ops = &vk_ops;
+    return SLUICE_OK;
+}
