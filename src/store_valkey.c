@@ -102,9 +102,9 @@ static int plain_byte(unsigned char c)
     return c > 0x20 && c < 0x7f && c != '%' && c != '{' && c != '}';
 }
 
-/*
+/* The key of 'id' (see the top of this file and sluice_private.h). */
 char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
-                       const char *id, size_t id_len, const char *suffix)
+                        const char *id, size_t id_len, const char *suffix)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t plen = strlen(prefix), slen = strlen(suffix);
