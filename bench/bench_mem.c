@@ -19,9 +19,12 @@
  * arena, as in a server whose threads own their requests), waits at a barrier,
  * then calls sluice_hit() until its deadline. The monotonic clock is read
  * once per CHECK_EVERY calls, so the loop measures the store and not itself.
- * A case's rate is the sum over its threads of calls / elapsed; each case
- * runs 'repeats' times on a fresh store and the median is reported, since the
- * machine is shared and noisy.
+ * A case's rate is the sum over its threads of calls / elapsed. Each run
+ * has a fresh store. Since the machine is shared and noisy, every case runs
+ * 'repeats' times and the median is reported; the runs are interleaved (pass
+ * 1 runs every case once, then pass 2, ...), so a slow spell of the machine
+ * spoils one run of several cases, which the median drops, rather than every
+ * run of one case.
  *
  * Memory: stats bytes per key after one hit on each of 100,000 keys, the
  * growth of the resident set per key (which adds malloc's overhead), and the
@@ -43,7 +46,7 @@
 #include <unistd.h>
 
 #define MANY_KEYS 100000u
-#define KEY_STRIDE 16u      /* bytes per pre-made key; "user:199999" fits */
+#define KEY_STRIDE 16u      /* bytes per pre-made key: text, then length */
 #define CHECK_EVERY 1024u   /* calls between two reads of the clock */
 #define WARM_HITS 100000u   /* calls on a hot key before timing */
 #define MAX_THREADS 2u
@@ -64,35 +67,62 @@
 
 /* ---- Keys ------------------------------------------------------------------- */
 
-/* Keys "user:<first>" .. "user:<first + n - 1>", each KEY_STRIDE bytes apart. */
+/*
+ * Keys "user:<first>" .. "user:<first + n - 1>", one per KEY_STRIDE bytes:
+ * the text, then its length in the slot's last byte, so that one cache line
+ * holds both.
+ */
 typedef struct keyset {
     char *bytes;
-    unsigned char *lens;
     size_t n;
 } keyset;
 
 static int keyset_make(keyset *ks, size_t first, size_t n)
 {
     ks->bytes = malloc(n * KEY_STRIDE);
-    ks->lens = malloc(n);
     ks->n = n;
-    if (ks->bytes == NULL || ks->lens == NULL)
+    if (ks->bytes == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        int len = snprintf(ks->bytes + i * KEY_STRIDE, KEY_STRIDE, "user:%zu",
-                           first + i);
+        char *slot = ks->bytes + i * KEY_STRIDE;
+        int len = snprintf(slot, KEY_STRIDE - 1, "user:%zu", first + i);
 
-        if (len < 0 || len >= (int)KEY_STRIDE)
+        if (len < 0 || len >= (int)KEY_STRIDE - 1)
             return -1;
-        ks->lens[i] = (unsigned char)len;
+        slot[KEY_STRIDE - 1] = (char)len;
     }
     return 0;
+}
+
+static const char *key_at(const keyset *ks, size_t i)
+{
+    return ks->bytes + i * KEY_STRIDE;
+}
+
+static size_t key_len(const keyset *ks, size_t i)
+{
+    return (unsigned char)ks->bytes[i * KEY_STRIDE + KEY_STRIDE - 1];
+}
+
+/*
+ * Asks for key 'i' to be brought into the cache ahead of its use. A server
+ * has just parsed the key of the request it decides, so the key is in cache;
+ * without this, 100,000 random keys would add a cache miss of the
+ * benchmark's own to every call.
+ */
+static void key_prefetch(const keyset *ks, size_t i)
+{
+#if defined(__GNUC__)
+    __builtin_prefetch(ks->bytes + i * KEY_STRIDE);
+#else
+    (void)ks;
+    (void)i;
+#endif
 }
 
 static void keyset_free(keyset *ks)
 {
     free(ks->bytes);
-    free(ks->lens);
 }
 
 /*
@@ -151,9 +181,13 @@ static const bench_case cases[NCASES] = {
 /* What one case measured: a rate per repeat and their median. */
 typedef struct case_result {
     double runs[MAX_REPEATS]; /* decisions per second, all threads */
+    uint64_t calls;           /* over all runs */
+    uint64_t admitted_calls;  /* over all runs */
+    double cpu_s, wall_s;     /* over all runs and threads */
     double median;            /* decisions per second */
     double ns_per_call;       /* one thread's time per call, at the median */
     double admitted;          /* fraction of decisions admitted, all runs */
+    double cpu_share;         /* CPU time / elapsed time, all threads */
 } case_result;
 
 static const sluice_algo algos[SLUICE_ALGO_COUNT] = {
@@ -162,12 +196,17 @@ static const sluice_algo algos[SLUICE_ALGO_COUNT] = {
 
 /* ---- Timing ----------------------------------------------------------------- */
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now_s(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
 }
 
 /* One thread of a case: its inputs, then what it measured. */
@@ -181,13 +220,15 @@ typedef struct worker {
     uint64_t calls;
     uint64_t admitted;
     double elapsed_s;
+    double cpu_s; /* the thread's CPU time over 'elapsed_s' */
     int err;
 } worker;
 
 /*
  * Touches every key of the worker's set once (and a hot key WARM_HITS
  * times), then, after the barrier, calls sluice_hit() until 'seconds' have
- * passed. The clock is read once per CHECK_EVERY calls.
+ * passed. The clock is read once per CHECK_EVERY calls, and the next key is
+ * chosen, and prefetched, one call ahead.
  */
 static void *worker_main(void *arg)
 {
@@ -195,26 +236,32 @@ static void *worker_main(void *arg)
     const keyset *ks = w->keys;
     size_t warm = ks->n > WARM_HITS ? ks->n : WARM_HITS;
     uint64_t calls = 0, admitted = 0;
+    size_t next = 0;
     sluice_decision d;
-    double start, now;
+    double start, now, cpu_start;
     int err = SLUICE_OK;
 
     for (size_t i = 0; i < warm && err == SLUICE_OK; i++) {
         size_t k = i % ks->n;
 
-        err = sluice_hit(&d, w->store, w->limit, ks->bytes + k * KEY_STRIDE,
-                         ks->lens[k], 1);
+        err = sluice_hit(&d, w->store, w->limit, key_at(ks, k),
+                         key_len(ks, k), 1);
     }
     /* Everyone waits here, even after a failure, so no thread is left
        waiting for a partner that has already left. */
     pthread_barrier_wait(w->start);
+    cpu_start = clock_s(CLOCK_THREAD_CPUTIME_ID);
     start = now = now_s();
     while (err == SLUICE_OK && now - start < w->seconds) {
         for (unsigned i = 0; i < CHECK_EVERY; i++) {
-            size_t k = ks->n == 1 ? 0 : pick_key(&w->rng, ks->n);
+            size_t k = next;
 
-            err = sluice_hit(&d, w->store, w->limit,
-                             ks->bytes + k * KEY_STRIDE, ks->lens[k], 1);
+            if (ks->n > 1) {
+                next = pick_key(&w->rng, ks->n);
+                key_prefetch(ks, next);
+            }
+            err = sluice_hit(&d, w->store, w->limit, key_at(ks, k),
+                             key_len(ks, k), 1);
             if (err != SLUICE_OK)
                 break;
             admitted += (uint64_t)d.allowed;
@@ -225,18 +272,18 @@ static void *worker_main(void *arg)
     w->calls = calls;
     w->admitted = admitted;
     w->elapsed_s = now - start;
+    w->cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     w->err = err;
     return NULL;
 }
 
 /*
- * Runs case 'c' once for 'algo' on a fresh store. 'sets' holds one key set
- * per thread, of the case's size. Adds the rate (decisions per second over
- * all threads) to '*rate' and the counts to '*calls' and '*admitted'.
+ * Runs case 'c' once for 'algo' on a fresh store, as run number 'run' of
+ * 'r'. 'sets' holds one key set per thread, of the case's size. Records the
+ * rate (decisions per second over all threads) and adds up the counts.
  */
-static int run_once(double *rate, uint64_t *calls, uint64_t *admitted,
-                    sluice_algo algo, const bench_case *c,
-                    const keyset *sets, double seconds, uint64_t seed)
+static int run_once(case_result *r, unsigned run, sluice_algo algo,
+                    const bench_case *c, const keyset *sets, double seconds)
 {
     sluice_limit limit = {algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
                           WINDOW_MS};
@@ -257,7 +304,7 @@ static int run_once(double *rate, uint64_t *calls, uint64_t *admitted,
         w[t].store = store;
         w[t].limit = &limit;
         w[t].keys = c->same_keys ? &sets[0] : &sets[t];
-        w[t].rng = ((seed << 8 | t) * 0x9e3779b97f4a7c15ULL) | 1; /* not 0 */
+        w[t].rng = (((uint64_t)run << 8 | t) * 0x9e3779b97f4a7c15ULL) | 1;
         w[t].seconds = seconds;
         w[t].start = &start;
         if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
@@ -265,9 +312,7 @@ static int run_once(double *rate, uint64_t *calls, uint64_t *admitted,
             exit(1);
         }
     }
-    *rate = 0;
-    *calls = 0;
-    *admitted = 0;
+    r->runs[run] = 0;
     for (unsigned t = 0; t < c->threads; t++) {
         pthread_join(tid[t], NULL);
         if (w[t].err != SLUICE_OK && err >= 0) {
@@ -275,9 +320,11 @@ static int run_once(double *rate, uint64_t *calls, uint64_t *admitted,
                     sluice_strerror(w[t].err));
             err = -1;
         }
-        *rate += (double)w[t].calls / w[t].elapsed_s;
-        *calls += w[t].calls;
-        *admitted += w[t].admitted;
+        r->runs[run] += (double)w[t].calls / w[t].elapsed_s;
+        r->calls += w[t].calls;
+        r->admitted_calls += w[t].admitted;
+        r->cpu_s += w[t].cpu_s;
+        r->wall_s += w[t].elapsed_s;
     }
     pthread_barrier_destroy(&start);
     sluice_store_free(store);
@@ -300,24 +347,14 @@ static double median(const double *v, unsigned n)
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-static int run_case(case_result *r, sluice_algo algo, const bench_case *c,
-                    const keyset *sets, double seconds, unsigned repeats)
+/* Sums up case 'c' once its 'repeats' runs are in. */
+static void case_finish(case_result *r, const bench_case *c, unsigned repeats)
 {
-    uint64_t calls_all = 0, admitted_all = 0;
-
-    for (unsigned i = 0; i < repeats; i++) {
-        uint64_t calls, admitted;
-
-        if (run_once(&r->runs[i], &calls, &admitted, algo, c, sets, seconds,
-                     i + 1) < 0)
-            return -1;
-        calls_all += calls;
-        admitted_all += admitted;
-    }
     r->median = median(r->runs, repeats);
     r->ns_per_call = r->median > 0 ? c->threads * 1e9 / r->median : 0;
-    r->admitted = calls_all ? (double)admitted_all / (double)calls_all : 0;
-    return 0;
+    r->admitted =
+        r->calls ? (double)r->admitted_calls / (double)r->calls : 0;
+    r->cpu_share = r->wall_s > 0 ? r->cpu_s / r->wall_s : 0;
 }
 
 /* ---- Memory ----------------------------------------------------------------- */
@@ -364,9 +401,8 @@ static int measure_memory(mem_result *out, const keyset *keys)
         }
         before = rss_now_bytes();
         for (size_t i = 0; i < keys->n && err == 0; i++)
-            if (sluice_hit(&d, stores[a], &limit,
-                           keys->bytes + i * KEY_STRIDE, keys->lens[i],
-                           1) < 0)
+            if (sluice_hit(&d, stores[a], &limit, key_at(keys, i),
+                           key_len(keys, i), 1) < 0)
                 err = -1;
         after = rss_now_bytes();
         if (err == 0 && sluice_store_stats_get(&st, stores[a]) < 0)
@@ -466,29 +502,31 @@ static void print_header(const report *rp)
     printf("limits: admitting max %llu per %u ms; refusing max %u per %u ms; "
            "keys \"user:N\"\n\n",
            (unsigned long long)ADMIT_MAX, WINDOW_MS, REFUSE_MAX, WINDOW_MS);
-    printf("%-16s %-34s %9s %8s %8s  %s\n", "algorithm", "case",
-           "M dec/s", "ns/call", "admitted", "runs (M dec/s)");
+    printf("%-16s %-33s %8s %8s %8s %5s  %s\n", "algorithm", "case",
+           "M dec/s", "ns/call", "admitted", "cpu", "runs (M dec/s)");
 }
 
 static void print_row(const report *rp, unsigned a, unsigned c)
 {
     const case_result *r = &rp->res[a][c];
 
-    printf("%-16s %-34s %9.2f %8.1f %7.2f%% ", sluice_algo_name(algos[a]),
-           cases[c].label, r->median / 1e6, r->ns_per_call,
-           r->admitted * 100);
+    printf("%-16s %-33s %8.2f %8.1f %7.2f%% %4.0f%% ",
+           sluice_algo_name(algos[a]), cases[c].label, r->median / 1e6,
+           r->ns_per_call, r->admitted * 100, r->cpu_share * 100);
     for (unsigned i = 0; i < rp->repeats; i++)
         printf(" %.2f", r->runs[i] / 1e6);
     printf("\n");
-    fflush(stdout);
 }
 
 static void print_summary(const report *rp)
 {
     const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
 
-    printf("\nns/call is the time one thread spends per call "
-           "(threads x 10^9 / rate).\n");
+    printf("\nns/call: the time one thread spends per call "
+           "(threads x 10^9 / rate).\n"
+           "cpu: the threads' CPU time over their elapsed time; under 100%% "
+           "means the\nmachine was busy with something else, and the row "
+           "is low for that reason.\n");
     printf("\nTargets\n");
     printf("  fixed hot key 1 thread: %.2f M decisions/s (%.1f ns) \u2014 "
            "target \u2265 %.0f M/s (\u2264 %.0f ns): %s\n",
@@ -549,13 +587,14 @@ static void print_json(const report *rp)
                    "\"threads\": %u, \"keys_per_thread\": %zu, "
                    "\"same_keys\": %s, \"max\": %llu, "
                    "\"decisions_per_s\": %.0f, \"ns_per_call\": %.2f, "
-                   "\"admitted_fraction\": %.6f, \"runs\": [",
+                   "\"admitted_fraction\": %.6f, \"cpu_share\": %.3f, "
+                   "\"runs\": [",
                    first ? "" : ",", sluice_algo_name(algos[a]), cases[c].id,
                    cases[c].threads, cases[c].nkeys,
                    cases[c].same_keys ? "true" : "false",
                    (unsigned long long)(cases[c].refuse ? REFUSE_MAX
                                                         : ADMIT_MAX),
-                   r->median, r->ns_per_call, r->admitted);
+                   r->median, r->ns_per_call, r->admitted, r->cpu_share);
             for (unsigned i = 0; i < rp->repeats; i++)
                 printf("%s%.0f", i ? ", " : "", r->runs[i]);
             printf("]}");
@@ -662,6 +701,7 @@ int main(int argc, char **argv)
 {
     static report rp;
     bool json = false;
+    bool progress = isatty(STDERR_FILENO);
     keyset hot[MAX_THREADS], many[MAX_THREADS];
 
     rp.seconds = DEFAULT_SECONDS;
@@ -714,23 +754,30 @@ int main(int argc, char **argv)
     if (measure_memory(rp.mem, &many[0]) < 0)
         return 1;
 
-    if (!json)
-        print_header(&rp);
+    for (unsigned run = 0; run < rp.repeats; run++) {
+        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+            for (unsigned c = 0; c < NCASES; c++)
+                if (run_once(&rp.res[a][c], run, algos[a], &cases[c],
+                             cases[c].nkeys == 1 ? hot : many,
+                             rp.seconds) < 0)
+                    return 1;
+        if (progress)
+            fprintf(stderr, "sluice_bench_mem: pass %u of %u done\n",
+                    run + 1, rp.repeats);
+    }
     for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
-        for (unsigned c = 0; c < NCASES; c++) {
-            const keyset *sets = cases[c].nkeys == 1 ? hot : many;
-
-            if (run_case(&rp.res[a][c], algos[a], &cases[c], sets,
-                         rp.seconds, rp.repeats) < 0)
-                return 1;
-            if (!json)
-                print_row(&rp, a, c);
-        }
+        for (unsigned c = 0; c < NCASES; c++)
+            case_finish(&rp.res[a][c], &cases[c], rp.repeats);
     rp.max_rss_kib = max_rss_kib();
-    if (json)
+    if (json) {
         print_json(&rp);
-    else
+    } else {
+        print_header(&rp);
+        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+            for (unsigned c = 0; c < NCASES; c++)
+                print_row(&rp, a, c);
         print_summary(&rp);
+    }
 
     for (unsigned t = 0; t < MAX_THREADS; t++) {
         keyset_free(&hot[t]);

@@ -40,6 +40,99 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     return CLI_EXIT_USAGE;
 }
 
+const char *cli_shown(const char *text)
+{
+    static char bufs[4][CLI_SHOWN_MAX * 4 + 4];
+    static unsigned next;
+    char *buf = bufs[next++ % 4], *p = buf;
+    size_t i;
+
+    for (i = 0; text[i] != '\0' && i < CLI_SHOWN_MAX; i++) {
+        unsigned char c = (unsigned char)text[i];
+
+        if (c >= 0x20 && c < 0x7F)
+            *p++ = (char)c;
+        else
+            p += sprintf(p, "\\x%02x", c);
+    }
+    if (text[i] != '\0')
+        p += sprintf(p, "...");
+    *p = '\0';
+    return buf;
+}
+
+bool cli_is_plain(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0';
+         p++)
+        if (*p < 0x20 || *p >= 0x7F)
+            return false;
+    return true;
+}
+
+/*
+ * Where the password of 'url' ("scheme://[user]:PASSWORD@host...") starts,
+ * and its length in '*len'; NULL when the URL carries none.
+ */
+static const char *url_password(const char *url, size_t *len)
+{
+    const char *p = strstr(url, "://");
+    const char *auth_end, *at = NULL, *colon;
+
+    if (p == NULL)
+        return NULL;
+    p += 3;
+    auth_end = p + strcspn(p, "/?#");
+    for (const char *s = p; s < auth_end; s++)
+        if (*s == '@')
+            at = s;
+    if (at == NULL || (colon = memchr(p, ':', (size_t)(at - p))) == NULL)
+        return NULL;
+    *len = (size_t)(at - colon - 1);
+    return colon + 1;
+}
+
+void cli_store_error(const char *url, int err)
+{
+    const char *msg = sluice_last_error();
+    const char *pw, *hit;
+    size_t pw_len = 0, url_len = strlen(url), used = 0;
+    char out[1024], secret[256];
+
+    if (!cli_is_plain(url)) {
+        /* The library quotes the URL as it is: say it here, without it. */
+        cli_error("--store: cannot open the store: %s (the URL holds bytes "
+                  "that are not printable ASCII)", sluice_strerror(err));
+        return;
+    }
+    pw = url_password(url, &pw_len);
+    if (pw == NULL || pw_len == 0 || pw_len >= sizeof(secret)) {
+        cli_error("--store: %s", pw == NULL || pw_len == 0
+                                     ? msg
+                                     : "cannot open the store (detail "
+                                       "withheld: the URL holds a password)");
+        return;
+    }
+    memcpy(secret, pw, pw_len);
+    secret[pw_len] = '\0';
+    /* Each copy of the URL in the message, with its password masked. */
+    out[0] = '\0';
+    while ((hit = strstr(msg, url)) != NULL && used < sizeof(out)) {
+        used += (size_t)snprintf(out + used, sizeof(out) - used,
+                                 "%.*s%.*s***%s", (int)(hit - msg), msg,
+                                 (int)(pw - url), url, pw + pw_len);
+        msg = hit + url_len;
+    }
+    if (used < sizeof(out))
+        snprintf(out + used, sizeof(out) - used, "%s", msg);
+    /* A detail that still quotes the password (say, decoded) is withheld. */
+    if (strstr(out, secret) != NULL)
+        cli_error("--store: cannot open the store (detail withheld: it "
+                  "quotes the URL's password)");
+    else
+        cli_error("--store: %s", out);
+}
+
 /* ---- Numbers --------------------------------------------------------------- */
 
 bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
@@ -60,14 +153,15 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
     if (*p != '\0') {
         if (text[0] == '-' && text[1] >= '0' && text[1] <= '9')
             snprintf(why, why_len, "'%s' is negative (expected %llu..%llu)",
-                     text, (unsigned long long)lo, (unsigned long long)hi);
+                     cli_shown(text), (unsigned long long)lo,
+                     (unsigned long long)hi);
         else if (text[0] == '+')
             snprintf(why, why_len, "'%s' has a sign (expected plain digits, "
-                     "%llu..%llu)", text, (unsigned long long)lo,
+                     "%llu..%llu)", cli_shown(text), (unsigned long long)lo,
                      (unsigned long long)hi);
         else
             snprintf(why, why_len, "'%s' is not a whole number (expected "
-                     "%llu..%llu)", text, (unsigned long long)lo,
+                     "%llu..%llu)", cli_shown(text), (unsigned long long)lo,
                      (unsigned long long)hi);
         return false;
     }
@@ -81,8 +175,9 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
             n = n * 10 + digit;
     }
     if (overflow || n < lo || n > hi) {
-        snprintf(why, why_len, "'%s' is out of range %llu..%llu", text,
-                 (unsigned long long)lo, (unsigned long long)hi);
+        snprintf(why, why_len, "'%s' is out of range %llu..%llu",
+                 cli_shown(text), (unsigned long long)lo,
+                 (unsigned long long)hi);
         return false;
     }
     *out = n;
@@ -139,7 +234,7 @@ static int option_set(cli_args *out, const char *cmd,
         if (sluice_algo_parse(&out->limit.algo, value) < 0)
             return cli_usage_error(cmd, "--algo: unknown algorithm '%s' "
                                    "(expected fixed, sliding-counter or "
-                                   "sliding-log)", value);
+                                   "sliding-log)", cli_shown(value));
         break;
     case CLI_TAKES_MAX:
         if (!cli_parse_u64(&out->limit.max, value, 1, SLUICE_MAX_MAX, why,
@@ -148,6 +243,11 @@ static int option_set(cli_args *out, const char *cmd,
         break;
     case CLI_TAKES_WINDOW:
         err = sluice_duration_parse(&out->limit.window_ms, value);
+        /* The library quotes the text as it is; junk is quoted here. */
+        if (err < 0 && !cli_is_plain(value))
+            return cli_usage_error(cmd, "--window: invalid duration '%s' "
+                                   "(expected e.g. 250ms, 1s, 1m, 1h or a "
+                                   "number of milliseconds)", cli_shown(value));
         if (err < 0)
             return cli_usage_error(cmd, "--window: %s", sluice_last_error());
         break;
@@ -189,11 +289,12 @@ int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
         if (options_done || arg[0] != '-' || arg[1] == '\0') {
             if (!(takes & CLI_TAKES_KEY))
                 return cli_usage_error(cmd, "%s: unexpected argument '%s'",
-                                       cmd, arg);
+                                       cmd, cli_shown(arg));
             if (out->given & CLI_TAKES_KEY)
                 return cli_usage_error(cmd, "%s: unexpected argument '%s' "
                                        "(KEY is already '%s'; a key is one "
-                                       "argument)", cmd, arg, out->key);
+                                       "argument)", cmd, cli_shown(arg),
+                                       cli_shown(out->key));
             out->key = arg;
             out->key_len = strlen(arg);
             out->given |= CLI_TAKES_KEY;
@@ -201,7 +302,8 @@ int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
         }
         opt = option_find(arg, &value);
         if (opt == NULL || !(takes & opt->bit))
-            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd, arg);
+            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd,
+                                   cli_shown(arg));
         if (out->given & opt->bit)
             return cli_usage_error(cmd, "%s is given twice", opt->name);
         if (opt->has_value && value == NULL) {
@@ -210,7 +312,7 @@ int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
             value = argv[++i];
         } else if (!opt->has_value && value != NULL) {
             return cli_usage_error(cmd, "%s takes no value (got '%s')",
-                                   opt->name, arg);
+                                   opt->name, cli_shown(arg));
         }
         err = option_set(out, cmd, opt, value);
         if (err != 0)
@@ -241,7 +343,8 @@ int cli_args_require(const cli_args *args, const char *cmd, unsigned needed)
                                (unsigned long long)args->cost,
                                (unsigned long long)args->limit.max);
     if (sluice_limit_check(&args->limit) < 0)
-        return cli_usage_error(cmd, "%s", sluice_last_error());
+        return cli_usage_error(cmd, "--max and --window: %s",
+                               sluice_last_error());
     return 0;
 }
 

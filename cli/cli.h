@@ -46,6 +46,26 @@ void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
  */
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+/*
+ * Reports that the store at 'url' could not be opened (error 'err'), with
+ * the library's detail (sluice_last_error()), as "sluice: --store: ...".
+ * A password in the URL is shown as "***", so it never reaches a terminal or
+ * a log; a detail that would still reveal it is withheld.
+ */
+void cli_store_error(const char *url, int err);
+
+/*
+ * 'text' made safe to quote in a message: bytes outside printable ASCII are
+ * written \xNN, and text past CLI_SHOWN_MAX bytes is cut to "...". The
+ * result lives in one of four static buffers, used in turn, so up to four
+ * may appear in one message (the tool is single-threaded).
+ */
+#define CLI_SHOWN_MAX 48
+const char *cli_shown(const char *text);
+
+/* True when every byte of 'text' is printable ASCII. */
+bool cli_is_plain(const char *text);
+
 /* ---- Numbers --------------------------------------------------------------- */
 
 /*

@@ -4,6 +4,7 @@
  *
  *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
  *                             [--json] [--store URL]
+ *   sluice ttl QUEUE [--max N] --store URL [--json]
  *   sluice replay --algo ALGO --max N --window DUR [--store URL] < TRACE
  *   sluice demo
  *
@@ -26,7 +27,8 @@ static const char main_help[] =
     "  hit KEY      count a request against KEY's budget; say if it fits\n"
     "  peek KEY     say whether a request would fit, without counting it\n"
     "  reset KEY    forget KEY, so its budget is whole again\n"
-    "  replay       decide a trace of requests read on stdin, in virtual time\n"
+    "  ttl QUEUE    a queue's wait in ms before its next job (0 = admit)\n"
+    "  replay       decide a trace of requests read on stdin (T KEY [COST])\n"
     "  demo         show, on one screen, how the three algorithms differ\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
@@ -34,18 +36,21 @@ static const char main_help[] =
     "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
     "  --max N        units admitted per window, 1..9007199254740991\n"
     "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
-    "  --store URL    where budgets are counted; default mem://, the embedded\n"
-    "                 store (the only one for now)\n"
+    "  --store URL    where budgets are counted: mem:// (the default, the\n"
+    "                 embedded store) or a server shared by every process\n"
+    "                 that uses it, valkey://[[USER]:PASSWORD@]HOST[:PORT]\n"
+    "                 [/DB][?OPTIONS] (or redis://...); OPTIONS: timeout,\n"
+    "                 connect_timeout, prefix, clock, pool, on_error\n"
     "\n"
-    "The embedded store lives inside one process: every 'sluice hit' starts\n"
-    "from an empty store, so it is always admitted. Use 'sluice replay' to see\n"
-    "a budget run out, or a server store once there is one.\n"
+    "The embedded store lives inside one process: every 'sluice hit' on it\n"
+    "starts from an empty store, so it is always admitted. Use 'sluice\n"
+    "replay' to see a budget run out, or a server store.\n"
     "\n"
     "Exit status:\n"
     "  0  admitted, or the command succeeded\n"
     "  1  refused: the request is over the limit\n"
     "  2  usage error: a bad command, option, number or trace line\n"
-    "  3  runtime error: the store cannot be opened, or failed\n"
+    "  3  runtime error: the store cannot be opened or reached, or failed\n"
     "\n"
     "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
     "for the version.\n";
@@ -62,7 +67,7 @@ static const char hit_help[] =
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
     "  --json         print one JSON object instead of a line of text\n"
-    "  --store URL    default mem://, the embedded store\n"
+    "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
     "Prints 'allowed' or 'denied', the budget left, how long to wait before\n"
     "retrying (retry_after_ms, 0 if allowed) and until the budget is whole\n"
@@ -70,10 +75,14 @@ static const char hit_help[] =
     "  {\"key\":\"k\",\"algo\":\"fixed\",\"allowed\":true,\"limit\":10,"
     "\"remaining\":9,\n"
     "   \"retry_after_ms\":0,\"reset_after_ms\":1000}\n"
+    "When a server store cannot answer and its URL asks for on_error=open or\n"
+    "on_error=closed, the policy decides, and the output says so\n"
+    "(fallback=open|closed, or \"fallback\":\"open\"|\"closed\" in JSON).\n"
     "\n"
-    "The embedded store lives inside this one process, so each run starts\n"
-    "from an empty store and is admitted; 'sluice replay' shows a budget in\n"
-    "use. Put '--' before a KEY that starts with '-'.\n"
+    "The embedded store (mem://) lives inside this one process, so each run\n"
+    "starts from an empty store and is admitted; 'sluice replay' shows a\n"
+    "budget in use, and a server store (valkey://) keeps it between runs.\n"
+    "Put '--' before a KEY that starts with '-'.\n"
     "\n"
     "Exit status: 0 admitted, 1 refused, 2 usage error, 3 store error.\n";
 
@@ -84,8 +93,8 @@ static const char peek_help[] =
     "Answers exactly what 'sluice hit' would answer now, without counting\n"
     "anything. Options and output are those of 'sluice hit'.\n"
     "\n"
-    "The embedded store lives inside this one process, so on mem:// a peek\n"
-    "always sees a whole budget.\n"
+    "The embedded store (mem://) lives inside this one process, so there a\n"
+    "peek always sees a whole budget.\n"
     "\n"
     "Exit status: 0 it would be admitted, 1 it would be refused, 2 usage\n"
     "error, 3 store error.\n";
@@ -100,35 +109,74 @@ static const char reset_help[] =
     "\n"
     "On the embedded store (mem://, the default), which lives inside this one\n"
     "process, there is nothing to forget; the command still checks its\n"
-    "arguments.\n"
+    "arguments. On a server store (valkey://) the key is deleted.\n"
     "\n"
     "Exit status: 0 done, 2 usage error, 3 store error.\n";
+
+static const char ttl_help[] =
+    "Usage: sluice ttl QUEUE [--max N] --store URL [--json]\n"
+    "\n"
+    "The queue limiter's read, on EchoMQ's keys: prints how many ms queue\n"
+    "QUEUE must wait before it may take another job, 0 to admit. The queue's\n"
+    "fixed-window counter is emq:{QUEUE}:limiter and its cap the field 'max'\n"
+    "of the hash emq:{QUEUE}:meta (the prefix 'emq' can be changed with the\n"
+    "URL option emq_prefix=). The wait is the counter's remaining lifetime\n"
+    "(PTTL), and only when the counter has reached the cap; with no cap\n"
+    "known it is 0.\n"
+    "\n"
+    "  --max N        the cap; without it, read from emq:{QUEUE}:meta\n"
+    "  --store URL    valkey://HOST[:PORT][?OPTIONS] (needs a server)\n"
+    "  --json         print {\"queue\":...,\"wait_ms\":N}\n"
+    "\n"
+    "Exit status: 0 the wait was printed (whatever it is), 2 usage error,\n"
+    "3 store error.\n";
 
 /* ---- hit, peek and reset ----------------------------------------------------- */
 
 typedef enum decide_kind { KIND_HIT, KIND_PEEK, KIND_RESET } decide_kind;
 
+/* "open" or "closed" when a fail-open or fail-closed policy decided. */
+static const char *fallback_name(const sluice_decision *d)
+{
+    switch (d->fallback) {
+    case SLUICE_FELL_OPEN:
+        return "open";
+    case SLUICE_FELL_CLOSED:
+        return "closed";
+    default:
+        return NULL;
+    }
+}
+
 /* Prints one decision as a line of text or, with 'json', a JSON object. */
 static void print_decision(const cli_args *args, const sluice_decision *d)
 {
+    const char *fallback = fallback_name(d);
+
     if (args->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, args->key, args->key_len);
         printf(",\"algo\":\"%s\",\"allowed\":%s,\"limit\":%llu,"
                "\"remaining\":%llu,\"retry_after_ms\":%llu,"
-               "\"reset_after_ms\":%llu}\n",
+               "\"reset_after_ms\":%llu",
                sluice_algo_name(args->limit.algo),
                d->allowed ? "true" : "false", (unsigned long long)d->limit,
                (unsigned long long)d->remaining,
                (unsigned long long)d->retry_after_ms,
                (unsigned long long)d->reset_after_ms);
+        if (fallback != NULL)
+            printf(",\"fallback\":\"%s\"", fallback);
+        printf("}\n");
     } else {
         printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
-               "reset_after_ms=%llu\n",
+               "reset_after_ms=%llu",
                d->allowed ? "allowed" : "denied",
                (unsigned long long)d->remaining, (unsigned long long)d->limit,
                (unsigned long long)d->retry_after_ms,
                (unsigned long long)d->reset_after_ms);
+        if (fallback != NULL)
+            printf(" fallback=%s", fallback);
+        printf("\n");
     }
 }
 
@@ -162,7 +210,7 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
 
     err = sluice_store_open(&store, args.store, NULL);
     if (err < 0) {
-        cli_error("--store: %s", sluice_last_error());
+        cli_store_error(args.store, err);
         return CLI_EXIT_RUNTIME;
     }
     if (kind == KIND_RESET) {
@@ -212,6 +260,46 @@ static int cmd_reset(int argc, char **argv)
     return run_decide(KIND_RESET, "reset", argc, argv);
 }
 
+/* ---- ttl -------------------------------------------------------------------- */
+
+static int cmd_ttl(int argc, char **argv)
+{
+    unsigned takes = CLI_TAKES_KEY | CLI_TAKES_MAX | CLI_TAKES_JSON |
+                     CLI_TAKES_STORE;
+    sluice_store *store = NULL;
+    uint64_t wait_ms = 0;
+    cli_args args;
+    int err, status;
+
+    if ((status = cli_args_parse(&args, "ttl", argc, argv, takes)) != 0)
+        return status;
+    if (!(args.given & CLI_TAKES_KEY))
+        return cli_usage_error("ttl", "ttl: missing QUEUE");
+    if (!(args.given & CLI_TAKES_STORE))
+        return cli_usage_error("ttl", "ttl: missing --store (the queue "
+                               "limiter lives on a server: valkey://...)");
+    err = sluice_store_open(&store, args.store, NULL);
+    if (err < 0) {
+        cli_store_error(args.store, err);
+        return CLI_EXIT_RUNTIME;
+    }
+    err = sluice_emq_rate_limit_ttl(&wait_ms, store, args.key, args.key_len,
+                                    (args.given & CLI_TAKES_MAX)
+                                        ? args.limit.max : 0);
+    if (err < 0) {
+        cli_error("ttl: %s (%s)", sluice_last_error(), sluice_err_name(err));
+        status = err == SLUICE_ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    } else if (args.json) {
+        fputs("{\"queue\":", stdout);
+        cli_json_string(stdout, args.key, args.key_len);
+        printf(",\"wait_ms\":%llu}\n", (unsigned long long)wait_ms);
+    } else {
+        printf("%llu\n", (unsigned long long)wait_ms);
+    }
+    sluice_store_free(store);
+    return status;
+}
+
 /* ---- Dispatch -------------------------------------------------------------- */
 
 static int cmd_help(int argc, char **argv);
@@ -224,6 +312,7 @@ static const struct command {
     {"hit", cmd_hit, hit_help},
     {"peek", cmd_peek, peek_help},
     {"reset", cmd_reset, reset_help},
+    {"ttl", cmd_ttl, ttl_help},
     {"replay", cli_replay, cli_replay_help},
     {"demo", cli_demo, cli_demo_help},
     {"help", cmd_help, main_help},
@@ -250,10 +339,15 @@ static int cmd_help(int argc, char **argv)
     }
     if (argc > 1)
         return cli_usage_error("help", "help: unexpected argument '%s'",
-                               argv[1]);
+                               cli_shown(argv[1]));
+    if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fputs(main_help, stdout);
+        return CLI_EXIT_OK;
+    }
     c = command_find(argv[0]);
     if (c == NULL)
-        return cli_usage_error(NULL, "help: unknown command '%s'", argv[0]);
+        return cli_usage_error(NULL, "help: unknown command '%s'",
+                               cli_shown(argv[0]));
     fputs(c->help, stdout);
     return CLI_EXIT_OK;
 }
@@ -278,8 +372,9 @@ int main(int argc, char **argv)
     if (c == NULL) {
         if (argv[1][0] == '-')
             return cli_usage_error(NULL, "unknown option '%s' (a command "
-                                   "comes first)", argv[1]);
-        return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+                                   "comes first)", cli_shown(argv[1]));
+        return cli_usage_error(NULL, "unknown command '%s'",
+                               cli_shown(argv[1]));
     }
     if (c->run != cmd_help && cli_wants_help(argc - 2, argv + 2)) {
         fputs(c->help, stdout);

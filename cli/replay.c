@@ -9,9 +9,10 @@
  *   T KEY COST allowed|denied REMAINING RETRY_AFTER_MS
  *
  * On the embedded store T drives a virtual clock (sluice_vclock), so a replay
- * is deterministic and takes no time. A store with a clock of its own (a
- * server) cannot be told the time, so there the trace is paced in real time,
- * T - T(first line) after the start.
+ * is deterministic and takes no time. A server store keeps time by real
+ * clocks (its own, or the caller's), and keys it holds expire in real time,
+ * so there the trace is paced: each request is sent T - T(first line) after
+ * the start.
  */
 #include "cli.h"
 
@@ -31,17 +32,22 @@ const char cli_replay_help[] =
     "\n"
     "and prints one line per request:\n"
     "\n"
-    "  T KEY COST allowed|denied REMAINING RETRY_AFTER_MS\n"
+    "  T KEY COST allowed|denied REMAINING RETRY_AFTER_MS [fallback=POLICY]\n"
     "\n"
-    "Blank lines and lines starting with '#' are skipped. On the embedded\n"
-    "store (mem://, the default) T drives a virtual clock that starts at 0,\n"
-    "so a replay is deterministic and instant; sliding-counter windows are\n"
-    "aligned to multiples of the window from T = 0.\n"
+    "(the last field only when a server store could not answer and its\n"
+    "on_error policy, open or closed, decided). Blank lines and lines\n"
+    "starting with '#' are skipped.\n"
+    "\n"
+    "On the embedded store (mem://, the default) T drives a virtual clock\n"
+    "that starts at 0, so a replay is deterministic and instant;\n"
+    "sliding-counter windows are aligned to multiples of the window from\n"
+    "T = 0. On a server store (valkey://) time is real: the trace is paced,\n"
+    "each request sent T minus the first line's T after the start.\n"
     "\n"
     "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
     "  --max N        units admitted per window, 1..9007199254740991\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
-    "  --store URL    default mem://; a server store is paced in real time\n"
+    "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
     "Example:\n"
     "  printf '0 a\\n10 a\\n20 a 2\\n' | sluice replay --algo fixed --max 2"
@@ -151,7 +157,7 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
         }
         if (n > 3) {
             cli_error("replay: line %llu: unexpected field '%s' (expected "
-                      "'T KEY [COST]')", lineno, fields[3]);
+                      "'T KEY [COST]')", lineno, cli_shown(fields[3]));
             status = CLI_EXIT_USAGE;
             break;
         }
@@ -187,11 +193,14 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
             status = CLI_EXIT_RUNTIME;
             break;
         }
-        printf("%llu %s %llu %s %llu %llu\n", (unsigned long long)t,
+        printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)t,
                fields[1], (unsigned long long)cost,
                d.allowed ? "allowed" : "denied",
                (unsigned long long)d.remaining,
-               (unsigned long long)d.retry_after_ms);
+               (unsigned long long)d.retry_after_ms,
+               d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"
+               : d.fallback == SLUICE_FELL_CLOSED ? " fallback=closed"
+                                                  : "");
     }
     if (status == CLI_EXIT_OK && ferror(in)) {
         cli_error("replay: cannot read the trace: %s", strerror(errno));
@@ -199,6 +208,15 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
     }
     free(line);
     return status;
+}
+
+/*
+ * True when 'url' names the embedded store, by sluice_store_open()'s
+ * contract: NULL, "" or "mem://".
+ */
+static bool url_is_embedded(const char *url)
+{
+    return url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0;
 }
 
 int cli_replay(int argc, char **argv)
@@ -215,22 +233,21 @@ int cli_replay(int argc, char **argv)
         (status = cli_args_require(&args, "replay", takes & ~CLI_TAKES_STORE))
         != 0)
         return status;
-    if ((err = sluice_vclock_new(&vclock, 0)) < 0) {
-        cli_error("replay: %s", sluice_last_error());
-        return CLI_EXIT_RUNTIME;
+    /* Virtual time for the embedded store; real clocks for a server. */
+    if (url_is_embedded(args.store)) {
+        if ((err = sluice_vclock_new(&vclock, 0)) < 0) {
+            cli_error("replay: %s", sluice_last_error());
+            return CLI_EXIT_RUNTIME;
+        }
+        opts.clock_ms = sluice_vclock_now_ms;
+        opts.clock_payload = vclock;
     }
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = vclock;
     if ((err = sluice_store_open(&store, args.store, &opts)) < 0) {
-        cli_error("--store: %s", sluice_last_error());
+        cli_store_error(args.store, err);
         sluice_vclock_free(vclock);
         return CLI_EXIT_RUNTIME;
     }
-    /* The embedded store is the one known to keep time by the clock it is
-       given; any other store is paced in real time. */
-    status = replay(stdin, store, &args.limit,
-                    strcmp(sluice_store_kind(store), "mem") == 0 ? vclock
-                                                                 : NULL);
+    status = replay(stdin, store, &args.limit, vclock);
     sluice_store_free(store);
     sluice_vclock_free(vclock);
     return status;

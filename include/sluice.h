@@ -211,9 +211,13 @@ typedef struct sluice_store_opts {
     int caller_clock;
     /* Connections shared by all threads; 0 means 4. URL: pool=N. */
     unsigned int pool_size;
-    /* What a call answers when the server cannot: SLUICE_ON_ERROR_FAIL
-       (an error, the default), _OPEN (admit) or _CLOSED (refuse).
-       URL: on_error=error|open|closed. */
+    /* What a call answers when the server cannot be reached or does not
+       answer in time (SLUICE_ECONN, SLUICE_ETIMEDOUT): SLUICE_ON_ERROR_FAIL
+       (that error, the default), _OPEN (admit) or _CLOSED (refuse, with
+       retry_after_ms = the command timeout). The decision's 'fallback'
+       says which stood in, and the stats count them. Replies that are
+       wrong (SLUICE_EPROTO) are always errors. URL: on_error=error|open|
+       closed. */
     int on_error;
 } sluice_store_opts;
 
@@ -238,8 +242,16 @@ SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *store);
 
 /*
  * Decides one request of 'cost' units against 'limit' for 'key', and counts
- * it if admitted. A refused request changes nothing. State is per (algorithm,
- * key): different limits of one algorithm on one key share a budget.
+ * it if admitted. A refused request changes nothing.
+ *
+ * State is per (algorithm, key). A key's max may change between calls (the
+ * count carries over, as when a cap is raised at run time); its window should
+ * not: the sliding log trims by the window of each call, the sliding counter
+ * starts over when its window changes, and a fixed window keeps the expiry it
+ * was armed with. Use distinct keys for limits with distinct windows.
+ *
+ * On a server store, a call that times out may still have been counted by
+ * the server (the request reached it; the answer did not come back in time).
  */
 SLUICE_EXTERN int sluice_hit(sluice_decision *out, sluice_store *store,
                const sluice_limit *limit, const char *key, size_t key_len,

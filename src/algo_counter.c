@@ -17,8 +17,9 @@
  * A request of 'cost' is admitted iff estimate + cost <= max. The estimate is
  * a rational number; all of it is decided in exact integers:
  *
- *   - since max, cur and cost are integers,
- *     cur + prev*r/w + cost <= max  <=>  cur + floor(prev*r/w) + cost <= max;
+ *   - since max, cur and cost are integers, a real y is <= the integer
+ *     max - cur - cost iff ceil(y) is:
+ *     cur + prev*r/w + cost <= max  <=>  cur + ceil(prev*r/w) + cost <= max;
  *   - remaining = floor(max - estimate) = max - cur - ceil(prev*r/w);
  *   - prev*r <= max*w <= 2^53 (checked in sluice_limit_check), so no product
  *     overflows, here or in a double in Lua.
@@ -46,10 +47,10 @@ static void counter_init(void *state)
     s->prev = 0;
 }
 
-/* The largest r with prev * r < x, for prev >= 1 and x >= 1. */
-static uint64_t largest_below(uint64_t prev, uint64_t x)
+/* The largest r with prev * r <= x, for prev >= 1. */
+static uint64_t largest_within(uint64_t prev, uint64_t x)
 {
-    return (x - 1) / prev;
+    return x / prev;
 }
 
 /*
@@ -61,18 +62,18 @@ static uint64_t counter_retry(uint64_t max, uint64_t w, uint64_t cur,
 {
     uint64_t r, e_next;
 
-    /* Later in this window: needs floor(prev*r/w) <= A = max - cur - cost,
-       i.e. prev*r < (A+1)*w, with r = w - elapsed' >= 1. */
+    /* Later in this window: needs ceil(prev*r/w) <= A = max - cur - cost,
+       i.e. prev*r <= A*w, with r = w - elapsed' >= 1. */
     if (cur + cost <= max && prev > 0) {
-        r = largest_below(prev, (max - cur - cost + 1) * w);
+        r = largest_within(prev, (max - cur - cost) * w);
         if (r >= 1)
             return (w - r) - elapsed; /* r < w - elapsed, since refused now */
     }
     /* In the next window, 'cur' becomes the previous count and nothing is
-       current: needs floor(cur*r/w) <= max - cost. */
+       current: needs ceil(cur*r/w) <= max - cost. */
     if (cur == 0)
         return w - elapsed;
-    r = largest_below(cur, (max - cost + 1) * w);
+    r = largest_within(cur, (max - cost) * w);
     e_next = r >= w ? 0 : w - r; /* w - r == w: the start of idx + 2 */
     return (w - elapsed) + e_next;
 }
@@ -87,7 +88,7 @@ static int counter_decide(void *state, const sluice_limit *limit,
     uint64_t cur = 0, prev = 0;
     uint64_t elapsed = now_ms - idx * w;
     uint64_t r = w - elapsed; /* 1..w */
-    uint64_t weighted_floor, weighted_ceil, used;
+    uint64_t weighted_ceil, used;
 
     if (s->window_ms == w) {
         if (s->idx == idx) {
@@ -97,11 +98,10 @@ static int counter_decide(void *state, const sluice_limit *limit,
             prev = s->cur;
         }
     }
-    weighted_floor = prev * r / w;
     weighted_ceil = (prev * r + w - 1) / w;
 
     out->limit = limit->max;
-    if (cur + weighted_floor + cost <= limit->max) {
+    if (cur + weighted_ceil + cost <= limit->max) {
         out->allowed = 1;
         out->retry_after_ms = 0;
         cur += cost;

@@ -152,6 +152,13 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
 char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
                         const char *id, size_t id_len, const char *suffix);
 
+/*
+ * Writes 'url' into 'out' (of 'cap' bytes) as it may be shown in a message:
+ * the password replaced by "***", bytes outside printable ASCII by '?', cut
+ * to fit.
+ */
+void sluice__url_shown(char *out, size_t cap, const char *url);
+
 /* The Lua scripts, embedded at build time from src/lua/ (NUL-terminated). */
 extern const char sluice__lua_fixed[];
 extern const char sluice__lua_sliding_counter[];

@@ -43,10 +43,13 @@ int sluice_store_open(sluice_store **out, const char *url,
                strncmp(url, "redis://", 8) == 0) {
         err = sluice__store_valkey_open(&store->impl, &store->ops, &o, url);
     } else {
+        char shown[160];
+
+        sluice__url_shown(shown, sizeof(shown), url);
         err = sluice__error(SLUICE_EURL,
                             "unsupported store URL '%s' (expected mem://, "
                             "valkey://host:port or redis://host:port)",
-                            url);
+                            shown);
     }
     if (err < 0) {
         free(store);
@@ -94,8 +97,11 @@ static int decide(sluice_decision *out, sluice_store *store,
     if ((err = key_check(store, key, key_len)) < 0 ||
         (err = sluice__request_check(limit, cost)) < 0)
         return err;
-    return store->ops->decide(store->impl, limit, key, key_len, cost, consume,
-                              out);
+    err = store->ops->decide(store->impl, limit, key, key_len, cost, consume,
+                             out);
+    if (err < 0)
+        memset(out, 0, sizeof(*out)); /* an error never reads as a decision */
+    return err;
 }
 
 /*
@@ -131,7 +137,9 @@ int sluice_hit(sluice_decision *out, sluice_store *store,
 {
     int err = decide(out, store, limit, key, key_len, cost, true);
 
-    if (err == SLUICE_OK && !out->allowed && sluice__telemetry_active())
+    /* A refusal by a fail-closed policy is no limit being hit. */
+    if (err == SLUICE_OK && !out->allowed && sluice__telemetry_active() &&
+        out->fallback == SLUICE_ANSWERED)
         emit_hit(store, limit, key, key_len, out);
     return err;
 }

@@ -329,11 +329,17 @@ again:
 
         before = algo->bytes(entry_state(e));
         err = algo->decide(entry_state(e), limit, t, cost, consume, out);
+        /* Even a failed decide may have trimmed the state and freed memory. */
+        sh->bytes += algo->bytes(entry_state(e));
+        sh->bytes -= before;
         if (err == SLUICE_OK) {
+            uint64_t idle_at = algo->idle_at(entry_state(e), limit);
+
             e->last_ms = t;
-            e->idle_at_ms = algo->idle_at(entry_state(e), limit);
-            sh->bytes += algo->bytes(entry_state(e));
-            sh->bytes -= before;
+            /* Never sooner than before: a call with a shorter window must
+               not let the sweep drop what a longer one still counts. */
+            if (idle_at > e->idle_at_ms || idle_at == 0)
+                e->idle_at_ms = idle_at;
         }
     } else if (!consume) {
         /* A peek at an unknown key: decide on a fresh state, keep nothing. */

@@ -31,6 +31,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -360,8 +361,7 @@ static int vk_eval(vk_store *v, int id, int nkeys, int argc, const char **args,
             r = NULL;
             if ((err = conn_load_script(v, c, id)) < 0)
                 goto done;
-            memcpy(sha, v->sha[id], sizeof(sha)); /* unchanged: same text */
-            continue;
+            continue; /* the same text has the same SHA1 */
         }
         break;
     }
@@ -406,11 +406,24 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
     char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key, key_len,
                         sluice__algos[limit->algo]->name);
     const char *args[7];
-    size_t lens[7];
+    size_t lens[7] = {0};
     redisReply *r = NULL;
     uint64_t allowed = 0;
     int err;
 
+    if (v->caller_clock) {
+        uint64_t t = v->clock_ms(v->clock_payload);
+
+        if (t > SLUICE_NOW_MAX_MS) {
+            if (k != kbuf)
+                free(k);
+            return sluice__error(SLUICE_ERANGE,
+                                 "the clock reads %llu ms, beyond 2^53",
+                                 (unsigned long long)t);
+        }
+        lens[5] = (size_t)snprintf(now, sizeof(now), "%llu",
+                                   (unsigned long long)t);
+    }
     if (k == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
     args[0] = k;
@@ -427,11 +440,6 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
     args[4] = consume ? "1" : "0";
     lens[4] = 1;
     args[5] = now;
-    lens[5] = 0;
-    if (v->caller_clock)
-        lens[5] = (size_t)snprintf(now, sizeof(now), "%llu",
-                                   (unsigned long long)v->clock_ms(
-                                       v->clock_payload));
     args[6] = token;
     lens[6] = (size_t)snprintf(token, sizeof(token), "%016llx%llx",
                                (unsigned long long)v->token_seed,
@@ -776,7 +784,11 @@ static int url_query(url_parts *u, const char *q, const char *url)
     return SLUICE_OK;
 }
 
-static int url_parse(url_parts *u, const char *url)
+/*
+ * Parses 'url' into 'u'. Messages quote 'shown', the URL with its password
+ * masked and unprintable bytes replaced, never the URL itself.
+ */
+static int url_parse(url_parts *u, const char *url, const char *shown)
 {
     const char *p, *end, *at, *host, *hend, *query;
     unsigned long long num;
@@ -788,7 +800,7 @@ static int url_parse(url_parts *u, const char *url)
         p = url + 8;
     else
         return sluice__error(SLUICE_EURL, "store URL '%s': expected "
-                             "valkey:// or redis://", url);
+                             "valkey:// or redis://", shown);
     query = strchr(p, '?');
     end = query ? query : p + strlen(p);
     /* userinfo: up to the last '@' before the path */
@@ -806,12 +818,12 @@ static int url_parse(url_parts *u, const char *url)
             if (colon == NULL)
                 return sluice__error(SLUICE_EURL, "store URL '%s': a user needs "
                                      "a password (user:password@ or "
-                                     ":password@)", url);
+                                     ":password@)", shown);
             if (colon > p &&
-                (u->user = decode(p, (size_t)(colon - p), url, "user", &err)) ==
+                (u->user = decode(p, (size_t)(colon - p), shown, "user", &err)) ==
                     NULL)
                 return err;
-            if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), url,
+            if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), shown,
                                       "password", &err)) == NULL)
                 return err;
             p = at + 1;
@@ -821,7 +833,7 @@ static int url_parse(url_parts *u, const char *url)
             hend = memchr(host, ']', (size_t)(auth_end - host));
             if (hend == NULL)
                 return sluice__error(SLUICE_EURL, "store URL '%s': unclosed "
-                                     "'[' in the host", url);
+                                     "'[' in the host", shown);
             host++;
             p = hend + 1;
         } else {
@@ -831,7 +843,12 @@ static int url_parse(url_parts *u, const char *url)
             p = hend;
         }
         if (hend == host)
-            return sluice__error(SLUICE_EURL, "store URL '%s': no host", url);
+            return sluice__error(SLUICE_EURL, "store URL '%s': no host", shown);
+        for (const char *h = host; h < hend; h++)
+            if (!isalnum((unsigned char)*h) && strchr(".-_:%", *h) == NULL)
+                return sluice__error(SLUICE_EURL, "store URL '%s': the host "
+                                     "holds a byte 0x%02x that no host name "
+                                     "has", shown, (unsigned char)*h);
         if ((u->host = malloc((size_t)(hend - host) + 1)) == NULL)
             return sluice__error(SLUICE_ENOMEM, "out of memory");
         memcpy(u->host, host, (size_t)(hend - host));
@@ -841,23 +858,53 @@ static int url_parse(url_parts *u, const char *url)
             if (parse_number(p + 1, (size_t)(auth_end - p - 1), 1, 65535,
                              &num) < 0)
                 return sluice__error(SLUICE_EURL, "store URL '%s': the port "
-                                     "must be 1..65535", url);
+                                     "must be 1..65535", shown);
             u->port = (int)num;
         } else if (p != auth_end) {
             return sluice__error(SLUICE_EURL, "store URL '%s': junk after the "
-                                 "host", url);
+                                 "host", shown);
         }
         if (slash != NULL && slash + 1 < end) {
             if (parse_number(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX,
                              &num) < 0)
                 return sluice__error(SLUICE_EURL, "store URL '%s': the "
-                                     "database must be a number", url);
+                                     "database must be a number", shown);
             u->db = (long)num;
         }
     }
     if (query != NULL)
-        return url_query(u, query + 1, url);
+        return url_query(u, query + 1, shown);
     return SLUICE_OK;
+}
+
+/*
+ * Writes 'url' into 'out' as it may be shown in a message: the password
+ * replaced by "***", bytes outside printable ASCII by '?', cut to fit.
+ */
+void sluice__url_shown(char *out, size_t cap, const char *url)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *start = scheme_end ? scheme_end + 3 : url;
+    const char *at = NULL, *colon = NULL, *s;
+    size_t n = 0;
+
+    for (s = start; *s != '\0' && *s != '/' && *s != '?'; s++)
+        if (*s == '@')
+            at = s;
+    if (at != NULL)
+        colon = memchr(start, ':', (size_t)(at - start));
+    for (s = url; *s != '\0' && n + 4 < cap; s++) {
+        if (colon != NULL && s == colon + 1) {
+            memcpy(out + n, "***", 3);
+            n += 3;
+            s = at - 1;
+            continue;
+        }
+        out[n++] = (*s > 0x20 && *s < 0x7f) ? *s : '?';
+    }
+    if (*s != '\0' && n + 4 >= cap)
+        memcpy(out + n - 3, "...", 3);
+    out[n] = '\0';
 }
 
 static void url_parts_free(url_parts *u)
@@ -908,12 +955,14 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
 {
     url_parts u;
     vk_store *v;
+    char shown[160];
     unsigned n;
     int err;
 
     memset(&u, 0, sizeof(u));
     u.o = *opts;
-    if ((err = url_parse(&u, url)) < 0) {
+    sluice__url_shown(shown, sizeof(shown), url);
+    if ((err = url_parse(&u, url, shown)) < 0) {
         url_parts_free(&u);
         return err;
     }

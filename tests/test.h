@@ -53,7 +53,7 @@ static inline void test_context(const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- Checks ---------------------------------------------------------------- */
+/* ---- Checks -------------------------------------------------------------- */
 
 /*
  * Counts one check and, when 'ok' is false, one failure, printing 'what' at
@@ -112,7 +112,7 @@ static inline int test_check_rc_at(int rc, int want, const char *file,
     test_check_rc_at((expr), (want), __FILE__, __LINE__, #expr)
 #define CHECK_OK(expr) CHECK_RC(expr, SLUICE_OK)
 
-/* ---- Summary --------------------------------------------------------------- */
+/* ---- Summary ------------------------------------------------------------- */
 
 /* Prints the summary line for 'name'; returns the exit status. */
 static inline int test_summary(const char *name)

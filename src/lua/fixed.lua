@@ -22,7 +22,14 @@ if raw then
     return redis.error_reply('ERR sluice: ' .. key .. ' does not hold a number')
   end
   ttl = redis.call('PTTL', key)
-  if ttl < 0 then
+  if ttl == 0 then
+    -- Its expiry is this very millisecond. The server would drop it only
+    -- after it; like the C code, take the window as over now.
+    redis.call('DEL', key)
+    raw = false
+    count = 0
+    ttl = window
+  elseif ttl < 0 then
     redis.call('PEXPIRE', key, window)
     ttl = window
   end

@@ -43,9 +43,9 @@ if tonumber(s[1]) == w and tonumber(s[2]) then
 end
 local elapsed = now - idx * w
 local r = w - elapsed
-local wfloor, wceil = fdiv(prev * r, w), cdiv(prev * r, w)
+local wceil = cdiv(prev * r, w)
 local allowed, retry = 0, 0
-if cur + wfloor + cost <= max then
+if cur + wceil + cost <= max then
   allowed = 1
   cur = cur + cost
   if ARGV[4] == '1' then
@@ -54,14 +54,14 @@ if cur + wfloor + cost <= max then
   end
 else
   if cur + cost <= max and prev > 0 then
-    local rr = fdiv((max - cur - cost + 1) * w - 1, prev)
+    local rr = fdiv((max - cur - cost) * w, prev)
     if rr >= 1 then retry = (w - rr) - elapsed end
   end
   if retry == 0 then
     if cur == 0 then
       retry = w - elapsed
     else
-      local rr = fdiv((max - cost + 1) * w - 1, cur)
+      local rr = fdiv((max - cost) * w, cur)
       local e = 0
       if rr < w then e = w - rr end
       retry = (w - elapsed) + e

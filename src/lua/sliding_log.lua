@@ -10,7 +10,8 @@ Reply    {allowed, remaining, retry_after_ms, reset_after_ms}, integers
 
 Trim what left the span (score <= now - window) with ZREMRANGEBYSCORE, count
 with ZCARD, admit iff live + cost <= max, then ZADD 'cost' members at now and
-let the key expire one window after its newest member. Mirrors
+let the key expire one window after its newest member (never sooner than
+it already would). Mirrors
 src/algo_log.c. A clock that reads earlier than the newest member is held at
 it. ]]
 local function fdiv(a, b) return (a - math.fmod(a, b)) / b end
@@ -41,14 +42,18 @@ if total + cost <= max then
       redis.call('ZADD', key, unpack(batch))
       i = i + n
     end
-    redis.call('PEXPIRE', key, str(w))
+    -- Only ever extend the key's life: a call with a shorter window must
+    -- not cut short entries that a longer one still counts.
+    if redis.call('PTTL', key) < w then
+      redis.call('PEXPIRE', key, str(w))
+    end
   end
   local remaining = max - total - cost
   return {1, remaining, 0, w}
 end
-local must = total + cost - max
+local must = total - (max - cost)
 local leaving = redis.call('ZRANGE', key, must - 1, must - 1, 'WITHSCORES')
 newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 local remaining = 0
 if total < max then remaining = max - total end
-return {0, remaining, tonumber(leaving[2]) + w - now, tonumber(newest[2]) + w - now}
+return {0, remaining, tonumber(leaving[2]) - now + w, tonumber(newest[2]) - now + w}

@@ -1,0 +1,664 @@
+/*
+ * redis_server.h - a private redis-server for one test program.
+ *
+ * After hiredis' and libvalkey's test.sh: each test program starts its own
+ * server on a free loopback port, in a fresh directory under $TMPDIR, and
+ * kills it on every way out. Tests talk to a real server, never a mock.
+ *
+ *   rs_server s;
+ *   if (rs_start(&s, NULL) < 0) ...      start; s.url is "redis://127.0.0.1:P"
+ *   redisReply *r = rs_cmd(&s, "PTTL %s", key);   a raw command (hiredis)
+ *   rs_kill(&s);  rs_restart(&s);        stop by PID, start on the same port
+ *   rs_pause(&s); rs_resume(&s);         SIGSTOP/SIGCONT: a stalled server
+ *   rs_stop(&s);                         stop and remove the directory
+ *
+ * A server is killed however the program ends: rs_stop() on the normal path,
+ * an atexit() handler after exit(), handlers for SIGINT, SIGTERM, SIGHUP and
+ * SIGABRT, and, for what no handler sees (SIGKILL, a sanitizer's _exit), the
+ * server is started with PR_SET_PDEATHSIG so the kernel kills it when the
+ * thread that started it dies (only a temporary directory is left then). A
+ * forked child of the test never kills its parent's servers: only the
+ * process that started a server stops it.
+ *
+ * Everything here is static inline: include it in one test file. Functions
+ * print their failures to stderr and return -1 (or NULL); the caller
+ * decides whether that fails the test.
+ */
+#ifndef SLUICE_TEST_REDIS_SERVER_H
+#define SLUICE_TEST_REDIS_SERVER_H
+
+#include <hiredis/hiredis.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RS_MAX_SERVERS 8
+#define RS_MAX_EXTRA 16
+#define RS_READY_TIMEOUT_MS 10000
+#define RS_BINARY "redis-server"
+
+typedef struct rs_server {
+    pid_t pid;            /* 0 when not running */
+    pid_t owner;          /* the process that started it */
+    int port;
+    int paused;           /* SIGSTOP sent, no SIGCONT yet */
+    char dir[256];        /* the server's private directory */
+    char files[3][300];   /* what it may write there: rs_remove_dirs_now() */
+    char url[64];         /* "redis://127.0.0.1:PORT" */
+    char *extra[RS_MAX_EXTRA]; /* extra arguments, owned */
+    int nextra;
+    const char *password; /* --requirepass, sent by rs_conn(); in 'extra' */
+    redisContext *ctx;    /* the helper's own connection for rs_cmd() */
+} rs_server;
+
+/* The servers to kill on the way out, whichever way that is. */
+static rs_server *rs_registry[RS_MAX_SERVERS];
+static int rs_handlers_installed;
+
+/* ---- Small utilities ----------------------------------------------------- */
+
+/* Milliseconds on the monotonic clock, for deadlines and durations. */
+static inline uint64_t rs_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Microseconds on the monotonic clock, for measuring single calls. */
+static inline uint64_t rs_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Sleeps 'ms' milliseconds, resuming after signals. */
+static inline void rs_sleep_ms(uint64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/*
+ * Removes 'path' and everything under it (the server writes only a log, and
+ * with --appendonly yes a directory of files). Errors are ignored: this is
+ * cleanup.
+ */
+static inline void rs_remove_tree(const char *path)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *e;
+    char child[1024];
+
+    if (lstat(path, &st) < 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) {
+        unlink(path);
+        return;
+    }
+    if ((d = opendir(path)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            if (snprintf(child, sizeof(child), "%s/%s", path, e->d_name) <
+                (int)sizeof(child))
+                rs_remove_tree(child);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+/*
+ * A loopback port that was free a moment ago: bind port 0, read what the
+ * kernel chose, close. Another process may take it before the server does;
+ * rs_start() retries with a new port when the server cannot bind.
+ */
+static inline int rs_free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd < 0)
+        return -1;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* ---- Cleanup on every way out -------------------------------------------- */
+
+/* Kills every registered server this process started; async-signal-safe. */
+static inline void rs_kill_all_now(void)
+{
+    for (int i = 0; i < RS_MAX_SERVERS; i++) {
+        rs_server *s = rs_registry[i];
+
+        if (s != NULL && s->pid > 0 && s->owner == getpid()) {
+            kill(s->pid, SIGKILL);
+            waitpid(s->pid, NULL, 0);
+            s->pid = 0;
+        }
+    }
+}
+
+static inline void rs_atexit(void)
+{
+    rs_kill_all_now();
+    for (int i = 0; i < RS_MAX_SERVERS; i++) {
+        rs_server *s = rs_registry[i];
+
+        /* Only the process that made the directory removes it. */
+        if (s != NULL && s->owner == getpid() && s->dir[0] != '\0') {
+            rs_remove_tree(s->dir);
+            s->dir[0] = '\0';
+        }
+    }
+}
+
+/*
+ * The signal handler's cleanup of the directories: only unlink() and rmdir()
+ * of names made in advance, since they are async-signal-safe and readdir()
+ * is not. A server started with options that write more (--appendonly yes)
+ * leaves its directory behind after a signal; rs_stop() and exit() remove
+ * it whole.
+ */
+static inline void rs_remove_dirs_now(void)
+{
+    for (int i = 0; i < RS_MAX_SERVERS; i++) {
+        rs_server *s = rs_registry[i];
+
+        if (s == NULL || s->owner != getpid() || s->dir[0] == '\0')
+            continue;
+        for (int f = 0; f < 3; f++)
+            unlink(s->files[f]);
+        rmdir(s->dir);
+    }
+}
+
+static inline void rs_on_signal(int sig)
+{
+    rs_kill_all_now();
+    rs_remove_dirs_now();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static inline void rs_install_handlers(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGABRT, SIGHUP};
+    struct sigaction sa;
+
+    if (rs_handlers_installed)
+        return;
+    rs_handlers_installed = 1;
+    atexit(rs_atexit);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = rs_on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaction(sigs[i], &sa, NULL);
+    /* A write to a connection the server closed must be an error, not death. */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static inline void rs_register(rs_server *s)
+{
+    for (int i = 0; i < RS_MAX_SERVERS; i++)
+        if (rs_registry[i] == s)
+            return;
+    for (int i = 0; i < RS_MAX_SERVERS; i++) {
+        if (rs_registry[i] == NULL) {
+            rs_registry[i] = s;
+            return;
+        }
+    }
+    fprintf(stderr, "redis_server.h: more than %d servers\n", RS_MAX_SERVERS);
+    abort();
+}
+
+static inline void rs_unregister(rs_server *s)
+{
+    for (int i = 0; i < RS_MAX_SERVERS; i++)
+        if (rs_registry[i] == s)
+            rs_registry[i] = NULL;
+}
+
+/* ---- Starting and stopping ----------------------------------------------- */
+
+/* Prints the tail of the server's log, to explain a failed start. */
+static inline void rs_print_log(const rs_server *s)
+{
+    char path[300], line[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/log", s->dir);
+    if ((f = fopen(path, "r")) == NULL)
+        return;
+    fprintf(stderr, "---- %s ----\n", path);
+    while (fgets(line, sizeof(line), f) != NULL)
+        fputs(line, stderr);
+    fclose(f);
+}
+
+/*
+ * Forks and execs the server on 's->port'. The argument vector is built
+ * before fork(), so the child only calls async-signal-safe functions until
+ * exec (the parent may have threads).
+ */
+static inline int rs_spawn(rs_server *s)
+{
+    char port[16], log[300];
+    const char *argv[32 + RS_MAX_EXTRA];
+    int argc = 0;
+    pid_t parent = getpid(), pid;
+    int devnull;
+
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(log, sizeof(log), "%s/log", s->dir);
+    argv[argc++] = RS_BINARY;
+    argv[argc++] = "--port";
+    argv[argc++] = port;
+    argv[argc++] = "--bind";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "--dir";
+    argv[argc++] = s->dir;
+    argv[argc++] = "--save";
+    argv[argc++] = "";
+    argv[argc++] = "--appendonly";
+    argv[argc++] = "no";
+    argv[argc++] = "--daemonize";
+    argv[argc++] = "no";
+    argv[argc++] = "--logfile";
+    argv[argc++] = log;
+    argv[argc++] = "--enable-debug-command";
+    argv[argc++] = "local";
+    for (int i = 0; i < s->nextra; i++)
+        argv[argc++] = s->extra[i]; /* later arguments win in redis-server */
+    argv[argc] = NULL;
+
+    fflush(NULL);
+    devnull = open("/dev/null", O_RDWR);
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "redis_server.h: fork: %s\n", strerror(errno));
+        if (devnull >= 0)
+            close(devnull);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Die with the thread that started us, however it ends. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        if (devnull >= 0) {
+            dup2(devnull, STDIN_FILENO);
+            dup2(devnull, STDOUT_FILENO);
+        }
+        execvp(RS_BINARY, (char *const *)argv);
+        _exit(127);
+    }
+    if (devnull >= 0)
+        close(devnull);
+    s->pid = pid;
+    s->owner = parent;
+    s->paused = 0;
+    return 0;
+}
+
+/*
+ * Waits until the server answers PING, or 'timeout_ms' passes, or it exits.
+ * Returns 0 when it answers, -1 otherwise (and reaps it if it exited).
+ */
+static inline int rs_wait_ready(rs_server *s, uint64_t timeout_ms)
+{
+    uint64_t deadline = rs_mono_ms() + timeout_ms;
+    struct timeval tv = {0, 200000};
+
+    while (rs_mono_ms() < deadline) {
+        int status;
+        redisContext *c;
+
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return -1;
+        }
+        c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+        if (c != NULL && c->err == 0) {
+            redisReply *r;
+
+            redisSetTimeout(c, tv);
+            r = redisCommand(c, "PING");
+            /* PONG, or NOAUTH from a server with a password: it is up. */
+            if (r != NULL &&
+                ((r->type == REDIS_REPLY_STATUS &&
+                  strcmp(r->str, "PONG") == 0) ||
+                 (r->type == REDIS_REPLY_ERROR &&
+                  strncmp(r->str, "NOAUTH", 6) == 0))) {
+                freeReplyObject(r);
+                redisFree(c);
+                return 0;
+            }
+            if (r != NULL)
+                freeReplyObject(r);
+        }
+        if (c != NULL)
+            redisFree(c);
+        rs_sleep_ms(20);
+    }
+    return -1;
+}
+
+/* Stops the server process: SIGTERM, then SIGKILL after 'grace_ms'. */
+static inline void rs_terminate(rs_server *s, int sig, uint64_t grace_ms)
+{
+    uint64_t deadline;
+
+    if (s->pid <= 0)
+        return;
+    if (s->paused)
+        kill(s->pid, SIGCONT); /* a stopped process cannot act on SIGTERM */
+    kill(s->pid, sig);
+    deadline = rs_mono_ms() + grace_ms;
+    while (rs_mono_ms() < deadline) {
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            s->pid = 0;
+            break;
+        }
+        rs_sleep_ms(5);
+    }
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+    s->paused = 0;
+    if (s->ctx != NULL) {
+        redisFree(s->ctx);
+        s->ctx = NULL;
+    }
+}
+
+/*
+ * Starts a server on the port in 's' (restart) or, when 'new_port' is set,
+ * on a fresh free port, retrying with another port if it cannot bind.
+ */
+static inline int rs_launch(rs_server *s, int new_port)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (new_port && (s->port = rs_free_port()) < 0) {
+            fprintf(stderr, "redis_server.h: no free port: %s\n",
+                    strerror(errno));
+            return -1;
+        }
+        if (rs_spawn(s) < 0)
+            return -1;
+        if (rs_wait_ready(s, RS_READY_TIMEOUT_MS) == 0) {
+            snprintf(s->url, sizeof(s->url), "redis://127.0.0.1:%d", s->port);
+            return 0;
+        }
+        rs_terminate(s, SIGKILL, 0);
+        /* Another process took the port, or (on a restart) it is still
+           held for a moment: try again. */
+        rs_sleep_ms(100);
+    }
+    fprintf(stderr, "redis_server.h: %s did not start on port %d\n",
+            RS_BINARY, s->port);
+    rs_print_log(s);
+    return -1;
+}
+
+/*
+ * Starts a private server. 'extra' is a NULL-terminated list of further
+ * arguments (e.g. {"--requirepass", "secret", NULL}), or NULL. Returns 0, or
+ * -1 with a message on stderr.
+ */
+static inline int rs_start(rs_server *s, const char *const *extra)
+{
+    char tmpl[256];
+    const char *tmp = getenv("TMPDIR");
+
+    memset(s, 0, sizeof(*s));
+    rs_install_handlers();
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+        if (s->nextra == RS_MAX_EXTRA) {
+            fprintf(stderr, "redis_server.h: too many extra arguments\n");
+            return -1;
+        }
+        s->extra[s->nextra++] = strdup(extra[i]);
+        if (i > 0 && strcmp(extra[i - 1], "--requirepass") == 0)
+            s->password = s->extra[s->nextra - 1];
+    }
+    snprintf(tmpl, sizeof(tmpl), "%s/sluice-redis-XXXXXX",
+             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+    if (mkdtemp(tmpl) == NULL) {
+        fprintf(stderr, "redis_server.h: mkdtemp %s: %s\n", tmpl,
+                strerror(errno));
+        return -1;
+    }
+    snprintf(s->dir, sizeof(s->dir), "%s", tmpl);
+    snprintf(s->files[0], sizeof(s->files[0]), "%s/log", s->dir);
+    snprintf(s->files[1], sizeof(s->files[1]), "%s/dump.rdb", s->dir);
+    snprintf(s->files[2], sizeof(s->files[2]), "%s/nodes.conf", s->dir);
+    s->owner = getpid();
+    rs_register(s);
+    return rs_launch(s, 1);
+}
+
+/* Kills the server (SIGKILL: no shutdown, like a crash). Keeps the port. */
+static inline void rs_kill(rs_server *s)
+{
+    rs_terminate(s, SIGKILL, 0);
+}
+
+/* Starts the server again on the same port, after rs_kill(). */
+static inline int rs_restart(rs_server *s)
+{
+    rs_terminate(s, SIGTERM, 2000);
+    return rs_launch(s, 0);
+}
+
+/* Stalls the server: it keeps its connections but answers nothing. */
+static inline void rs_pause(rs_server *s)
+{
+    if (s->pid > 0 && kill(s->pid, SIGSTOP) == 0)
+        s->paused = 1;
+}
+
+static inline void rs_resume(rs_server *s)
+{
+    if (s->pid > 0 && kill(s->pid, SIGCONT) == 0)
+        s->paused = 0;
+}
+
+/* Stops the server (SIGTERM, then SIGKILL) and removes its directory. */
+static inline void rs_stop(rs_server *s)
+{
+    rs_terminate(s, SIGTERM, 2000);
+    if (s->owner == getpid() && s->dir[0] != '\0') {
+        rs_remove_tree(s->dir);
+        s->dir[0] = '\0';
+    }
+    for (int i = 0; i < s->nextra; i++)
+        free(s->extra[i]);
+    s->nextra = 0;
+    s->password = NULL;
+    rs_unregister(s);
+}
+
+/* ---- Raw commands -------------------------------------------------------- */
+
+/* The helper's connection, opened (again) when needed. */
+static inline redisContext *rs_conn(rs_server *s)
+{
+    struct timeval tv = {2, 0};
+
+    if (s->ctx != NULL && s->ctx->err == 0)
+        return s->ctx;
+    if (s->ctx != NULL)
+        redisFree(s->ctx);
+    s->ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (s->ctx == NULL || s->ctx->err) {
+        fprintf(stderr, "redis_server.h: connect to port %d: %s\n", s->port,
+                s->ctx != NULL ? s->ctx->errstr : "out of memory");
+        if (s->ctx != NULL)
+            redisFree(s->ctx);
+        s->ctx = NULL;
+        return NULL;
+    }
+    redisSetTimeout(s->ctx, tv);
+    if (s->password != NULL) {
+        redisReply *r = redisCommand(s->ctx, "AUTH %s", s->password);
+
+        if (r == NULL || r->type == REDIS_REPLY_ERROR)
+            fprintf(stderr, "redis_server.h: AUTH on port %d failed\n",
+                    s->port);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    return s->ctx;
+}
+
+/*
+ * Runs one command with binary-safe arguments on the helper's connection
+ * (reconnecting once if it broke). The reply is the caller's to free with
+ * freeReplyObject(); NULL if the server could not be reached. The helper's
+ * connection is not the library's: it sends AUTH with the server's
+ * --requirepass (if any) when it connects, and a SELECT it sends stays in
+ * force until changed.
+ */
+static inline redisReply *rs_cmdargv(rs_server *s, int argc,
+                                     const char **argv, const size_t *lens)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *c = rs_conn(s);
+        redisReply *r;
+
+        if (c == NULL)
+            return NULL;
+        r = redisCommandArgv(c, argc, argv, lens);
+        if (r != NULL)
+            return r;
+        redisFree(s->ctx);
+        s->ctx = NULL;
+    }
+    return NULL;
+}
+
+/* Runs one printf-style command (hiredis' format: %s, %b for binary). */
+static inline redisReply *rs_cmd(rs_server *s, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisContext *c = rs_conn(s);
+        redisReply *r;
+        va_list ap;
+
+        if (c == NULL)
+            return NULL;
+        va_start(ap, fmt);
+        r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        if (r != NULL)
+            return r;
+        redisFree(s->ctx);
+        s->ctx = NULL;
+    }
+    return NULL;
+}
+
+/*
+ * Runs a command that answers an integer and returns it; INT64_MIN when the
+ * reply is missing or of another type (printed to stderr).
+ */
+static inline long long rs_int(rs_server *s, const char *fmt, ...)
+{
+    long long v = INT64_MIN;
+    redisReply *r = NULL;
+
+    for (int attempt = 0; attempt < 2 && r == NULL; attempt++) {
+        redisContext *c = rs_conn(s);
+        va_list ap;
+
+        if (c == NULL)
+            return v;
+        va_start(ap, fmt);
+        r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        if (r == NULL) {
+            redisFree(s->ctx);
+            s->ctx = NULL;
+        }
+    }
+    if (r == NULL)
+        return v;
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else
+        fprintf(stderr, "redis_server.h: '%s' answered type %d%s%s\n", fmt,
+                r->type, r->type == REDIS_REPLY_ERROR ? ": " : "",
+                r->type == REDIS_REPLY_ERROR ? r->str : "");
+    freeReplyObject(r);
+    return v;
+}
+
+/* Runs a command and returns 0 if it answered anything but an error. */
+static inline int rs_ok(rs_server *s, const char *fmt, ...)
+{
+    redisReply *r = NULL;
+    int ok = -1;
+
+    for (int attempt = 0; attempt < 2 && r == NULL; attempt++) {
+        redisContext *c = rs_conn(s);
+        va_list ap;
+
+        if (c == NULL)
+            return -1;
+        va_start(ap, fmt);
+        r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        if (r == NULL) {
+            redisFree(s->ctx);
+            s->ctx = NULL;
+        }
+    }
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_ERROR)
+        ok = 0;
+    else
+        fprintf(stderr, "redis_server.h: '%s': %s\n", fmt, r->str);
+    freeReplyObject(r);
+    return ok;
+}
+
+#endif /* SLUICE_TEST_REDIS_SERVER_H */
