@@ -274,6 +274,7 @@ typedef struct sluice_store_stats {
     uint64_t errors;     /* calls the server could not answer */
     uint64_t fell_open;  /* of those, admitted by the fail-open policy */
     uint64_t fell_closed;/* of those, refused by the fail-closed policy */
+    uint64_t redirects;  /* cluster MOVED and ASK replies followed */
 } sluice_store_stats;
 
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);

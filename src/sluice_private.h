@@ -159,6 +159,10 @@ char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
  */
 void sluice__url_shown(char *out, size_t cap, const char *url);
 
+/* A cluster's slot count, and the slot of a key (src/slot.c). */
+#define SLUICE__SLOTS 16384u
+unsigned sluice__key_slot(const char *key, size_t len);
+
 /* The Lua scripts, embedded at build time from src/lua/ (NUL-terminated). */
 extern const char sluice__lua_fixed[];
 extern const char sluice__lua_sliding_counter[];

@@ -40,7 +40,9 @@ int sluice_store_open(sluice_store **out, const char *url,
     if (url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0) {
         err = sluice__store_mem_open(&store->impl, &store->ops, &o);
     } else if (strncmp(url, "valkey://", 9) == 0 ||
-               strncmp(url, "redis://", 8) == 0) {
+               strncmp(url, "redis://", 8) == 0 ||
+               strncmp(url, "valkey+cluster://", 17) == 0 ||
+               strncmp(url, "redis+cluster://", 16) == 0) {
         err = sluice__store_valkey_open(&store->impl, &store->ops, &o, url);
     } else {
         char shown[160];
@@ -48,7 +50,8 @@ int sluice_store_open(sluice_store **out, const char *url,
         sluice__url_shown(shown, sizeof(shown), url);
         err = sluice__error(SLUICE_EURL,
                             "unsupported store URL '%s' (expected mem://, "
-                            "valkey://host:port or redis://host:port)",
+                            "valkey://host:port, redis://host:port or "
+                            "valkey+cluster://host:port,...)",
                             shown);
     }
     if (err < 0) {

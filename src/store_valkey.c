@@ -1,5 +1,6 @@
 /*
- * store_valkey.c - the Valkey/Redis store ("valkey://", "redis://").
+ * store_valkey.c - the Valkey/Redis stores: one server ("valkey://",
+ * "redis://") or a cluster ("valkey+cluster://", "redis+cluster://").
  *
  * The budget lives on the server, so every process and machine that uses
  * the same server and key prefix shares it. Each algorithm is one Lua script
@@ -17,15 +18,34 @@
  * Ordinary names (letters, digits, ':', '-', '_', '.') are written as they
  * are, which keeps EchoMQ's own key names.
  *
- * Connections. A pool of 'pool_size' hiredis connections, each behind a
- * mutex; a call takes a free one (or waits for one), so any number of threads
- * may share a store. A connection that failed is closed and opened again on
- * its next use. Before each use a connection is checked for a close by the
- * server (a restart), so a request is never written into a dead socket.
+ * Nodes and connections. A node is one server and a pool of 'pool_size'
+ * hiredis connections to it, each behind a mutex; a call takes a free one (or
+ * waits for one), so any number of threads may share a store. A connection
+ * that failed is closed and opened again on its next use. Before each use a
+ * connection is checked for a close by the server (a restart), so a request
+ * is never written into a dead socket. One server is one node; a cluster is
+ * as many nodes as it has masters, found from its seeds.
+ *
+ * The cluster's map. Each of the 16384 slots names the node that serves it,
+ * learnt from CLUSTER SLOTS. A call goes to its key's slot's node:
+ *
+ *   MOVED slot host:port   the slot has moved for good: the map is mended
+ *                          for that slot at once, reread in full on the next
+ *                          call, and the call is sent again;
+ *   ASK slot host:port     the slot is being moved: this one call is sent
+ *                          again to that node, after ASKING;
+ *   TRYAGAIN               keys of the slot are mid-move: again shortly;
+ *   no answer              the node may be down: the error goes back to the
+ *                          caller (within the timeout), and the next call
+ *                          rereads the map, so once the cluster has promoted
+ *                          a replica, calls reach it.
+ *
+ * At most MAX_HOPS sends per call; then a clear error. Map rereads are at
+ * most one per REFRESH_GAP_MS.
  *
  * Scripts. Their SHA1s are learnt from SCRIPT LOAD on the first connection;
- * a NOSCRIPT reply (a restarted server, SCRIPT FLUSH) loads the script again
- * on that connection and retries once.
+ * a NOSCRIPT reply (a restarted server, another cluster node, SCRIPT FLUSH)
+ * loads the script again on that connection and retries once.
  */
 #include "sluice_private.h"
 
@@ -54,6 +74,9 @@ enum {
 #define DEFAULT_COMMAND_TIMEOUT_MS 500
 #define DEFAULT_POOL 4
 #define MAX_POOL 1024
+#define MAX_SEEDS 64
+#define MAX_HOPS 5
+#define REFRESH_GAP_MS 100
 #define KEY_BUF 256
 
 typedef struct vk_conn {
@@ -61,9 +84,17 @@ typedef struct vk_conn {
     redisContext *ctx; /* NULL until connected, and after a failure */
 } vk_conn;
 
-typedef struct vk_store {
+/* One server. Nodes are added, never removed before the store is freed, so
+   a pointer to one stays valid without a lock. */
+typedef struct vk_node {
     char *host;
     int port;
+    _Atomic unsigned next_conn;
+    unsigned nconns;
+    vk_conn conns[];
+} vk_node;
+
+typedef struct vk_store {
     char *user;
     char *password;
     long db;
@@ -71,6 +102,7 @@ typedef struct vk_store {
     char *emq_prefix;
     uint64_t connect_timeout_ms;
     uint64_t command_timeout_ms;
+    unsigned pool_size;
     int caller_clock;
     int on_error;
     sluice_clock_ms_fn clock_ms;
@@ -80,12 +112,19 @@ typedef struct vk_store {
     _Atomic int shas_known;
     char sha[SCRIPT_COUNT][41];
 
+    /* One node (a single server), or a cluster's nodes and map. */
+    bool cluster;
+    pthread_rwlock_t map_lock; /* guards nodes[] and slots[] */
+    vk_node **nodes;
+    size_t nnodes, nodes_cap;
+    int32_t slots[SLUICE__SLOTS]; /* index into nodes[]; -1 unknown */
+    pthread_mutex_t refresh_lock;
+    _Atomic int map_stale;
+    uint64_t last_refresh_ms;     /* monotonic; under refresh_lock */
+
     uint64_t token_seed;
     _Atomic uint64_t token_next;
-    _Atomic unsigned next_conn;
-    _Atomic uint64_t errors, fell_open, fell_closed;
-    unsigned nconns;
-    vk_conn conns[];
+    _Atomic uint64_t errors, fell_open, fell_closed, redirects;
 } vk_store;
 
 static const char *script_text(int id)
@@ -93,6 +132,14 @@ static const char *script_text(int id)
     if (id < SLUICE_ALGO_COUNT)
         return sluice__algos[id]->lua;
     return id == SCRIPT_EMQ_TTL ? sluice__lua_emq_ttl : sluice__lua_emq_incr;
+}
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* ---- Key names ------------------------------------------------------------- */
@@ -164,7 +211,7 @@ static void conn_close(vk_conn *c)
  * when the server did not answer in time, SLUICE_ECONN when it could not be
  * reached or the connection broke. The connection is closed either way.
  */
-static int conn_fail(vk_store *v, vk_conn *c, const char *doing)
+static int conn_fail(vk_node *n, vk_conn *c, const char *doing)
 {
     int saved = errno;
     const char *why = c->ctx != NULL ? c->ctx->errstr : "cannot allocate";
@@ -172,7 +219,7 @@ static int conn_fail(vk_store *v, vk_conn *c, const char *doing)
                     saved == ETIMEDOUT || strstr(why, "timed out") != NULL ||
                     strstr(why, "temporarily unavailable") != NULL;
     int err = sluice__error(timed_out ? SLUICE_ETIMEDOUT : SLUICE_ECONN,
-                            "valkey %s:%d: %s: %s", v->host, v->port, doing,
+                            "valkey %s:%d: %s: %s", n->host, n->port, doing,
                             timed_out ? "timed out" : why);
 
     conn_close(c);
@@ -181,34 +228,35 @@ static int conn_fail(vk_store *v, vk_conn *c, const char *doing)
 
 /*
  * Maps an error reply. Replies that mean "not now" (a server loading its
- * data, busy with a script, or a replica without its master) count as the
- * server being unavailable, like a broken connection; any other is a protocol
- * error that no policy should paper over.
+ * data, busy with a script, a replica without its master, a cluster that is
+ * down or mid-move) count as the server being unavailable, like a broken
+ * connection; any other is a protocol error that no policy should paper over.
  */
-static int reply_error(vk_store *v, const redisReply *r, const char *doing)
+static int reply_error(vk_node *n, const redisReply *r, const char *doing)
 {
-    static const char *const unavailable[] = {"LOADING", "BUSY", "MASTERDOWN",
-                                              "TRYAGAIN", "CLUSTERDOWN"};
+    static const char *const unavailable[] = {
+        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
+        "ASK"};
 
     for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
         if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
-            return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", v->host,
-                                 v->port, doing, r->str);
-    return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: %s", v->host,
-                         v->port, doing, r->str);
+            return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", n->host,
+                                 n->port, doing, r->str);
+    return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: %s", n->host,
+                         n->port, doing, r->str);
 }
 
 /* Runs one command on an open connection; the reply is the caller's. */
-static int conn_command(vk_store *v, vk_conn *c, redisReply **out,
+static int conn_command(vk_node *n, vk_conn *c, redisReply **out,
                         const char *doing, int argc, const char **argv,
                         const size_t *lens)
 {
     redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
 
     if (r == NULL)
-        return conn_fail(v, c, doing);
+        return conn_fail(n, c, doing);
     if (r->type == REDIS_REPLY_ERROR) {
-        int err = reply_error(v, r, doing);
+        int err = reply_error(n, r, doing);
 
         freeReplyObject(r);
         return err;
@@ -218,12 +266,12 @@ static int conn_command(vk_store *v, vk_conn *c, redisReply **out,
 }
 
 /* SCRIPT LOAD of script 'id' on 'c'; records its SHA1. */
-static int conn_load_script(vk_store *v, vk_conn *c, int id)
+static int conn_load_script(vk_store *v, vk_node *n, vk_conn *c, int id)
 {
     const char *argv[] = {"SCRIPT", "LOAD", script_text(id)};
     size_t lens[] = {6, 4, strlen(script_text(id))};
     redisReply *r = NULL;
-    int err = conn_command(v, c, &r, "SCRIPT LOAD", 3, argv, lens);
+    int err = conn_command(n, c, &r, "SCRIPT LOAD", 3, argv, lens);
 
     if (err < 0)
         return err;
@@ -231,7 +279,7 @@ static int conn_load_script(vk_store *v, vk_conn *c, int id)
         freeReplyObject(r);
         return sluice__error(SLUICE_EPROTO,
                              "valkey %s:%d: SCRIPT LOAD did not answer a SHA1",
-                             v->host, v->port);
+                             n->host, n->port);
     }
     pthread_mutex_lock(&v->sha_lock);
     memcpy(v->sha[id], r->str, 40);
@@ -254,7 +302,7 @@ static int conn_stale(vk_conn *c)
 }
 
 /* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
-static int conn_ready(vk_store *v, vk_conn *c)
+static int conn_ready(vk_store *v, vk_node *n, vk_conn *c)
 {
     struct timeval tv = ms_to_tv(v->connect_timeout_ms);
     redisReply *r = NULL;
@@ -264,12 +312,12 @@ static int conn_ready(vk_store *v, vk_conn *c)
     if (c->ctx != NULL && !conn_stale(c))
         return SLUICE_OK;
     conn_close(c);
-    c->ctx = redisConnectWithTimeout(v->host, v->port, tv);
+    c->ctx = redisConnectWithTimeout(n->host, n->port, tv);
     if (c->ctx == NULL || c->ctx->err)
-        return conn_fail(v, c, "connect");
+        return conn_fail(n, c, "connect");
     tv = ms_to_tv(v->command_timeout_ms);
     if (redisSetTimeout(c->ctx, tv) != REDIS_OK)
-        return conn_fail(v, c, "set timeout");
+        return conn_fail(n, c, "set timeout");
     redisEnableKeepAlive(c->ctx);
     if (v->password != NULL) {
         const char *argv[] = {"AUTH", v->user, v->password};
@@ -280,7 +328,7 @@ static int conn_ready(vk_store *v, vk_conn *c)
             argv[1] = v->password;
             lens[1] = lens[2];
         }
-        if ((err = conn_command(v, c, &r, "AUTH", argc, argv, lens)) < 0)
+        if ((err = conn_command(n, c, &r, "AUTH", argc, argv, lens)) < 0)
             goto fail;
         freeReplyObject(r);
     }
@@ -289,13 +337,13 @@ static int conn_ready(vk_store *v, vk_conn *c)
         size_t lens[2] = {6, 0};
 
         lens[1] = (size_t)snprintf(dbtext, sizeof(dbtext), "%ld", v->db);
-        if ((err = conn_command(v, c, &r, "SELECT", 2, argv, lens)) < 0)
+        if ((err = conn_command(n, c, &r, "SELECT", 2, argv, lens)) < 0)
             goto fail;
         freeReplyObject(r);
     }
     if (!atomic_load(&v->shas_known)) {
         for (int id = 0; id < SCRIPT_COUNT; id++)
-            if ((err = conn_load_script(v, c, id)) < 0)
+            if ((err = conn_load_script(v, n, c, id)) < 0)
                 goto fail;
         atomic_store(&v->shas_known, 1);
     }
@@ -305,70 +353,311 @@ fail:
     return err;
 }
 
-/* Takes a free connection, or waits for the one this call was dealt. */
-static vk_conn *conn_take(vk_store *v)
-{
-    unsigned start = atomic_fetch_add(&v->next_conn, 1) % v->nconns;
+/* ---- Nodes ------------------------------------------------------------------ */
 
-    for (unsigned i = 0; i < v->nconns; i++) {
-        vk_conn *c = &v->conns[(start + i) % v->nconns];
+static vk_node *node_new(const char *host, size_t host_len, int port,
+                         unsigned nconns)
+{
+    vk_node *n = calloc(1, sizeof(*n) + nconns * sizeof(vk_conn));
+
+    if (n == NULL || (n->host = malloc(host_len + 1)) == NULL) {
+        free(n);
+        return NULL;
+    }
+    memcpy(n->host, host, host_len);
+    n->host[host_len] = '\0';
+    n->port = port;
+    n->nconns = nconns;
+    for (unsigned i = 0; i < nconns; i++)
+        pthread_mutex_init(&n->conns[i].lock, NULL);
+    return n;
+}
+
+static void node_free(vk_node *n)
+{
+    for (unsigned i = 0; i < n->nconns; i++) {
+        conn_close(&n->conns[i]);
+        pthread_mutex_destroy(&n->conns[i].lock);
+    }
+    free(n->host);
+    free(n);
+}
+
+/* Takes a free connection of 'n', or waits for the one this call was dealt. */
+static vk_conn *node_take(vk_node *n)
+{
+    unsigned start = atomic_fetch_add(&n->next_conn, 1) % n->nconns;
+
+    for (unsigned i = 0; i < n->nconns; i++) {
+        vk_conn *c = &n->conns[(start + i) % n->nconns];
 
         if (pthread_mutex_trylock(&c->lock) == 0)
             return c;
     }
-    pthread_mutex_lock(&v->conns[start].lock);
-    return &v->conns[start];
+    pthread_mutex_lock(&n->conns[start].lock);
+    return &n->conns[start];
 }
 
 /*
- * Runs script 'id' with 'argc' arguments after EVALSHA, SHA1 and NUMKEYS
- * (keys first). One retry after NOSCRIPT. The reply is the caller's.
+ * The index of the node at host:port, added if new. Called with the map's
+ * write lock held. -1 when out of memory.
  */
-static int vk_eval(vk_store *v, int id, int nkeys, int argc, const char **args,
-                   const size_t *arglens, redisReply **out)
+static int node_index_locked(vk_store *v, const char *host, size_t host_len,
+                             int port)
 {
-    const char *argv[16];
-    size_t lens[16];
-    char sha[41], numkeys[8];
-    vk_conn *c = conn_take(v);
+    vk_node *n;
+
+    for (size_t i = 0; i < v->nnodes; i++)
+        if (v->nodes[i]->port == port && strlen(v->nodes[i]->host) == host_len &&
+            memcmp(v->nodes[i]->host, host, host_len) == 0)
+            return (int)i;
+    if (v->nnodes == v->nodes_cap) {
+        size_t cap = v->nodes_cap ? 2 * v->nodes_cap : 8;
+        vk_node **nodes = realloc(v->nodes, cap * sizeof(*nodes));
+
+        if (nodes == NULL)
+            return -1;
+        v->nodes = nodes;
+        v->nodes_cap = cap;
+    }
+    if ((n = node_new(host, host_len, port, v->pool_size)) == NULL)
+        return -1;
+    v->nodes[v->nnodes] = n;
+    return (int)v->nnodes++;
+}
+
+/* The node at host:port, added if new; NULL when out of memory. */
+static vk_node *node_get(vk_store *v, const char *host, size_t host_len,
+                         int port)
+{
+    vk_node *n = NULL;
+    int i;
+
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((i = node_index_locked(v, host, host_len, port)) >= 0)
+        n = v->nodes[i];
+    pthread_rwlock_unlock(&v->map_lock);
+    return n;
+}
+
+/* ---- The cluster's map ------------------------------------------------------- */
+
+/* The node serving 'slot' (a single server's one node), or NULL if unknown. */
+static vk_node *node_for_slot(vk_store *v, unsigned slot)
+{
+    vk_node *n = NULL;
+
+    if (!v->cluster)
+        return v->nodes[0];
+    pthread_rwlock_rdlock(&v->map_lock);
+    if (v->slots[slot] >= 0)
+        n = v->nodes[v->slots[slot]];
+    pthread_rwlock_unlock(&v->map_lock);
+    return n;
+}
+
+/* Splits "host:port" (the port after the last ':'); -1 if malformed. */
+static int split_endpoint(const char *s, size_t len, size_t *host_len,
+                          int *port)
+{
+    const char *colon = NULL;
+    long p = 0;
+
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (colon == NULL || colon == s || colon + 1 == s + len)
+        return -1;
+    for (const char *d = colon + 1; d < s + len; d++) {
+        if (*d < '0' || *d > '9' || p > 65535)
+            return -1;
+        p = p * 10 + (*d - '0');
+    }
+    if (p < 1 || p > 65535)
+        return -1;
+    *host_len = (size_t)(colon - s);
+    *port = (int)p;
+    return 0;
+}
+
+/*
+ * Reads CLUSTER SLOTS from node 'n' into the map. A master's host may be
+ * answered empty, meaning the host we asked.
+ */
+static int map_read_from(vk_store *v, vk_node *n)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    size_t lens[] = {7, 5};
+    vk_conn *c = node_take(n);
     redisReply *r = NULL;
+    int32_t *slots;
     int err;
 
-    if ((err = conn_ready(v, c)) < 0)
+    if ((err = conn_ready(v, n, c)) == 0)
+        err = conn_command(n, c, &r, "CLUSTER SLOTS", 2, argv, lens);
+    pthread_mutex_unlock(&c->lock);
+    if (err < 0)
+        return err;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        freeReplyObject(r);
+        return sluice__error(SLUICE_ECONN, "valkey %s:%d: CLUSTER SLOTS "
+                             "answered no slots", n->host, n->port);
+    }
+    if ((slots = malloc(sizeof(v->slots))) == NULL) {
+        freeReplyObject(r);
+        return sluice__error(SLUICE_ENOMEM, "out of memory");
+    }
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        slots[s] = -1;
+    pthread_rwlock_wrlock(&v->map_lock);
+    for (size_t i = 0; i < r->elements && err == 0; i++) {
+        const redisReply *range = r->element[i], *master;
+        const char *host;
+        size_t host_len;
+        int idx;
+
+        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+            range->element[0]->type != REDIS_REPLY_INTEGER ||
+            range->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->type != REDIS_REPLY_ARRAY ||
+            range->element[2]->elements < 2 ||
+            range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            range->element[2]->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[0]->integer < 0 ||
+            range->element[1]->integer >= (long long)SLUICE__SLOTS ||
+            range->element[0]->integer > range->element[1]->integer) {
+            err = sluice__error(SLUICE_EPROTO, "valkey %s:%d: CLUSTER SLOTS "
+                                "answered a malformed range", n->host, n->port);
+            break;
+        }
+        master = range->element[2];
+        host = master->element[0]->str;
+        host_len = master->element[0]->len;
+        if (host_len == 0 || (host_len == 1 && host[0] == '?')) {
+            host = n->host;
+            host_len = strlen(n->host);
+        }
+        idx = node_index_locked(v, host, host_len,
+                                (int)master->element[1]->integer);
+        if (idx < 0) {
+            err = sluice__error(SLUICE_ENOMEM, "out of memory");
+            break;
+        }
+        for (long long s = range->element[0]->integer;
+             s <= range->element[1]->integer; s++)
+            slots[s] = idx;
+    }
+    if (err == 0)
+        memcpy(v->slots, slots, sizeof(v->slots));
+    pthread_rwlock_unlock(&v->map_lock);
+    free(slots);
+    freeReplyObject(r);
+    return err;
+}
+
+/*
+ * Rereads the map from the first node that answers: the known nodes, seeds
+ * first. With 'force' 0, only if it was marked stale and the last reread is
+ * REFRESH_GAP_MS old. Calls that wait for a reread in progress then use it.
+ */
+static int map_refresh(vk_store *v, bool force)
+{
+    uint64_t now = monotonic_ms();
+    int err = SLUICE_OK;
+    size_t n;
+
+    if (!force && !atomic_load(&v->map_stale))
+        return SLUICE_OK;
+    pthread_mutex_lock(&v->refresh_lock);
+    if (!force && (!atomic_load(&v->map_stale) ||
+                   now - v->last_refresh_ms < REFRESH_GAP_MS)) {
+        pthread_mutex_unlock(&v->refresh_lock);
+        return SLUICE_OK;
+    }
+    pthread_rwlock_rdlock(&v->map_lock);
+    n = v->nnodes;
+    pthread_rwlock_unlock(&v->map_lock);
+    err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the map");
+    for (size_t i = 0; i < n; i++) {
+        vk_node *node;
+
+        pthread_rwlock_rdlock(&v->map_lock);
+        node = v->nodes[i];
+        pthread_rwlock_unlock(&v->map_lock);
+        if ((err = map_read_from(v, node)) == 0)
+            break;
+    }
+    v->last_refresh_ms = monotonic_ms();
+    if (err == 0)
+        atomic_store(&v->map_stale, 0);
+    pthread_mutex_unlock(&v->refresh_lock);
+    return err;
+}
+
+/* After MOVED: 'slot' is served by host:port from now on. */
+static void map_moved(vk_store *v, unsigned slot, const char *host,
+                      size_t host_len, int port)
+{
+    int idx;
+
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((idx = node_index_locked(v, host, host_len, port)) >= 0)
+        v->slots[slot] = idx;
+    pthread_rwlock_unlock(&v->map_lock);
+    atomic_store(&v->map_stale, 1);
+}
+
+/* ---- Calls ------------------------------------------------------------------- */
+
+/*
+ * Sends one command to node 'n' (after ASKING when 'asking') and reads its
+ * reply, which may be an error reply. For a script ('script' >= 0), argv[1]
+ * is set here to its SHA1, and NOSCRIPT loads it and sends it once more.
+ */
+static int node_send(vk_store *v, vk_node *n, bool asking, int script,
+                     int argc, const char **argv, const size_t *lens,
+                     redisReply **out)
+{
+    vk_conn *c = node_take(n);
+    redisReply *r = NULL;
+    char sha[41];
+    int err;
+
+    if ((err = conn_ready(v, n, c)) < 0)
         goto done;
-    pthread_mutex_lock(&v->sha_lock);
-    memcpy(sha, v->sha[id], sizeof(sha));
-    pthread_mutex_unlock(&v->sha_lock);
-    argv[0] = "EVALSHA";
-    lens[0] = 7;
-    argv[1] = sha;
-    lens[1] = 40;
-    argv[2] = numkeys;
-    lens[2] = (size_t)snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
-    for (int i = 0; i < argc; i++) {
-        argv[3 + i] = args[i];
-        lens[3 + i] = arglens[i];
+    if (script >= 0) {
+        pthread_mutex_lock(&v->sha_lock);
+        memcpy(sha, v->sha[script], sizeof(sha));
+        pthread_mutex_unlock(&v->sha_lock);
+        argv[1] = sha;
     }
     for (int attempt = 0;; attempt++) {
-        r = redisCommandArgv(c->ctx, 3 + argc, argv, lens);
-        if (r == NULL) {
-            err = conn_fail(v, c, "EVALSHA");
-            goto done;
-        }
-        if (r->type == REDIS_REPLY_ERROR && attempt == 0 &&
-            strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        if (asking) {
+            redisAppendCommand(c->ctx, "ASKING");
+            redisAppendCommandArgv(c->ctx, argc, argv, lens);
+            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK) {
+                err = conn_fail(n, c, "ASKING");
+                goto done;
+            }
             freeReplyObject(r);
             r = NULL;
-            if ((err = conn_load_script(v, c, id)) < 0)
-                goto done;
-            continue; /* the same text has the same SHA1 */
+            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK)
+                r = NULL;
+        } else {
+            r = redisCommandArgv(c->ctx, argc, argv, lens);
         }
-        break;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        err = reply_error(v, r, "EVALSHA");
+        if (r == NULL) {
+            err = conn_fail(n, c, argv[0]);
+            goto done;
+        }
+        if (script < 0 || attempt > 0 || r->type != REDIS_REPLY_ERROR ||
+            strncmp(r->str, "NOSCRIPT", 8) != 0)
+            break;
         freeReplyObject(r);
-        goto done;
+        r = NULL;
+        if ((err = conn_load_script(v, n, c, script)) < 0)
+            goto done;
+        /* the same text has the same SHA1: argv[1] is still right */
     }
     *out = r;
 done:
@@ -376,20 +665,134 @@ done:
     return err;
 }
 
+/*
+ * Parses "MOVED 3999 127.0.0.1:6381" or "ASK ..." into the endpoint; -1 if
+ * it is neither.
+ */
+static int parse_redirect(const redisReply *r, bool *ask, const char **host,
+                          size_t *host_len, int *port)
+{
+    const char *s = r->str, *end = r->str + r->len, *sp;
+
+    if (r->len > 6 && strncmp(s, "MOVED ", 6) == 0) {
+        *ask = false;
+        s += 6;
+    } else if (r->len > 4 && strncmp(s, "ASK ", 4) == 0) {
+        *ask = true;
+        s += 4;
+    } else {
+        return -1;
+    }
+    sp = memchr(s, ' ', (size_t)(end - s));
+    if (sp == NULL)
+        return -1;
+    *host = sp + 1;
+    return split_endpoint(sp + 1, (size_t)(end - sp - 1), host_len, port);
+}
+
+/*
+ * Runs a command whose first key is 'key' on the node that serves it,
+ * following the cluster's redirections (see the top of this file). For a
+ * script, 'script' is its id and argv[1] is filled with its SHA1; else -1.
+ * Error replies become error codes; the reply is the caller's.
+ */
+static int vk_call(vk_store *v, const char *key, size_t key_len, int script,
+                   int argc, const char **argv, const size_t *lens,
+                   redisReply **out)
+{
+    unsigned slot = v->cluster ? sluice__key_slot(key, key_len) : 0;
+    vk_node *n, *ask = NULL;
+    int err;
+
+    if (v->cluster)
+        map_refresh(v, false); /* a failed reread leaves the old map */
+    for (int hop = 0; hop < MAX_HOPS; hop++) {
+        redisReply *r = NULL;
+        bool is_ask;
+        const char *host;
+        size_t host_len;
+        int port;
+
+        n = ask != NULL ? ask : node_for_slot(v, slot);
+        if (n == NULL) {
+            if ((err = map_refresh(v, true)) < 0)
+                return err;
+            if ((n = node_for_slot(v, slot)) == NULL)
+                return sluice__error(SLUICE_ECONN, "cluster: no node serves "
+                                     "slot %u", slot);
+        }
+        err = node_send(v, n, ask != NULL, script, argc, argv, lens, &r);
+        ask = NULL;
+        if (err < 0) {
+            if (v->cluster && (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT))
+                atomic_store(&v->map_stale, 1); /* a failover? look again */
+            return err;
+        }
+        if (r->type != REDIS_REPLY_ERROR) {
+            *out = r;
+            return SLUICE_OK;
+        }
+        if (v->cluster &&
+            parse_redirect(r, &is_ask, &host, &host_len, &port) == 0) {
+            atomic_fetch_add(&v->redirects, 1);
+            if (is_ask)
+                ask = node_get(v, host, host_len, port);
+            else
+                map_moved(v, slot, host, host_len, port);
+            freeReplyObject(r);
+            continue;
+        }
+        if (v->cluster && strncmp(r->str, "TRYAGAIN", 8) == 0) {
+            freeReplyObject(r);
+            struct timespec pause = {0, 5000000L * (hop + 1)};
+
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        err = reply_error(n, r, argv[0]);
+        freeReplyObject(r);
+        return err;
+    }
+    return sluice__error(SLUICE_ECONN, "cluster: slot %u still redirected "
+                         "after %d tries", slot, MAX_HOPS);
+}
+
+/*
+ * Runs script 'id' with 'argc' arguments after EVALSHA, SHA1 and NUMKEYS
+ * (keys first, all in one slot). The reply is the caller's.
+ */
+static int vk_eval(vk_store *v, int id, int nkeys, int argc, const char **args,
+                   const size_t *arglens, redisReply **out)
+{
+    const char *argv[16];
+    size_t lens[16];
+    char numkeys[8];
+
+    argv[0] = "EVALSHA";
+    lens[0] = 7;
+    argv[1] = NULL; /* the SHA1, filled by vk_call */
+    lens[1] = 40;
+    argv[2] = numkeys;
+    lens[2] = (size_t)snprintf(numkeys, sizeof(numkeys), "%d", nkeys);
+    for (int i = 0; i < argc; i++) {
+        argv[3 + i] = args[i];
+        lens[3 + i] = arglens[i];
+    }
+    return vk_call(v, args[0], arglens[0], id, 3 + argc, argv, lens, out);
+}
+
 /* Reads element 'i' of an array reply as an integer >= 0. */
-static int reply_u64(vk_store *v, const redisReply *r, size_t i, uint64_t *out)
+static int reply_u64(const redisReply *r, size_t i, uint64_t *out)
 {
     const redisReply *e;
 
     if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
         return sluice__error(SLUICE_EPROTO,
-                             "valkey %s:%d: the script answered no array",
-                             v->host, v->port);
+                             "valkey: the script answered no array");
     e = r->element[i];
     if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
         return sluice__error(SLUICE_EPROTO,
-                             "valkey %s:%d: the script answered a non-integer",
-                             v->host, v->port);
+                             "valkey: the script answered a non-integer");
     *out = (uint64_t)e->integer;
     return SLUICE_OK;
 }
@@ -450,10 +853,10 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
     if (k != kbuf)
         free(k);
     if (err == SLUICE_OK) {
-        if ((err = reply_u64(v, r, 0, &allowed)) == 0 &&
-            (err = reply_u64(v, r, 1, &out->remaining)) == 0 &&
-            (err = reply_u64(v, r, 2, &out->retry_after_ms)) == 0)
-            err = reply_u64(v, r, 3, &out->reset_after_ms);
+        if ((err = reply_u64(r, 0, &allowed)) == 0 &&
+            (err = reply_u64(r, 1, &out->remaining)) == 0 &&
+            (err = reply_u64(r, 2, &out->retry_after_ms)) == 0)
+            err = reply_u64(r, 3, &out->reset_after_ms);
         freeReplyObject(r);
         out->allowed = allowed != 0;
         out->limit = limit->max;
@@ -489,17 +892,13 @@ static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
                         sluice__algos[limit->algo]->name);
     const char *argv[2] = {"DEL", k};
     size_t lens[2] = {3, klen};
-    vk_conn *c;
     redisReply *r = NULL;
     int err;
 
     if (k == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
-    c = conn_take(v);
-    if ((err = conn_ready(v, c)) == 0 &&
-        (err = conn_command(v, c, &r, "DEL", 2, argv, lens)) == 0)
+    if ((err = vk_call(v, k, klen, -1, 2, argv, lens, &r)) == 0)
         freeReplyObject(r);
-    pthread_mutex_unlock(&c->lock);
     if (k != kbuf)
         free(k);
     return err;
@@ -510,6 +909,7 @@ static int vk_stats(void *impl, sluice_store_stats *out)
     vk_store *v = impl;
 
     out->errors = atomic_load(&v->errors);
+    out->redirects = atomic_load(&v->redirects);
     out->fell_open = atomic_load(&v->fell_open);
     out->fell_closed = atomic_load(&v->fell_closed);
     return SLUICE_OK;
@@ -563,8 +963,8 @@ static int vk_emq_ttl(void *impl, const char *queue, size_t queue_len,
         return err;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
         err = sluice__error(SLUICE_EPROTO,
-                            "valkey %s:%d: the queue limiter read answered "
-                            "no wait", v->host, v->port);
+                            "valkey: the queue limiter read answered no "
+                            "wait");
     else
         *wait_ms = (uint64_t)r->integer;
     freeReplyObject(r);
@@ -598,8 +998,8 @@ static int vk_emq_incr(void *impl, const char *queue, size_t queue_len,
         free(meta);
     if (err < 0)
         return err;
-    if ((err = reply_u64(v, r, 0, count)) == 0)
-        err = reply_u64(v, r, 1, ttl_ms);
+    if ((err = reply_u64(r, 0, count)) == 0)
+        err = reply_u64(r, 1, ttl_ms);
     freeReplyObject(r);
     return err;
 }
@@ -608,12 +1008,12 @@ static void vk_free(void *impl)
 {
     vk_store *v = impl;
 
-    for (unsigned i = 0; i < v->nconns; i++) {
-        conn_close(&v->conns[i]);
-        pthread_mutex_destroy(&v->conns[i].lock);
-    }
+    for (size_t i = 0; i < v->nnodes; i++)
+        node_free(v->nodes[i]);
+    free(v->nodes);
     pthread_mutex_destroy(&v->sha_lock);
-    free(v->host);
+    pthread_mutex_destroy(&v->refresh_lock);
+    pthread_rwlock_destroy(&v->map_lock);
     free(v->user);
     free(v->password);
     free(v->prefix);
@@ -631,10 +1031,22 @@ static const sluice__store_ops vk_ops = {
     .emq_incr = vk_emq_incr,
 };
 
+static const sluice__store_ops vk_cluster_ops = {
+    .kind = "valkey-cluster",
+    .decide = vk_decide,
+    .reset = vk_reset,
+    .stats = vk_stats,
+    .free = vk_free,
+    .emq_ttl = vk_emq_ttl,
+    .emq_incr = vk_emq_incr,
+};
+
 /* ---- URLs --------------------------------------------------------------------
  *
  *   valkey://[user:password@]host[:port][/db][?name=value&...]
  *   redis://  the same
+ *   valkey+cluster://[user:password@]host[:port][,host[:port]...][?...]
+ *   redis+cluster://  the same
  *
  * Percent-escapes are decoded in the user, password and query values.
  * Query names: timeout, connect_timeout (ms), prefix, emq_prefix,
@@ -642,11 +1054,15 @@ static const sluice__store_ops vk_ops = {
  */
 
 typedef struct url_parts {
-    char *host, *user, *password, *prefix, *emq_prefix;
-    int port;
+    bool cluster;
+    size_t nhosts;
+    char *hosts[MAX_SEEDS];
+    int ports[MAX_SEEDS];
+    char *user, *password, *prefix, *emq_prefix;
     long db;
     sluice_store_opts o;
 } url_parts;
+
 
 static int hexval(char c)
 {
@@ -705,6 +1121,57 @@ static int parse_number(const char *s, size_t n, unsigned long long lo,
         return -1;
     *out = v;
     return 0;
+}
+
+/*
+ * Parses one "host[:port]" or "[v6]:port" in [p, end) into 'u'. Host names
+ * hold letters, digits and ".-_:%" only.
+ */
+static int url_endpoint(url_parts *u, const char *p, const char *end,
+                        const char *shown)
+{
+    const char *host = p, *hend;
+    unsigned long long num;
+    int port = DEFAULT_PORT;
+
+    if (u->nhosts == MAX_SEEDS)
+        return sluice__error(SLUICE_EURL, "store URL '%s': more than %d "
+                             "hosts", shown, MAX_SEEDS);
+    if (*host == '[') {
+        hend = memchr(host, ']', (size_t)(end - host));
+        if (hend == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': unclosed "
+                                 "'[' in the host", shown);
+        host++;
+        p = hend + 1;
+    } else {
+        hend = host;
+        while (hend < end && *hend != ':')
+            hend++;
+        p = hend;
+    }
+    if (hend == host)
+        return sluice__error(SLUICE_EURL, "store URL '%s': no host", shown);
+    for (const char *h = host; h < hend; h++)
+        if (!isalnum((unsigned char)*h) && strchr(".-_:%", *h) == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': the host "
+                                 "holds a byte 0x%02x that no host name "
+                                 "has", shown, (unsigned char)*h);
+    if (p < end && *p == ':') {
+        if (parse_number(p + 1, (size_t)(end - p - 1), 1, 65535, &num) < 0)
+            return sluice__error(SLUICE_EURL, "store URL '%s': the port "
+                                 "must be 1..65535", shown);
+        port = (int)num;
+    } else if (p != end) {
+        return sluice__error(SLUICE_EURL, "store URL '%s': junk after the "
+                             "host", shown);
+    }
+    if ((u->hosts[u->nhosts] = malloc((size_t)(hend - host) + 1)) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "out of memory");
+    memcpy(u->hosts[u->nhosts], host, (size_t)(hend - host));
+    u->hosts[u->nhosts][hend - host] = '\0';
+    u->ports[u->nhosts++] = port;
+    return SLUICE_OK;
 }
 
 static int url_query(url_parts *u, const char *q, const char *url)
@@ -790,87 +1257,78 @@ static int url_query(url_parts *u, const char *q, const char *url)
  */
 static int url_parse(url_parts *u, const char *url, const char *shown)
 {
-    const char *p, *end, *at, *host, *hend, *query;
+    static const struct {
+        const char *scheme;
+        bool cluster;
+    } schemes[] = {{"valkey://", false},
+                   {"redis://", false},
+                   {"valkey+cluster://", true},
+                   {"redis+cluster://", true}};
+    const char *p = NULL, *end, *at, *query, *slash, *auth_end;
     unsigned long long num;
     int err = SLUICE_OK;
 
-    if (strncmp(url, "valkey://", 9) == 0)
-        p = url + 9;
-    else if (strncmp(url, "redis://", 8) == 0)
-        p = url + 8;
-    else
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t n = strlen(schemes[i].scheme);
+
+        if (strncmp(url, schemes[i].scheme, n) == 0) {
+            p = url + n;
+            u->cluster = schemes[i].cluster;
+            break;
+        }
+    }
+    if (p == NULL)
         return sluice__error(SLUICE_EURL, "store URL '%s': expected "
-                             "valkey:// or redis://", shown);
+                             "valkey://, redis://, valkey+cluster:// or "
+                             "redis+cluster://", shown);
     query = strchr(p, '?');
     end = query ? query : p + strlen(p);
+    slash = memchr(p, '/', (size_t)(end - p));
+    auth_end = slash ? slash : end;
     /* userinfo: up to the last '@' before the path */
-    {
-        const char *slash = memchr(p, '/', (size_t)(end - p));
-        const char *auth_end = slash ? slash : end;
+    at = NULL;
+    for (const char *s = p; s < auth_end; s++)
+        if (*s == '@')
+            at = s;
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
 
-        at = NULL;
-        for (const char *s = p; s < auth_end; s++)
-            if (*s == '@')
-                at = s;
-        if (at != NULL) {
-            const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': a user needs "
+                                 "a password (user:password@ or "
+                                 ":password@)", shown);
+        if (colon > p &&
+            (u->user = decode(p, (size_t)(colon - p), shown, "user", &err)) ==
+                NULL)
+            return err;
+        if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), shown,
+                                  "password", &err)) == NULL)
+            return err;
+        p = at + 1;
+    }
+    /* host[:port], or for a cluster a comma-separated list of seeds */
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(auth_end - p));
+        const char *stop = comma ? comma : auth_end;
 
-            if (colon == NULL)
-                return sluice__error(SLUICE_EURL, "store URL '%s': a user needs "
-                                     "a password (user:password@ or "
-                                     ":password@)", shown);
-            if (colon > p &&
-                (u->user = decode(p, (size_t)(colon - p), shown, "user", &err)) ==
-                    NULL)
-                return err;
-            if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), shown,
-                                      "password", &err)) == NULL)
-                return err;
-            p = at + 1;
-        }
-        host = p;
-        if (*host == '[') {
-            hend = memchr(host, ']', (size_t)(auth_end - host));
-            if (hend == NULL)
-                return sluice__error(SLUICE_EURL, "store URL '%s': unclosed "
-                                     "'[' in the host", shown);
-            host++;
-            p = hend + 1;
-        } else {
-            hend = host;
-            while (hend < auth_end && *hend != ':')
-                hend++;
-            p = hend;
-        }
-        if (hend == host)
-            return sluice__error(SLUICE_EURL, "store URL '%s': no host", shown);
-        for (const char *h = host; h < hend; h++)
-            if (!isalnum((unsigned char)*h) && strchr(".-_:%", *h) == NULL)
-                return sluice__error(SLUICE_EURL, "store URL '%s': the host "
-                                     "holds a byte 0x%02x that no host name "
-                                     "has", shown, (unsigned char)*h);
-        if ((u->host = malloc((size_t)(hend - host) + 1)) == NULL)
-            return sluice__error(SLUICE_ENOMEM, "out of memory");
-        memcpy(u->host, host, (size_t)(hend - host));
-        u->host[hend - host] = '\0';
-        u->port = DEFAULT_PORT;
-        if (p < auth_end && *p == ':') {
-            if (parse_number(p + 1, (size_t)(auth_end - p - 1), 1, 65535,
-                             &num) < 0)
-                return sluice__error(SLUICE_EURL, "store URL '%s': the port "
-                                     "must be 1..65535", shown);
-            u->port = (int)num;
-        } else if (p != auth_end) {
-            return sluice__error(SLUICE_EURL, "store URL '%s': junk after the "
-                                 "host", shown);
-        }
-        if (slash != NULL && slash + 1 < end) {
-            if (parse_number(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX,
-                             &num) < 0)
-                return sluice__error(SLUICE_EURL, "store URL '%s': the "
-                                     "database must be a number", shown);
-            u->db = (long)num;
-        }
+        if (comma != NULL && !u->cluster)
+            return sluice__error(SLUICE_EURL, "store URL '%s': several hosts "
+                                 "need valkey+cluster://", shown);
+        if ((err = url_endpoint(u, p, stop, shown)) < 0)
+            return err;
+        if (comma == NULL)
+            break;
+        p = comma + 1;
+    }
+    if (slash != NULL && slash + 1 < end) {
+        if (parse_number(slash + 1, (size_t)(end - slash - 1), 0, INT_MAX,
+                         &num) < 0)
+            return sluice__error(SLUICE_EURL, "store URL '%s': the "
+                                 "database must be a number", shown);
+        if (u->cluster && num != 0)
+            return sluice__error(SLUICE_EURL, "store URL '%s': a cluster has "
+                                 "only database 0", shown);
+        u->db = (long)num;
     }
     if (query != NULL)
         return url_query(u, query + 1, shown);
@@ -909,7 +1367,8 @@ void sluice__url_shown(char *out, size_t cap, const char *url)
 
 static void url_parts_free(url_parts *u)
 {
-    free(u->host);
+    for (size_t i = 0; i < u->nhosts; i++)
+        free(u->hosts[i]);
     free(u->user);
     free(u->password);
     free(u->prefix);
@@ -972,13 +1431,11 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
         return sluice__error(SLUICE_EINVAL, "pool_size %u is above %d", n,
                              MAX_POOL);
     }
-    v = calloc(1, sizeof(*v) + n * sizeof(vk_conn));
+    v = calloc(1, sizeof(*v));
     if (v == NULL) {
         url_parts_free(&u);
         return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
     }
-    v->host = u.host;
-    v->port = u.port;
     v->user = u.user;
     v->password = u.password;
     v->db = u.db;
@@ -988,16 +1445,27 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
                                                    : DEFAULT_CONNECT_TIMEOUT_MS;
     v->command_timeout_ms = u.o.command_timeout_ms ? u.o.command_timeout_ms
                                                    : DEFAULT_COMMAND_TIMEOUT_MS;
+    v->pool_size = n;
     v->caller_clock = u.o.caller_clock;
     v->on_error = u.o.on_error;
     v->clock_ms = opts->clock_ms;
     v->clock_payload = opts->clock_payload;
     v->token_seed = random_seed();
-    v->nconns = n;
+    v->cluster = u.cluster;
     pthread_mutex_init(&v->sha_lock, NULL);
-    for (unsigned i = 0; i < n; i++)
-        pthread_mutex_init(&v->conns[i].lock, NULL);
-    if (v->prefix == NULL || v->emq_prefix == NULL)
+    pthread_mutex_init(&v->refresh_lock, NULL);
+    pthread_rwlock_init(&v->map_lock, NULL);
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        v->slots[s] = -1;
+    atomic_store(&v->map_stale, 1);
+    for (size_t i = 0; i < u.nhosts && err == 0; i++)
+        if (node_get(v, u.hosts[i], strlen(u.hosts[i]), u.ports[i]) == NULL)
+            err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    u.user = u.password = u.prefix = u.emq_prefix = NULL; /* now v's */
+    url_parts_free(&u);
+    if (err < 0)
+        ;
+    else if (v->prefix == NULL || v->emq_prefix == NULL)
         err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
     else if (v->on_error < SLUICE_ON_ERROR_FAIL ||
              v->on_error > SLUICE_ON_ERROR_CLOSED)
@@ -1010,6 +1478,6 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
         return err;
     }
     *impl = v;
-    *ops = &vk_ops;
+    *ops = v->cluster ? &vk_cluster_ops : &vk_ops;
     return SLUICE_OK;
 }
