@@ -107,6 +107,21 @@ static int decide(sluice_decision *out, sluice_store *store,
     return err;
 }
 
+/* Writes 'v' in decimal into 'buf' (24 bytes); answers the length. */
+static size_t u64_text(char *buf, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
 /*
  * The "emq.rate_limit.hit" receipt for a refused hit. Only reached when a
  * handler is attached, so the hot path pays one relaxed load.
@@ -127,10 +142,8 @@ static void emit_hit(const sluice_store *store, const sluice_limit *limit,
     };
     sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 5};
 
-    md[2].value_len = (size_t)snprintf(max, sizeof(max), "%llu",
-                                       (unsigned long long)limit->max);
-    md[3].value_len = (size_t)snprintf(window, sizeof(window), "%llu",
-                                       (unsigned long long)limit->window_ms);
+    md[2].value_len = u64_text(max, limit->max);
+    md[3].value_len = u64_text(window, limit->window_ms);
     sluice_telemetry_emit(&ev);
 }
 
