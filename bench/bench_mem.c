@@ -19,12 +19,16 @@
  * arena, as in a server whose threads own their requests), waits at a barrier,
  * then calls sluice_hit() until its deadline. The monotonic clock is read
  * once per CHECK_EVERY calls, so the loop measures the store and not itself.
- * A case's rate is the sum over its threads of calls / elapsed. Each run
- * has a fresh store. Since the machine is shared and noisy, every case runs
- * 'repeats' times and the median is reported; the runs are interleaved (pass
- * 1 runs every case once, then pass 2, ...), so a slow spell of the machine
- * spoils one run of several cases, which the median drops, rather than every
- * run of one case.
+ * A case's rate is the sum over its threads of calls / elapsed.
+ *
+ * Noise. Since the machine may be shared, every case runs 'repeats' times
+ * and the median is reported. The runs are interleaved (pass 1 runs every
+ * case once, then pass 2, ...), so a slow spell of the machine spoils one run
+ * of several cases, which the median drops, rather than every run of one
+ * case. Each run has a fresh store, with a fresh hash seed, so two keys that
+ * happen to share a lock in one run do not in the others. The "cpu" column
+ * (the threads' CPU time over their elapsed time) tells a row measured
+ * without a whole CPU per thread.
  *
  * Memory: stats bytes per key after one hit on each of 100,000 keys, the
  * growth of the resident set per key (which adds malloc's overhead), and the
@@ -298,7 +302,10 @@ static int run_once(case_result *r, unsigned run, sluice_algo algo,
                 sluice_strerror(err), sluice_last_error());
         return -1;
     }
-    pthread_barrier_init(&start, NULL, c->threads);
+    if (pthread_barrier_init(&start, NULL, c->threads) != 0) {
+        fprintf(stderr, "sluice_bench_mem: cannot make a barrier\n");
+        exit(1);
+    }
     for (unsigned t = 0; t < c->threads; t++) {
         memset(&w[t], 0, sizeof(w[t]));
         w[t].store = store;
@@ -518,15 +525,41 @@ static void print_row(const report *rp, unsigned a, unsigned c)
     printf("\n");
 }
 
+/*
+ * The rows whose threads, not waiting for one another's lock, still had
+ * less than BUSY_CPU_SHARE of a CPU each: the machine was busy elsewhere.
+ */
+#define BUSY_CPU_SHARE 0.9
+
+static unsigned busy_rows(const report *rp)
+{
+    unsigned n = 0;
+
+    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned c = 0; c < NCASES; c++)
+            if (!cases[c].same_keys &&
+                rp->res[a][c].cpu_share < BUSY_CPU_SHARE)
+                n++;
+    return n;
+}
+
 static void print_summary(const report *rp)
 {
     const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
+    unsigned busy = busy_rows(rp);
 
     printf("\nns/call: the time one thread spends per call "
            "(threads x 10^9 / rate).\n"
-           "cpu: the threads' CPU time over their elapsed time; under 100%% "
-           "means the\nmachine was busy with something else, and the row "
-           "is low for that reason.\n");
+           "cpu: the threads' CPU time over their elapsed time. Under 100%% "
+           "a thread was\nnot running: it waited for the lock (the same-key "
+           "rows) or for a CPU that the\nmachine gave to something else "
+           "(then the row is low for that reason).\n");
+    if (busy > 0)
+        printf("warning: %u row%s without a shared key had less than %.0f%% "
+               "of a CPU per thread;\nthe machine was busy, and their "
+               "figures and ratios are low. Run again, or\nwith more "
+               "--repeats.\n",
+               busy, busy == 1 ? "" : "s", BUSY_CPU_SHARE * 100);
     printf("\nTargets\n");
     printf("  fixed hot key 1 thread: %.2f M decisions/s (%.1f ns) \u2014 "
            "target \u2265 %.0f M/s (\u2264 %.0f ns): %s\n",
@@ -641,7 +674,8 @@ static void print_json(const report *rp)
         else
             printf("\"rss_bytes_per_key\": %.1f}", m->rss_bytes_per_key);
     }
-    printf("\n  ],\n  \"max_rss_kib\": %ld\n}\n", rp->max_rss_kib);
+    printf("\n  ],\n  \"max_rss_kib\": %ld,\n  \"busy_rows\": %u\n}\n",
+           rp->max_rss_kib, busy_rows(rp));
 }
 
 /* ---- Options and main --------------------------------------------------------- */

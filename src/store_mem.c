@@ -6,7 +6,8 @@
  * buckets; an entry holds one (algorithm, key) and that algorithm's state:
  *
  *   shard[h >> 56]  (lock, buckets[], count, sweep cursor)
- *       buckets[h & (nbuckets - 1)] -> entry -> entry -> NULL
+ *       buckets[h & (nbuckets - 1)] = {head, idle_lo_ms}
+ *                                        head -> entry -> entry -> NULL
  *
  *   entry: | next | hash | idle_at_ms | last_ms | key_len | algo | state | key |
  *
@@ -19,6 +20,12 @@
  *   - a few buckets per call, from a cursor that walks the shard;
  *   - the whole shard before its table grows (evict before allocating);
  *   - every shard when the key cap is reached, at most once per millisecond.
+ * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
+ * entries, so a sweep reads only the bucket array and walks a chain only when
+ * one of its entries may be idle. Entries are the lines other threads write
+ * on every call; a sweep that read them all would pull them from those
+ * threads' caches.
+ *
  * A key that is still counting is never dropped: when the cap is reached and
  * nothing is idle, a hit on a new key fails with SLUICE_EFULL.
  */
@@ -45,9 +52,15 @@ typedef struct entry {
     _Alignas(8) unsigned char data[]; /* state, then the key's bytes */
 } entry;
 
+/* A chain, and a time before which none of its entries is idle. */
+typedef struct bucket {
+    entry *head;
+    uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
+} bucket;
+
 typedef struct shard {
     pthread_mutex_t lock;
-    entry **buckets;
+    bucket *buckets;
     size_t nbuckets; /* a power of two */
     size_t count;
     size_t sweep_cursor;
@@ -183,7 +196,7 @@ static shard *shard_of(mem_store *m, uint64_t hash)
 static entry **shard_find(shard *sh, uint64_t hash, sluice_algo algo,
                           const char *key, size_t key_len)
 {
-    entry **link = &sh->buckets[hash & (sh->nbuckets - 1)];
+    entry **link = &sh->buckets[hash & (sh->nbuckets - 1)].head;
 
     for (; *link != NULL; link = &(*link)->next) {
         entry *e = *link;
@@ -196,11 +209,18 @@ static entry **shard_find(shard *sh, uint64_t hash, sluice_algo algo,
     return link;
 }
 
-/* Drops the idle entries of bucket 'b'. */
+/*
+ * Drops the idle entries of bucket 'b', unless its bound says there are none,
+ * and sets the bound again from the entries that remain.
+ */
 static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
 {
-    entry **link = &sh->buckets[b];
+    bucket *bk = &sh->buckets[b];
+    entry **link = &bk->head;
+    uint64_t lo = UINT64_MAX;
 
+    if (bk->idle_lo_ms > now_ms)
+        return;
     while (*link != NULL) {
         entry *e = *link;
 
@@ -208,9 +228,21 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
             entry_remove(m, sh, link);
             sh->expired++;
         } else {
+            if (e->idle_at_ms < lo)
+                lo = e->idle_at_ms;
             link = &e->next;
         }
     }
+    bk->idle_lo_ms = lo;
+}
+
+/* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
+static void bucket_note(shard *sh, const entry *e)
+{
+    bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+
+    if (e->idle_at_ms < bk->idle_lo_ms)
+        bk->idle_lo_ms = e->idle_at_ms;
 }
 
 static void sweep_some(mem_store *m, shard *sh, uint64_t now_ms)
@@ -235,7 +267,7 @@ static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
 static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
 {
     size_t n;
-    entry **buckets;
+    bucket *buckets;
 
     if (sh->count < sh->nbuckets)
         return;
@@ -243,18 +275,22 @@ static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
     if (sh->count < sh->nbuckets)
         return;
     n = sh->nbuckets * 2;
-    buckets = calloc(n, sizeof(*buckets));
+    buckets = malloc(n * sizeof(*buckets));
     if (buckets == NULL)
         return;
+    for (size_t b = 0; b < n; b++)
+        buckets[b] = (bucket){NULL, UINT64_MAX};
     for (size_t b = 0; b < sh->nbuckets; b++) {
-        entry *e = sh->buckets[b];
+        entry *e = sh->buckets[b].head;
 
         while (e != NULL) {
             entry *next = e->next;
-            size_t nb = e->hash & (n - 1);
+            bucket *nb = &buckets[e->hash & (n - 1)];
 
-            e->next = buckets[nb];
-            buckets[nb] = e;
+            e->next = nb->head;
+            nb->head = e;
+            if (e->idle_at_ms < nb->idle_lo_ms)
+                nb->idle_lo_ms = e->idle_at_ms;
             e = next;
         }
     }
@@ -340,6 +376,7 @@ again:
                not let the sweep drop what a longer one still counts. */
             if (idle_at > e->idle_at_ms || idle_at == 0)
                 e->idle_at_ms = idle_at;
+            bucket_note(sh, e);
         }
     } else if (!consume) {
         /* A peek at an unknown key: decide on a fresh state, keep nothing. */
@@ -373,6 +410,7 @@ again:
             e->last_ms = now_ms;
             e->idle_at_ms = algo->idle_at(entry_state(e), limit);
             *link = e;
+            bucket_note(sh, e);
             sh->count++;
             sh->bytes += entry_bytes(e);
             shard_make_room(m, sh, now_ms);
@@ -425,8 +463,8 @@ static void mem_free(void *impl)
         shard *sh = &m->shards[i].s;
 
         for (size_t b = 0; b < sh->nbuckets; b++)
-            while (sh->buckets[b] != NULL)
-                entry_remove(m, sh, &sh->buckets[b]);
+            while (sh->buckets[b].head != NULL)
+                entry_remove(m, sh, &sh->buckets[b].head);
         free(sh->buckets);
         pthread_mutex_destroy(&sh->lock);
     }
@@ -469,7 +507,10 @@ int sluice__store_mem_open(void **impl, const sluice__store_ops **ops,
         shard *sh = &m->shards[i].s;
 
         sh->nbuckets = SHARD_MIN_BUCKETS;
-        sh->buckets = calloc(sh->nbuckets, sizeof(*sh->buckets));
+        sh->buckets = malloc(sh->nbuckets * sizeof(*sh->buckets));
+        if (sh->buckets != NULL)
+            for (size_t b = 0; b < sh->nbuckets; b++)
+                sh->buckets[b] = (bucket){NULL, UINT64_MAX};
         if (sh->buckets == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
             free(sh->buckets);
             while (i-- > 0) {
