@@ -63,14 +63,15 @@ extern "C" {
     X(ECONN,    -7, "cannot reach the store's server")                        \
     X(ETIMEDOUT,-8, "the store's server did not answer in time")              \
     X(EPROTO,   -9, "unexpected reply from the store's server")               \
-    X(ENOTSUP, -10, "operation not supported by this store")
+    X(ENOTSUP, -10, "operation not supported by this store")                 \
+    X(ELEASE,  -11, "the job's lease is no longer this worker's")
 
 typedef enum sluice_errno {
     SLUICE_OK = 0,
 #define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
     SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
 #undef SLUICE__ERRNO_ENUM
-    SLUICE__ERRNO_LAST = -11
+    SLUICE__ERRNO_LAST = -12
 } sluice_errno;
 
 /* A static sentence for 'err' ("unknown error" for a code not in the list). */
@@ -308,6 +309,137 @@ SLUICE_EXTERN int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *sto
 SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
                                           sluice_store *store, const char *queue,
                                           size_t queue_len, uint64_t window_ms);
+
+/* ---- The job queue (server stores) -------------------------------------------
+ *
+ * A job queue on Valkey whose dequeue point enforces the queue's budget, so
+ * that one flooding queue (a chat, a user) cannot starve the others. Every
+ * key of queue 'q' shares the hashtag {q}: emq:{q}:wait (a list), :active
+ * (leases), :delayed, :failed, :data, :attempts, :meta (a hash: 'max' and
+ * 'duration' are the cap) and :limiter (the fixed-window counter). Each
+ * operation is one atomic script (src/lua/queue_*.lua).
+ *
+ * A job is taken under a lease. A worker that finishes it calls
+ * sluice_queue_complete() or sluice_queue_fail() with the lease token; a job
+ * whose lease ran out (its worker died) goes back to wait for the next
+ * worker, and the late worker's complete answers SLUICE_ELEASE: a job is
+ * never lost and never done twice by live workers.
+ */
+
+typedef struct sluice_job {
+    uint64_t id;          /* >= 1, unique in its queue */
+    uint64_t attempt;     /* 1 the first time it is taken */
+    uint64_t lease;       /* the lease's token, for complete and fail */
+    char *payload;        /* the bytes given to add (NUL after them) */
+    size_t payload_len;
+} sluice_job;
+
+/* Frees a job's payload and zeroes it; accepts NULL. */
+SLUICE_EXTERN void sluice_job_clear(sluice_job *job);
+
+typedef enum sluice_take_status {
+    SLUICE_TAKE_JOB = 1,      /* 'job' holds a job, active under a lease */
+    SLUICE_TAKE_DEFERRED = 2, /* over budget: nothing taken; 'wait_ms' is
+                                 the counter's PTTL, the limiter read's */
+    SLUICE_TAKE_EMPTY = 3     /* nothing to take; 'wait_ms' is when a
+                                 delayed job or a lease falls due, 0 if none */
+} sluice_take_status;
+
+/* Adds a job ('delay_ms' 0: ready now); answers its id. */
+SLUICE_EXTERN int sluice_queue_add(uint64_t *id, sluice_store *store,
+                                   const char *queue, size_t queue_len,
+                                   const void *payload, size_t payload_len,
+                                   uint64_t delay_ms);
+
+/*
+ * The dequeue point. Reads the cap from emq:{q}:meta; if the counter has
+ * reached it and its window has time left, takes nothing, answers
+ * SLUICE_TAKE_DEFERRED with the wait and emits "emq.rate_limit.hit" with
+ * that delay; otherwise takes the next job under a lease of 'lease_ms' and
+ * counts it, arming the window only when that increment created the counter.
+ * 'job' must be zeroed or cleared; with a job it owns a payload to clear.
+ */
+SLUICE_EXTERN int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
+                                    sluice_job *job, sluice_store *store,
+                                    const char *queue, size_t queue_len,
+                                    uint64_t lease_ms);
+
+/* Completes a job; SLUICE_ELEASE if its lease is no longer this worker's. */
+SLUICE_EXTERN int sluice_queue_complete(sluice_store *store, const char *queue,
+                                        size_t queue_len, uint64_t id,
+                                        uint64_t lease);
+
+/*
+ * Fails a job: taken 'max_attempts' times, it goes to the failed set;
+ * before that, back to wait after 'backoff_ms' x 2^(attempt - 1) ms.
+ * '*dead' says which (1: failed for good). SLUICE_ELEASE as for complete.
+ */
+SLUICE_EXTERN int sluice_queue_fail(int *dead, sluice_store *store,
+                                    const char *queue, size_t queue_len,
+                                    uint64_t id, uint64_t lease,
+                                    uint64_t max_attempts, uint64_t backoff_ms);
+
+/* Moves a failed job back to wait, its attempts counted afresh. */
+SLUICE_EXTERN int sluice_queue_retry(sluice_store *store, const char *queue,
+                                     size_t queue_len, uint64_t id);
+
+/* Lists up to '*n' failed jobs' ids, oldest first; '*n' becomes the count. */
+SLUICE_EXTERN int sluice_queue_failed(uint64_t *ids, size_t *n,
+                                      sluice_store *store, const char *queue,
+                                      size_t queue_len);
+
+/*
+ * Sets the cap: at most 'max' jobs taken per 'duration_ms' window ('max' 0:
+ * not limited). Every worker sees it at its next take.
+ */
+SLUICE_EXTERN int sluice_queue_set_cap(sluice_store *store, const char *queue,
+                                       size_t queue_len, uint64_t max,
+                                       uint64_t duration_ms);
+
+typedef struct sluice_queue_stats {
+    uint64_t waiting, active, delayed, failed, completed;
+    uint64_t max, duration_ms; /* the cap; max 0: not limited */
+    uint64_t count;            /* jobs taken in the current window */
+    uint64_t wait_ms;          /* the queue-limiter read: 0 = may take */
+} sluice_queue_stats;
+
+SLUICE_EXTERN int sluice_queue_stats_get(sluice_queue_stats *out,
+                                         sluice_store *store, const char *queue,
+                                         size_t queue_len);
+
+/*
+ * A worker takes jobs from many queues fairly: in turn, one job per queue
+ * per round. A queue that answers a wait is skipped until the wait ends, so
+ * the others keep flowing. With nothing to take it sleeps, and wakes when a
+ * job is added to one of its queues (Pub/Sub), when a deferred queue's wait
+ * ends, or when a delayed job or a lease falls due.
+ */
+typedef struct sluice_worker sluice_worker;
+
+#define SLUICE_WORKER_OPTS_VERSION 1
+
+typedef struct sluice_worker_opts {
+    unsigned int version;
+    uint64_t lease_ms;   /* 0 means 30000 */
+    /* Also serve every queue whose name matches this glob (e.g. "chat:*"),
+       as queues are added; NULL for only the listed ones. */
+    const char *pattern;
+} sluice_worker_opts;
+
+#define SLUICE_WORKER_OPTS_INIT { SLUICE_WORKER_OPTS_VERSION, 0, NULL }
+
+SLUICE_EXTERN int sluice_worker_new(sluice_worker **out, sluice_store *store,
+                                    const char *const *queues, size_t nqueues,
+                                    const sluice_worker_opts *opts);
+SLUICE_EXTERN void sluice_worker_free(sluice_worker *worker);
+
+/*
+ * The next job from any of the worker's queues, waiting at most
+ * 'timeout_ms'. On a job, '*queue' points at its queue's name (valid while
+ * the worker lives); on a time-out, job->id is 0. 'job' as for take.
+ */
+SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
+                                     sluice_worker *worker, uint64_t timeout_ms);
 
 /* ---- Telemetry ---------------------------------------------------------------
  *

@@ -163,11 +163,48 @@ void sluice__url_shown(char *out, size_t cap, const char *url);
 #define SLUICE__SLOTS 16384u
 unsigned sluice__key_slot(const char *key, size_t len);
 
+/* ---- Server stores, for the queue (src/store_valkey.c) ---------------------- */
+
+/* The scripts beyond the algorithms', by id (algorithms come first). */
+enum {
+    SLUICE__SCRIPT_EMQ_TTL = SLUICE_ALGO_COUNT,
+    SLUICE__SCRIPT_EMQ_INCR,
+    SLUICE__SCRIPT_QUEUE_ADD,
+    SLUICE__SCRIPT_QUEUE_TAKE,
+    SLUICE__SCRIPT_QUEUE_DONE,
+    SLUICE__SCRIPT_QUEUE_ADMIN,
+    SLUICE__SCRIPT_COUNT
+};
+
+struct redisReply;
+struct redisContext;
+
+/*
+ * Runs script 'script' on a server store: 'nkeys' keys (one slot), then the
+ * other arguments. Error replies are errors; the reply is the caller's
+ * (freeReplyObject). SLUICE_ENOTSUP on the embedded store.
+ */
+int sluice__server_eval(sluice_store *store, int script, int nkeys, int argc,
+                        const char **args, const size_t *lens,
+                        struct redisReply **out);
+/* Runs one command whose first key is 'key' on the node that serves it. */
+int sluice__server_command(sluice_store *store, const char *key,
+                           size_t key_len, int argc, const char **argv,
+                           const size_t *lens, struct redisReply **out);
+/* The queue keys' prefix ("emq"), or NULL for the embedded store. */
+const char *sluice__server_emq_prefix(sluice_store *store);
+/* A new connection of its own (for SUBSCRIBE), ready and authenticated. */
+int sluice__server_connect(sluice_store *store, struct redisContext **out);
+
 /* The Lua scripts, embedded at build time from src/lua/ (NUL-terminated). */
 extern const char sluice__lua_fixed[];
 extern const char sluice__lua_sliding_counter[];
 extern const char sluice__lua_sliding_log[];
 extern const char sluice__lua_emq_ttl[];
 extern const char sluice__lua_emq_incr[];
+extern const char sluice__lua_queue_add[];
+extern const char sluice__lua_queue_take[];
+extern const char sluice__lua_queue_done[];
+extern const char sluice__lua_queue_admin[];
 
 #endif /* SLUICE_PRIVATE_H */

@@ -63,11 +63,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum {
-    SCRIPT_EMQ_TTL = SLUICE_ALGO_COUNT, /* algorithms come first, by index */
-    SCRIPT_EMQ_INCR,
-    SCRIPT_COUNT
-};
+#define SCRIPT_EMQ_TTL SLUICE__SCRIPT_EMQ_TTL
+#define SCRIPT_EMQ_INCR SLUICE__SCRIPT_EMQ_INCR
+#define SCRIPT_COUNT SLUICE__SCRIPT_COUNT
 
 #define DEFAULT_PORT 6379
 #define DEFAULT_CONNECT_TIMEOUT_MS 1000
@@ -129,9 +127,19 @@ typedef struct vk_store {
 
 static const char *script_text(int id)
 {
+    static const char *const others[] = {
+        [SLUICE__SCRIPT_EMQ_TTL - SLUICE_ALGO_COUNT] = sluice__lua_emq_ttl,
+        [SLUICE__SCRIPT_EMQ_INCR - SLUICE_ALGO_COUNT] = sluice__lua_emq_incr,
+        [SLUICE__SCRIPT_QUEUE_ADD - SLUICE_ALGO_COUNT] = sluice__lua_queue_add,
+        [SLUICE__SCRIPT_QUEUE_TAKE - SLUICE_ALGO_COUNT] = sluice__lua_queue_take,
+        [SLUICE__SCRIPT_QUEUE_DONE - SLUICE_ALGO_COUNT] = sluice__lua_queue_done,
+        [SLUICE__SCRIPT_QUEUE_ADMIN - SLUICE_ALGO_COUNT] =
+            sluice__lua_queue_admin,
+    };
+
     if (id < SLUICE_ALGO_COUNT)
         return sluice__algos[id]->lua;
-    return id == SCRIPT_EMQ_TTL ? sluice__lua_emq_ttl : sluice__lua_emq_incr;
+    return others[id - SLUICE_ALGO_COUNT];
 }
 
 static uint64_t monotonic_ms(void)
@@ -764,10 +772,13 @@ static int vk_call(vk_store *v, const char *key, size_t key_len, int script,
 static int vk_eval(vk_store *v, int id, int nkeys, int argc, const char **args,
                    const size_t *arglens, redisReply **out)
 {
-    const char *argv[16];
-    size_t lens[16];
+    const char *argv[24];
+    size_t lens[24];
     char numkeys[8];
 
+    if (argc > 21)
+        return sluice__error(SLUICE_EINVAL, "a script takes at most 21 keys "
+                             "and arguments");
     argv[0] = "EVALSHA";
     lens[0] = 7;
     argv[1] = NULL; /* the SHA1, filled by vk_call */
@@ -1040,6 +1051,67 @@ static const sluice__store_ops vk_cluster_ops = {
     .emq_ttl = vk_emq_ttl,
     .emq_incr = vk_emq_incr,
 };
+
+/* ---- For the queue (src/queue.c) -------------------------------------------- */
+
+static vk_store *server_of(sluice_store *store)
+{
+    if (store->ops != &vk_ops && store->ops != &vk_cluster_ops)
+        return NULL;
+    return store->impl;
+}
+
+int sluice__server_eval(sluice_store *store, int script, int nkeys, int argc,
+                        const char **args, const size_t *lens,
+                        struct redisReply **out)
+{
+    vk_store *v = server_of(store);
+
+    if (v == NULL)
+        return sluice__error(SLUICE_ENOTSUP, "queues need a server store "
+                             "(valkey://...); the %s store has none",
+                             store->ops->kind);
+    return vk_eval(v, script, nkeys, argc, args, lens, out);
+}
+
+int sluice__server_command(sluice_store *store, const char *key,
+                           size_t key_len, int argc, const char **argv,
+                           const size_t *lens, struct redisReply **out)
+{
+    vk_store *v = server_of(store);
+
+    if (v == NULL)
+        return sluice__error(SLUICE_ENOTSUP, "queues need a server store "
+                             "(valkey://...); the %s store has none",
+                             store->ops->kind);
+    return vk_call(v, key, key_len, -1, argc, argv, lens, out);
+}
+
+const char *sluice__server_emq_prefix(sluice_store *store)
+{
+    vk_store *v = server_of(store);
+
+    return v != NULL ? v->emq_prefix : NULL;
+}
+
+int sluice__server_connect(sluice_store *store, struct redisContext **out)
+{
+    vk_store *v = server_of(store);
+    vk_node *n;
+    vk_conn c = {.ctx = NULL};
+    int err;
+
+    *out = NULL;
+    if (v == NULL)
+        return sluice__error(SLUICE_ENOTSUP, "queues need a server store");
+    pthread_rwlock_rdlock(&v->map_lock);
+    n = v->nodes[0];
+    pthread_rwlock_unlock(&v->map_lock);
+    if ((err = conn_ready(v, n, &c)) < 0)
+        return err;
+    *out = c.ctx;
+    return SLUICE_OK;
+}
 
 /* ---- URLs --------------------------------------------------------------------
  *

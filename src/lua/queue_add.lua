@@ -1,0 +1,23 @@
+--[[ queue_add.lua - adds a job to queue q.
+
+KEYS[1]  emq:{q}:wait     the list of jobs ready to take (taken from the right)
+KEYS[2]  emq:{q}:delayed  jobs not ready before their time (score: due ms)
+KEYS[3]  emq:{q}:data     the hash of job id -> payload
+KEYS[4]  emq:{q}:meta     the queue's hash: 'seq' numbers the jobs
+ARGV[1]  the payload (bytes)
+ARGV[2]  the delay in ms (0: ready now)
+ARGV[3]  the channel to PUBLISH the queue's name on, so idle workers wake
+ARGV[4]  the queue's name, as published
+Reply    the new job's id (an integer >= 1) ]]
+local id = redis.call('HINCRBY', KEYS[4], 'seq', 1)
+redis.call('HSET', KEYS[3], id, ARGV[1])
+local delay = tonumber(ARGV[2])
+if delay > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], string.format('%.0f', now + delay), id)
+else
+  redis.call('LPUSH', KEYS[1], id)
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return id

@@ -1,0 +1,43 @@
+--[[ queue_admin.lua - a queue's stats, its cap, and its failed jobs.
+
+KEYS[1]  emq:{q}:wait      KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:delayed
+KEYS[4]  emq:{q}:data      KEYS[5]  emq:{q}:meta      KEYS[6]  emq:{q}:limiter
+KEYS[7]  emq:{q}:attempts  KEYS[8]  emq:{q}:failed
+ARGV[1]  "stats", "cap", "retry" or "failed"
+  stats          Reply {waiting, active, delayed, failed, completed, max,
+                 duration_ms, count in the window, wait_ms}; wait_ms is the
+                 queue-limiter read's figure
+  cap MAX DUR    sets the cap (MAX 0 removes it: not limited); Reply 1
+  retry ID       moves failed job ID back to wait, its attempts reset;
+                 Reply 1, or 0 when ID is not a failed job
+  failed N       Reply the ids of up to N failed jobs, oldest first ]]
+local op = ARGV[1]
+if op == 'stats' then
+  local cap = redis.call('HMGET', KEYS[5], 'max', 'duration', 'completed')
+  local max = tonumber(cap[1] or '') or 0
+  local count = tonumber(redis.call('GET', KEYS[6]) or '') or 0
+  local wait = 0
+  if max > 0 and count >= max then
+    local ttl = redis.call('PTTL', KEYS[6])
+    if ttl > 0 then wait = ttl end
+  end
+  return {redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+          redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[8]),
+          tonumber(cap[3] or '') or 0, max, tonumber(cap[2] or '') or 0,
+          count, wait}
+elseif op == 'cap' then
+  if tonumber(ARGV[2]) == 0 then
+    redis.call('HDEL', KEYS[5], 'max', 'duration')
+  else
+    redis.call('HSET', KEYS[5], 'max', ARGV[2], 'duration', ARGV[3])
+  end
+  return 1
+elseif op == 'retry' then
+  if redis.call('ZREM', KEYS[8], ARGV[2]) == 0 then return 0 end
+  redis.call('HDEL', KEYS[7], ARGV[2])
+  redis.call('LPUSH', KEYS[1], ARGV[2])
+  return 1
+elseif op == 'failed' then
+  return redis.call('ZRANGE', KEYS[8], 0, tonumber(ARGV[2]) - 1)
+end
+return redis.error_reply('ERR sluice: unknown queue operation ' .. op)
