@@ -192,15 +192,19 @@ int sluice_queue_add(uint64_t *id, sluice_store *store, const char *queue,
 }
 
 /* The "emq.rate_limit.hit" receipt of a deferred take. */
-static void emit_deferred(const char *queue, size_t queue_len, uint64_t wait)
+static void emit_deferred(const char *queue, size_t queue_len, uint64_t wait,
+                          uint64_t max)
 {
+    char limit[24];
     sluice_measurement m[] = {{"delay_ms", (double)wait}};
     sluice_metadata md[] = {
         {"queue", queue, queue_len},
         {"algorithm", "fixed", 5},
+        {"limit", limit, 0},
     };
-    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 2};
+    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 3};
 
+    md[2].value_len = u64_arg(limit, max);
     sluice_telemetry_emit(&ev);
 }
 
@@ -214,7 +218,7 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
     const char *args[1] = {lease};
     size_t lens[1];
     redisReply *r = NULL;
-    uint64_t kind = 0, n = 0;
+    uint64_t kind = 0, n = 0, max = 0;
     qkeys k;
     int err;
 
@@ -264,7 +268,8 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
         *status = SLUICE_TAKE_JOB;
     } else {
         kind = (uint64_t)(r->element[0]->integer == 0);
-        if ((err = reply_int(r, 1, &n)) == 0) {
+        if ((err = reply_int(r, 1, &n)) == 0 &&
+            (!kind || r->elements < 3 || (err = reply_int(r, 2, &max)) == 0)) {
             *wait_ms = n;
             *status = kind ? SLUICE_TAKE_DEFERRED : SLUICE_TAKE_EMPTY;
         }
@@ -272,7 +277,7 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
     freeReplyObject(r);
     if (err == 0 && *status == SLUICE_TAKE_DEFERRED &&
         sluice__telemetry_active())
-        emit_deferred(queue, queue_len, *wait_ms);
+        emit_deferred(queue, queue_len, *wait_ms, max);
     return err;
 }
 

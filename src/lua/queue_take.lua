@@ -9,7 +9,7 @@ KEYS[7]  emq:{q}:attempts  (field ID: times taken since the job was added or
 ARGV[1]  the lease in ms
 Reply    {1, id, attempt, payload, lease}  a job, now active under a lease
                                     whose token 'lease' is unique for ever;
-         {0, wait_ms}               over budget: take nothing, wait;
+         {0, wait_ms, max}          over budget: take nothing, wait;
          {-1, next_ms}              nothing to take; next_ms > 0 is when a
                                     delayed job or a lease falls due, else 0
 
@@ -41,10 +41,10 @@ if max > 0 then
   local count = tonumber(redis.call('GET', KEYS[6]) or '')
   if count and count >= max then
     local ttl = redis.call('PTTL', KEYS[6])
-    if ttl > 0 then return {0, ttl} end
+    if ttl > 0 then return {0, ttl, max} end
     if ttl == -1 and duration > 0 then
       redis.call('PEXPIRE', KEYS[6], duration) -- never block forever
-      return {0, duration}
+      return {0, duration, max}
     end
   end
 end
