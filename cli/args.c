@@ -242,14 +242,9 @@ static int option_set(cli_args *out, const char *cmd,
             return cli_usage_error(cmd, "--max: %s", why);
         break;
     case CLI_TAKES_WINDOW:
-        err = sluice_duration_parse(&out->limit.window_ms, value);
-        /* The library quotes the text as it is; junk is quoted here. */
-        if (err < 0 && !cli_is_plain(value))
-            return cli_usage_error(cmd, "--window: invalid duration '%s' "
-                                   "(expected e.g. 250ms, 1s, 1m, 1h or a "
-                                   "number of milliseconds)", cli_shown(value));
-        if (err < 0)
-            return cli_usage_error(cmd, "--window: %s", sluice_last_error());
+        if ((err = cli_opt_duration(&out->limit.window_ms, cmd, "--window",
+                                    value, false)) != 0)
+            return err;
         break;
     case CLI_TAKES_COST:
         if (!cli_parse_u64(&out->cost, value, 1, SLUICE_MAX_MAX, why,
@@ -345,6 +340,122 @@ int cli_args_require(const cli_args *args, const char *cmd, unsigned needed)
     if (sluice_limit_check(&args->limit) < 0)
         return cli_usage_error(cmd, "--max and --window: %s",
                                sluice_last_error());
+    return 0;
+}
+
+/* ---- Options of the other commands ---------------------------------------- */
+
+static cli_opt *opt_find(cli_opt *opts, size_t nopts, const char *arg,
+                         const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+
+    for (size_t i = 0; i < nopts; i++) {
+        if (strlen(opts[i].name) == len &&
+            memcmp(opts[i].name, arg, len) == 0) {
+            *value = eq != NULL ? eq + 1 : NULL;
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
+                   size_t nopts, const char **pos, size_t *npos,
+                   size_t pos_max, const char *pos_what)
+{
+    bool options_done = false;
+
+    *npos = 0;
+    for (size_t i = 0; i < nopts; i++)
+        opts[i].value = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *value;
+        cli_opt *opt;
+
+        if (!options_done && strcmp(arg, "--") == 0) {
+            options_done = true;
+            continue;
+        }
+        if (options_done || arg[0] != '-' || arg[1] == '\0') {
+            if (*npos == pos_max) {
+                if (pos_max == 0)
+                    return cli_usage_error(cmd, "%s: unexpected argument "
+                                           "'%s'", cmd, cli_shown(arg));
+                return cli_usage_error(cmd, "%s: unexpected argument '%s' "
+                                       "(expected %s)", cmd, cli_shown(arg),
+                                       pos_what);
+            }
+            pos[(*npos)++] = arg;
+            continue;
+        }
+        opt = opt_find(opts, nopts, arg, &value);
+        if (opt == NULL)
+            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd,
+                                   cli_shown(arg));
+        if (opt->value != NULL)
+            return cli_usage_error(cmd, "%s is given twice", opt->name);
+        if (opt->has_value && value == NULL) {
+            if (i + 1 >= argc)
+                return cli_usage_error(cmd, "%s needs a value", opt->name);
+            value = argv[++i];
+        } else if (!opt->has_value && value != NULL) {
+            return cli_usage_error(cmd, "%s takes no value (got '%s')",
+                                   opt->name, cli_shown(arg));
+        }
+        opt->value = opt->has_value ? value : "";
+    }
+    return 0;
+}
+
+const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name)
+{
+    for (size_t i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return opts[i].value;
+    return NULL;
+}
+
+int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
+                const char *text, uint64_t lo, uint64_t hi)
+{
+    char why[256];
+
+    if (!cli_parse_u64(out, text, lo, hi, why, sizeof(why)))
+        return cli_usage_error(cmd, "%s: %s", what, why);
+    return 0;
+}
+
+/* True for a zero duration: "0", "00", "0ms", "0s", "0m" or "0h". */
+static bool is_zero_duration(const char *text)
+{
+    size_t zeros = strspn(text, "0");
+    const char *unit = text + zeros;
+
+    return zeros > 0 && (strcmp(unit, "") == 0 || strcmp(unit, "ms") == 0 ||
+                         strcmp(unit, "s") == 0 || strcmp(unit, "m") == 0 ||
+                         strcmp(unit, "h") == 0);
+}
+
+int cli_opt_duration(uint64_t *out, const char *cmd, const char *what,
+                     const char *text, bool zero_ok)
+{
+    int err;
+
+    if (zero_ok && is_zero_duration(text)) {
+        *out = 0;
+        return 0;
+    }
+    err = sluice_duration_parse(out, text);
+    /* The library quotes the text as it is; junk is quoted here. */
+    if (err < 0 && !cli_is_plain(text))
+        return cli_usage_error(cmd, "%s: invalid duration '%s' (expected "
+                               "e.g. 250ms, 1s, 1m, 1h or a number of "
+                               "milliseconds)", what, cli_shown(text));
+    if (err < 0)
+        return cli_usage_error(cmd, "%s: %s", what, sluice_last_error());
     return 0;
 }
 

@@ -122,6 +122,52 @@ int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
  */
 int cli_args_require(const cli_args *args, const char *cmd, unsigned needed);
 
+/*
+ * The options of commands whose arguments do not fit cli_args (the queue
+ * commands, work, demo chat): each command lists its options in a table of
+ * cli_opt, and cli_opts_parse() fills in what the line gave. Values are
+ * checked afterwards, one by one, with cli_opt_u64() and cli_opt_duration().
+ */
+typedef struct cli_opt {
+    const char *name;  /* "--lease" */
+    bool has_value;    /* false for a flag such as --json */
+    const char *value; /* set by the parse: the value ("" for a flag given),
+                          or NULL when the option is absent */
+} cli_opt;
+
+/*
+ * Parses the 'argc' arguments 'argv' that follow command 'cmd' against the
+ * 'nopts' options 'opts', with the rules of cli_args_parse() ("--opt VALUE"
+ * or "--opt=VALUE", anywhere on the line; "--" ends the options; an option
+ * given twice is an error). The other arguments are stored, in order, into
+ * 'pos', of which at most 'pos_max' are accepted ('*npos' says how many);
+ * 'pos_what' names them in the message about one too many, e.g. "QUEUE ID
+ * LEASE". Returns 0, or reports the problem and returns CLI_EXIT_USAGE.
+ */
+int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
+                   size_t nopts, const char **pos, size_t *npos,
+                   size_t pos_max, const char *pos_what);
+
+/* The value of option 'name' in 'opts' (NULL when absent or unknown). */
+const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name);
+
+/*
+ * Checks 'text', the value of 'what' (an option's name, or a positional's
+ * such as "ID") of command 'cmd', as a whole number in 'lo'..'hi' (see
+ * cli_parse_u64()). Returns 0, or reports and returns CLI_EXIT_USAGE.
+ */
+int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
+                const char *text, uint64_t lo, uint64_t hi);
+
+/*
+ * Checks 'text', the value of option 'what' of command 'cmd', as a duration
+ * (sluice_duration_parse(): 250ms, 1s, 1m, 1h or a number of ms); with
+ * 'zero_ok', "0" (or "0ms", "0s"...) is accepted too and means 0. Returns 0,
+ * or reports and returns CLI_EXIT_USAGE.
+ */
+int cli_opt_duration(uint64_t *out, const char *cmd, const char *what,
+                     const char *text, bool zero_ok);
+
 /* True when 'argv' asks for help ("--help" or "-h") before any "--". */
 bool cli_wants_help(int argc, char **argv);
 
@@ -140,8 +186,18 @@ void cli_json_string(FILE *f, const char *s, size_t len);
 /* Each takes the arguments after its name and returns an exit status. */
 int cli_replay(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_queue(int argc, char **argv);
+int cli_work(int argc, char **argv);
 
 extern const char cli_replay_help[];
 extern const char cli_demo_help[];
+extern const char cli_queue_help[];
+extern const char cli_work_help[];
+
+/*
+ * 'sluice demo chat --store URL' (demo_chat.c): the chat game on the job
+ * queue; 'argc' and 'argv' are the arguments after "chat".
+ */
+int cli_demo_chat(int argc, char **argv);
 
 #endif /* SLUICE_CLI_H */

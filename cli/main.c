@@ -6,7 +6,10 @@
  *                             [--json] [--store URL]
  *   sluice ttl QUEUE [--max N] --store URL [--json]
  *   sluice replay --algo ALGO --max N --window DUR [--store URL] < TRACE
- *   sluice demo
+ *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
+ *                --store URL [--json]                          (queue.c)
+ *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] ... --store URL
+ *   sluice demo [chat --store URL]                   (demo.c, demo_chat.c)
  *
  * Exit status: 0 admitted or success, 1 refused, 2 usage error, 3 store or
  * runtime error (cli.h).
@@ -29,7 +32,11 @@ static const char main_help[] =
     "  reset KEY    forget KEY, so its budget is whole again\n"
     "  ttl QUEUE    a queue's wait in ms before its next job (0 = admit)\n"
     "  replay       decide a trace of requests read on stdin (T KEY [COST])\n"
-    "  demo         show, on one screen, how the three algorithms differ\n"
+    "  queue SUB    a job queue held to a cap per queue: add, take,\n"
+    "               complete, fail, retry, failed, stats, set-cap\n"
+    "  work         run a worker: take jobs from queues and run a command\n"
+    "  demo         show, on one screen, how the three algorithms differ;\n"
+    "               'demo chat --store URL': the job queue in a chat game\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
     "Options of hit, peek, reset and replay:\n"
@@ -44,11 +51,13 @@ static const char main_help[] =
     "\n"
     "The embedded store lives inside one process: every 'sluice hit' on it\n"
     "starts from an empty store, so it is always admitted. Use 'sluice\n"
-    "replay' to see a budget run out, or a server store.\n"
+    "replay' to see a budget run out, or a server store. ttl, queue, work\n"
+    "and demo chat need a server store.\n"
     "\n"
     "Exit status:\n"
     "  0  admitted, or the command succeeded\n"
-    "  1  refused: the request is over the limit\n"
+    "  1  refused: the request is over the limit (queue: nothing to take,\n"
+    "     or a lost lease)\n"
     "  2  usage error: a bad command, option, number or trace line\n"
     "  3  runtime error: the store cannot be opened or reached, or failed\n"
     "\n"
@@ -314,6 +323,8 @@ static const struct command {
     {"reset", cmd_reset, reset_help},
     {"ttl", cmd_ttl, ttl_help},
     {"replay", cli_replay, cli_replay_help},
+    {"queue", cli_queue, cli_queue_help},
+    {"work", cli_work, cli_work_help},
     {"demo", cli_demo, cli_demo_help},
     {"help", cmd_help, main_help},
 };
@@ -359,7 +370,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return cli_usage_error(NULL, "no command given (try hit, peek, "
-                               "reset, replay or demo)");
+                               "reset, ttl, replay, queue, work or demo)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(main_help, stdout);
         return CLI_EXIT_OK;

@@ -446,9 +446,12 @@ SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
  * Named events with numeric measurements and string metadata, after Erlang's
  * :telemetry. sluice emits:
  *
- *   "emq.rate_limit.hit"  a limit was hit (a refused sluice_hit()):
- *                         measurement delay_ms; metadata key, algorithm,
- *                         limit, window_ms, store.
+ *   "emq.rate_limit.hit"  a limit was hit. A refused sluice_hit():
+ *                         measurement delay_ms (its retry_after_ms);
+ *                         metadata key, algorithm, limit, window_ms, store.
+ *                         A deferred sluice_queue_take(): measurement
+ *                         delay_ms (the wait); metadata queue, algorithm
+ *                         ("fixed"), limit.
  *
  * With no handler attached an emit costs one relaxed atomic load; building
  * with SLUICE_NO_TELEMETRY removes even that. Handlers run on the calling

@@ -119,20 +119,40 @@ static int reply_int(const redisReply *r, size_t i, uint64_t *out)
     return SLUICE_OK;
 }
 
+/*
+ * The name of the registry of queue names, EMQ ":queues", in 'buf' or, when
+ * the prefix is too long for it, in memory the caller frees; NULL if out of
+ * memory.
+ */
+static char *registry_key(char *buf, size_t cap, size_t *len,
+                          sluice_store *store)
+{
+    const char *prefix = sluice__server_emq_prefix(store);
+    size_t need = strlen(prefix) + sizeof(":queues");
+    char *key = need <= cap ? buf : malloc(need);
+
+    if (key != NULL)
+        *len = (size_t)snprintf(key, need, "%s:queues", prefix);
+    return key;
+}
+
 /* The registry of queue names, for workers that serve a pattern. */
 static void registry_add(sluice_store *store, const char *queue,
                          size_t queue_len)
 {
-    const char *prefix = sluice__server_emq_prefix(store);
-    char key[128];
-    int n = snprintf(key, sizeof(key), "%s:queues", prefix);
+    char buf[128];
+    size_t n = 0;
+    char *key = registry_key(buf, sizeof(buf), &n, store);
     const char *argv[] = {"SADD", key, queue};
-    size_t lens[] = {4, (size_t)n, queue_len};
+    size_t lens[] = {4, n, queue_len};
     redisReply *r = NULL;
 
     /* Best effort: a queue missing from it is still served by name. */
-    if (sluice__server_command(store, key, (size_t)n, 3, argv, lens, &r) == 0)
+    if (key != NULL &&
+        sluice__server_command(store, key, n, 3, argv, lens, &r) == 0)
         freeReplyObject(r);
+    if (key != buf)
+        free(key);
 }
 
 static void added_channel(char *buf, size_t cap, sluice_store *store)
@@ -440,9 +460,6 @@ int sluice_queue_stats_get(sluice_queue_stats *out, sluice_store *store,
 {
     const char *args[1] = {"stats"};
     size_t lens[1] = {5};
-    uint64_t *fields[] = {&out->waiting, &out->active,      &out->delayed,
-                          &out->failed,  &out->completed,   &out->max,
-                          &out->duration_ms, &out->count,   &out->wait_ms};
     redisReply *r = NULL;
     int err;
 
@@ -451,8 +468,16 @@ int sluice_queue_stats_get(sluice_queue_stats *out, sluice_store *store,
     memset(out, 0, sizeof(*out));
     if ((err = admin(&r, store, queue, queue_len, 1, args, lens)) < 0)
         return err;
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && err == 0; i++)
-        err = reply_int(r, i, fields[i]);
+    {
+        /* Taken only now: '&out->...' of a NULL 'out' is undefined. */
+        uint64_t *fields[] = {&out->waiting, &out->active,  &out->delayed,
+                              &out->failed,  &out->completed, &out->max,
+                              &out->duration_ms, &out->count, &out->wait_ms};
+
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && err == 0;
+             i++)
+            err = reply_int(r, i, fields[i]);
+    }
     freeReplyObject(r);
     return err;
 }
@@ -524,19 +549,24 @@ static int worker_add(sluice_worker *w, const char *name, size_t len)
 /* A pattern worker takes in the queues added since it last looked. */
 static void worker_discover(sluice_worker *w, uint64_t now)
 {
-    char key[128];
-    int n;
-    const char *argv[2] = {"SMEMBERS", key};
+    char buf[128], *key;
+    size_t n = 0;
+    const char *argv[2] = {"SMEMBERS", NULL};
     size_t lens[2] = {8, 0};
     redisReply *r = NULL;
+    int err;
 
     if (w->pattern == NULL || now - w->discovered_ms < DISCOVER_EVERY_MS)
         return;
     w->discovered_ms = now;
-    n = snprintf(key, sizeof(key), "%s:queues",
-                 sluice__server_emq_prefix(w->store));
-    lens[1] = (size_t)n;
-    if (sluice__server_command(w->store, key, (size_t)n, 2, argv, lens, &r) < 0)
+    if ((key = registry_key(buf, sizeof(buf), &n, w->store)) == NULL)
+        return;
+    argv[1] = key;
+    lens[1] = n;
+    err = sluice__server_command(w->store, key, n, 2, argv, lens, &r);
+    if (key != buf)
+        free(key);
+    if (err < 0)
         return;
     if (r->type == REDIS_REPLY_ARRAY)
         for (size_t i = 0; i < r->elements; i++) {
@@ -641,6 +671,9 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
     if (store == NULL || sluice__server_emq_prefix(store) == NULL)
         return sluice__error(SLUICE_ENOTSUP, "a worker needs a server store "
                              "(valkey://...)");
+    if (o.lease_ms > SLUICE_WINDOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE, "lease %llu ms is above 2^40",
+                             (unsigned long long)o.lease_ms);
     if (nqueues == 0 && o.pattern == NULL)
         return sluice__error(SLUICE_EINVAL, "a worker needs queues or a "
                              "pattern");

@@ -531,6 +531,8 @@ static int map_read_from(vk_store *v, vk_node *n)
             range->element[2]->elements < 2 ||
             range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
             range->element[2]->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->element[1]->integer < 1 ||
+            range->element[2]->element[1]->integer > 65535 ||
             range->element[0]->integer < 0 ||
             range->element[1]->integer >= (long long)SLUICE__SLOTS ||
             range->element[0]->integer > range->element[1]->integer) {

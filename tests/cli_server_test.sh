@@ -127,10 +127,11 @@ done
 
 # ---- replay is paced in real time ------------------------------------------------
 
-# max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 700
-# (after the window) one fits again.
+# max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
+# one fits again. (Not sooner: the sliding counter's windows are aligned to
+# the wall clock, so 700 ms later its previous window may still weigh 2.)
 for algo in fixed sliding-counter sliding-log; do
-    run_in '0 r\n0 r\n0 r\n700 r\n' replay --algo "$algo" --max 2 \
+    run_in '0 r\n0 r\n0 r\n1100 r\n' replay --algo "$algo" --max 2 \
         --window 500 --store "$STORE&prefix=replay$$$algo"
     got=$(printf '%s\n' "$out" | awk '{ print $4 }' | tr '\n' ' ')
     if [ "$rc" -eq 0 ] && [ "$got" = "allowed allowed denied allowed " ]; then

@@ -6,7 +6,8 @@ KEYS[3]  emq:{q}:data     the hash of job id -> payload
 KEYS[4]  emq:{q}:meta     the queue's hash: 'seq' numbers the jobs
 ARGV[1]  the payload (bytes)
 ARGV[2]  the delay in ms (0: ready now)
-ARGV[3]  the channel to PUBLISH the queue's name on, so idle workers wake
+ARGV[3]  the channel to PUBLISH the queue's name on (every add), so idle
+         workers wake
 ARGV[4]  the queue's name, as published
 Reply    the new job's id (an integer >= 1) ]]
 local id = redis.call('HINCRBY', KEYS[4], 'seq', 1)
@@ -18,6 +19,8 @@ if delay > 0 then
   redis.call('ZADD', KEYS[2], string.format('%.0f', now + delay), id)
 else
   redis.call('LPUSH', KEYS[1], id)
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
+-- Also for a delayed job: a sleeping worker then asks the queue and learns
+-- when the job falls due.
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return id

@@ -39,8 +39,13 @@ local max = tonumber(cap[1] or '') or 0
 local duration = tonumber(cap[2] or '') or 0
 if max > 0 then
   local count = tonumber(redis.call('GET', KEYS[6]) or '')
-  if count and count >= max then
-    local ttl = redis.call('PTTL', KEYS[6])
+  local ttl = count and redis.call('PTTL', KEYS[6])
+  if ttl == 0 then
+    -- Its expiry is this very millisecond; the server drops it only after
+    -- it. As fixed.lua does, take the window as over now, so this job
+    -- begins a new window instead of going over (or into) the old one.
+    redis.call('DEL', KEYS[6])
+  elseif count and count >= max then
     if ttl > 0 then return {0, ttl, max} end
     if ttl == -1 and duration > 0 then
       redis.call('PEXPIRE', KEYS[6], duration) -- never block forever

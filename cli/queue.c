@@ -1,0 +1,867 @@
+/*
+ * queue.c - 'sluice queue ...': the job queue one operation at a time, and
+ * 'sluice work': a worker that serves queues until told to stop.
+ *
+ *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
+ *                --store URL [--json]
+ *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--lease DUR]
+ *               [--count N] [--timeout DUR] [--max-attempts N]
+ *               [--backoff DUR] [--json] --store URL
+ *
+ * Queues live on a server store only (the embedded store answers
+ * SLUICE_ENOTSUP): that is a usage error here, exit 2, like a missing
+ * --store. A lost lease, a take with nothing to take and a retry of a job
+ * that is not failed are results, exit 1, not errors.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_LEASE_MS 30000u   /* the library's default lease */
+#define DEFAULT_MAX_ATTEMPTS 3u
+#define DEFAULT_BACKOFF_MS 1000u
+#define DEFAULT_FAILED_LIMIT 100u
+#define FAILED_LIMIT_MAX 100000u
+#define WORK_SLICE_MS 250u        /* how soon work notices a signal */
+#define ID_MAX ((uint64_t)INT64_MAX) /* ids and leases are server integers */
+
+const char cli_queue_help[] =
+    "Usage: sluice queue SUBCOMMAND QUEUE [ARGS...] --store URL [--json]\n"
+    "\n"
+    "A job queue on a server store whose dequeue point holds each queue to\n"
+    "its cap, so that one flooding queue (a chat, a user) cannot starve the\n"
+    "others. The cap is counted on the server, so it is one budget shared by\n"
+    "every worker process.\n"
+    "\n"
+    "Subcommands:\n"
+    "  add QUEUE [--data TEXT] [--delay DUR]\n"
+    "      Adds a job and prints its id. The payload is TEXT or, without\n"
+    "      --data, standard input when it is not a terminal (else empty).\n"
+    "      With --delay the job is not taken before DUR has passed.\n"
+    "  take QUEUE [--lease DUR]\n"
+    "      Takes the next job under a lease of DUR (default 30s) and prints\n"
+    "      'job ID attempt N lease L', then the payload (plus a newline if it\n"
+    "      does not end with one; --json gives the exact bytes). Over the\n"
+    "      cap it takes nothing and prints 'deferred WAIT_MS', the ms until\n"
+    "      the window resets; with nothing ready it prints 'empty', or\n"
+    "      'empty WAIT_MS' when a delayed job or a lease falls due then.\n"
+    "  complete QUEUE ID LEASE\n"
+    "      Finishes the job taken under lease LEASE; prints 'done'.\n"
+    "  fail QUEUE ID LEASE [--max-attempts N] [--backoff DUR]\n"
+    "      Prints 'retrying': the job goes back to wait after DUR x\n"
+    "      2^(attempt - 1) (default 1s; 0 for at once); or 'failed': it was\n"
+    "      taken N times (default 3) and moves to the failed set.\n"
+    "  retry QUEUE ID        moves a failed job back to wait, its attempts\n"
+    "                        counted afresh; prints 'retried'\n"
+    "  failed QUEUE [--limit N]\n"
+    "                        the ids of up to N (default 100) failed jobs,\n"
+    "                        oldest first, one per line\n"
+    "  stats QUEUE           jobs waiting, active, delayed, failed and\n"
+    "                        completed; the cap (max per duration_ms, max 0:\n"
+    "                        none); jobs taken in the current window (count)\n"
+    "                        and the wait before the next take (wait_ms)\n"
+    "  set-cap QUEUE --max N --per DUR\n"
+    "                        at most N jobs taken per DUR, by all workers\n"
+    "                        together; --max 0 removes the cap\n"
+    "\n"
+    "  --store URL    valkey://HOST[:PORT][?OPTIONS] or redis://...; required:\n"
+    "                 the embedded store (mem://) has no queues. Queue q's\n"
+    "                 keys are emq:{q}:*; the URL option emq_prefix= moves them\n"
+    "  --json         print one JSON object: add {\"queue\",\"id\"}; take\n"
+    "                 {\"queue\",\"status\":\"job\",\"id\",\"attempt\",\"lease\",\n"
+    "                 \"payload\"} or {\"queue\",\"status\":\"deferred\"|\"empty\",\n"
+    "                 \"wait_ms\"}; complete and fail {\"queue\",\"id\",\"outcome\":\n"
+    "                 \"done\"|\"retrying\"|\"failed\"|\"lost\"}; retry {\"queue\",\n"
+    "                 \"id\",\"retried\"}; failed {\"queue\",\"failed\":[IDS]};\n"
+    "                 stats and set-cap the figures named above\n"
+    "\n"
+    "A lease is proven by its token: once it has run out (the job went back\n"
+    "to wait for another worker) or the job was finished, complete and fail\n"
+    "print 'lost' and exit 1, and the job is left to whoever holds it now.\n"
+    "\n"
+    "Exit status: 0 done (take: a job was taken); 1 take found nothing to\n"
+    "take (deferred or empty), complete or fail lost the lease, or retry's\n"
+    "job is not a failed job; 2 usage error, or a store without queues;\n"
+    "3 store error.\n";
+
+const char cli_work_help[] =
+    "Usage: sluice work [QUEUE...] [--pattern GLOB] [--exec CMD]\n"
+    "                   [--lease DUR] [--count N] [--timeout DUR]\n"
+    "                   [--max-attempts N] [--backoff DUR] [--json]\n"
+    "                   --store URL\n"
+    "\n"
+    "Runs a worker: takes jobs from the listed queues and from every queue\n"
+    "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
+    "turn, one job per queue per round; a queue over its cap is skipped until\n"
+    "its window resets, so the others keep flowing. With nothing to take it\n"
+    "sleeps until a job is added. Any number of workers, in any processes,\n"
+    "may serve the same queues: each job goes to one of them, and the caps\n"
+    "are shared by all.\n"
+    "\n"
+    "Each job runs CMD with /bin/sh -c, the payload on its standard input\n"
+    "and SLUICE_QUEUE, SLUICE_JOB_ID and SLUICE_ATTEMPT in its environment;\n"
+    "CMD's standard output goes to standard error, so that sluice's own\n"
+    "output stays one line per job. Exit status 0 completes the job; any\n"
+    "other fails it, and it is retried after the back-off until it has been\n"
+    "taken N times, then moved to the failed set ('sluice queue failed').\n"
+    "Without --exec each job is completed at once.\n"
+    "\n"
+    "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
+    "the lease ran out before CMD finished; the job went back to wait).\n"
+    "\n"
+    "  --pattern GLOB     also serve the queues matching GLOB (fnmatch)\n"
+    "  --exec CMD         the command run for each job\n"
+    "  --lease DUR        how long a job is this worker's (default 30s); a\n"
+    "                     job still running then may go to another worker\n"
+    "  --count N          stop after N jobs (each attempt counts)\n"
+    "  --timeout DUR      stop after DUR with no job to do\n"
+    "  --max-attempts N   times a job is taken before it fails for good\n"
+    "                     (default 3)\n"
+    "  --backoff DUR      wait before a retry, doubled at each attempt\n"
+    "                     (default 1s; 0 for at once)\n"
+    "  --json             one JSON object per job: {\"queue\",\"id\",\n"
+    "                     \"attempt\",\"outcome\"}\n"
+    "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
+    "\n"
+    "SIGINT or SIGTERM stops the worker once the current job is finished (a\n"
+    "second signal passes SIGTERM to CMD).\n"
+    "\n"
+    "Exit status: 0 stopped as asked (--count, --timeout or a signal),\n"
+    "2 usage error, or a store without queues, 3 store error.\n";
+
+/* ---- Shared ---------------------------------------------------------------- */
+
+/* Writes a queue's name as is when printable, else with \xNN escapes. */
+static void print_name(const char *name)
+{
+    for (const unsigned char *p = (const unsigned char *)name; *p != '\0';
+         p++) {
+        if (*p > 0x20 && *p < 0x7F)
+            putchar(*p);
+        else
+            printf("\\x%02x", *p);
+    }
+}
+
+/* Opens the store at 'url' for command 'cmd'; returns 0 or an exit status. */
+static int store_open(sluice_store **store, const char *cmd, const char *url)
+{
+    int err;
+
+    if (url == NULL)
+        return cli_usage_error(cmd, "%s: missing --store (queues live on a "
+                               "server: valkey://HOST[:PORT])", cmd);
+    if ((err = sluice_store_open(store, url, NULL)) < 0) {
+        cli_store_error(url, err);
+        return CLI_EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+/*
+ * Reports library error 'err' of 'what' ("queue take", "work") and returns
+ * its exit status: a store without queues (the embedded one) is a usage
+ * error, pointing at the command's help; anything else is the store's.
+ */
+static int lib_error(const char *what, int err)
+{
+    if (err == SLUICE_ENOTSUP)
+        return cli_usage_error(strncmp(what, "work", 4) == 0 ? "work"
+                                                            : "queue",
+                               "%s: %s (%s)", what, sluice_last_error(),
+                               sluice_err_name(err));
+    cli_error("%s: %s (%s)", what, sluice_last_error(), sluice_err_name(err));
+    return CLI_EXIT_RUNTIME;
+}
+
+/* ---- queue: the subcommands ------------------------------------------------- */
+
+/* Options of the queue subcommands; each takes a subset. */
+enum {
+    O_STORE, O_JSON, O_DATA, O_DELAY, O_LEASE, O_MAX_ATTEMPTS, O_BACKOFF,
+    O_LIMIT, O_MAX, O_PER, NOPTS
+};
+
+#define BIT(o) (1u << (o))
+
+static const cli_opt all_opts[NOPTS] = {
+    [O_STORE] = {"--store", true, NULL},
+    [O_JSON] = {"--json", false, NULL},
+    [O_DATA] = {"--data", true, NULL},
+    [O_DELAY] = {"--delay", true, NULL},
+    [O_LEASE] = {"--lease", true, NULL},
+    [O_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
+    [O_BACKOFF] = {"--backoff", true, NULL},
+    [O_LIMIT] = {"--limit", true, NULL},
+    [O_MAX] = {"--max", true, NULL},
+    [O_PER] = {"--per", true, NULL},
+};
+
+/* What a queue subcommand was given, checked. */
+typedef struct qargs {
+    const char *cmd; /* "queue take", for messages */
+    const char *queue;
+    size_t queue_len;
+    uint64_t id, lease;
+    const char *store;
+    bool json;
+    const char *data;
+    size_t data_len;
+    char *data_owned; /* read from stdin */
+    uint64_t delay_ms, lease_ms, max_attempts, backoff_ms, limit, max, per_ms;
+    bool per_given;
+} qargs;
+
+typedef int (*sub_fn)(sluice_store *store, qargs *a);
+
+static int sub_add(sluice_store *store, qargs *a);
+static int sub_take(sluice_store *store, qargs *a);
+static int sub_complete(sluice_store *store, qargs *a);
+static int sub_fail(sluice_store *store, qargs *a);
+static int sub_retry(sluice_store *store, qargs *a);
+static int sub_failed(sluice_store *store, qargs *a);
+static int sub_stats(sluice_store *store, qargs *a);
+static int sub_set_cap(sluice_store *store, qargs *a);
+
+static const struct subcommand {
+    const char *name;
+    size_t npos;           /* QUEUE, then ID, then LEASE */
+    unsigned takes;        /* BIT(O_*) beyond --store and --json */
+    sub_fn run;
+} subcommands[] = {
+    {"add", 1, BIT(O_DATA) | BIT(O_DELAY), sub_add},
+    {"take", 1, BIT(O_LEASE), sub_take},
+    {"complete", 3, 0, sub_complete},
+    {"fail", 3, BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF), sub_fail},
+    {"retry", 2, 0, sub_retry},
+    {"failed", 1, BIT(O_LIMIT), sub_failed},
+    {"stats", 1, 0, sub_stats},
+    {"set-cap", 1, BIT(O_MAX) | BIT(O_PER), sub_set_cap},
+};
+
+#define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
+
+static const char *const pos_names[] = {"QUEUE", "ID", "LEASE"};
+
+/* Reads all of standard input into 'a->data'; returns 0 or an exit status. */
+static int read_stdin(qargs *a)
+{
+    size_t len = 0, cap = 0;
+    char *buf = NULL;
+
+    for (;;) {
+        size_t got;
+
+        if (len == cap) {
+            size_t ncap = cap ? 2 * cap : 4096;
+            char *nbuf = realloc(buf, ncap);
+
+            if (nbuf == NULL) {
+                free(buf);
+                cli_error("%s: out of memory reading the payload", a->cmd);
+                return CLI_EXIT_RUNTIME;
+            }
+            buf = nbuf;
+            cap = ncap;
+        }
+        got = fread(buf + len, 1, cap - len, stdin);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        cli_error("%s: cannot read the payload from stdin: %s", a->cmd,
+                  strerror(errno));
+        return CLI_EXIT_RUNTIME;
+    }
+    a->data = a->data_owned = buf;
+    a->data_len = len;
+    return 0;
+}
+
+/* Checks the options given in 'opts' into 'a'; 0 or CLI_EXIT_USAGE. */
+static int qargs_check(qargs *a, const cli_opt *opts)
+{
+    const char *cmd = "queue";
+    int st = 0;
+
+    a->store = opts[O_STORE].value;
+    a->json = opts[O_JSON].value != NULL;
+    a->lease_ms = DEFAULT_LEASE_MS;
+    a->max_attempts = DEFAULT_MAX_ATTEMPTS;
+    a->backoff_ms = DEFAULT_BACKOFF_MS;
+    a->limit = DEFAULT_FAILED_LIMIT;
+    if (opts[O_DATA].value != NULL) {
+        a->data = opts[O_DATA].value;
+        a->data_len = strlen(a->data);
+    }
+    if (st == 0 && opts[O_DELAY].value != NULL)
+        st = cli_opt_duration(&a->delay_ms, cmd, "--delay",
+                              opts[O_DELAY].value, true);
+    if (st == 0 && opts[O_LEASE].value != NULL)
+        st = cli_opt_duration(&a->lease_ms, cmd, "--lease",
+                              opts[O_LEASE].value, false);
+    if (st == 0 && opts[O_MAX_ATTEMPTS].value != NULL)
+        st = cli_opt_u64(&a->max_attempts, cmd, "--max-attempts",
+                         opts[O_MAX_ATTEMPTS].value, 1, 1000000);
+    if (st == 0 && opts[O_BACKOFF].value != NULL)
+        st = cli_opt_duration(&a->backoff_ms, cmd, "--backoff",
+                              opts[O_BACKOFF].value, true);
+    if (st == 0 && opts[O_LIMIT].value != NULL)
+        st = cli_opt_u64(&a->limit, cmd, "--limit", opts[O_LIMIT].value, 1,
+                         FAILED_LIMIT_MAX);
+    if (st == 0 && opts[O_MAX].value != NULL)
+        st = cli_opt_u64(&a->max, cmd, "--max", opts[O_MAX].value, 0,
+                         SLUICE_MAX_MAX);
+    if (st == 0 && opts[O_PER].value != NULL) {
+        st = cli_opt_duration(&a->per_ms, cmd, "--per", opts[O_PER].value,
+                              false);
+        a->per_given = true;
+    }
+    return st;
+}
+
+int cli_queue(int argc, char **argv)
+{
+    const struct subcommand *sub = NULL;
+    cli_opt opts[NOPTS];
+    const char *pos[3];
+    size_t npos;
+    char cmd[32];
+    sluice_store *store = NULL;
+    qargs a;
+    int st;
+
+    if (argc == 0)
+        return cli_usage_error("queue", "queue: missing SUBCOMMAND (add, "
+                               "take, complete, fail, retry, failed, stats "
+                               "or set-cap)");
+    for (size_t i = 0; i < NSUBCOMMANDS; i++)
+        if (strcmp(subcommands[i].name, argv[0]) == 0)
+            sub = &subcommands[i];
+    if (sub == NULL)
+        return cli_usage_error("queue", "queue: unknown subcommand '%s' "
+                               "(expected add, take, complete, fail, retry, "
+                               "failed, stats or set-cap)",
+                               cli_shown(argv[0]));
+    snprintf(cmd, sizeof(cmd), "queue %s", sub->name);
+
+    /* Only the options this subcommand takes are known to the parse: the
+       others keep their index but get a name no argument can match. */
+    memcpy(opts, all_opts, sizeof(opts));
+    for (int o = O_DATA; o < NOPTS; o++)
+        if (!(sub->takes & BIT(o)))
+            opts[o].name = "";
+    st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, NOPTS, pos, &npos,
+                        sub->npos, sub->npos == 1   ? "QUEUE"
+                                   : sub->npos == 2 ? "QUEUE ID"
+                                                    : "QUEUE ID LEASE");
+    if (st != 0)
+        return st;
+    memset(&a, 0, sizeof(a));
+    a.cmd = cmd;
+    if (npos < sub->npos)
+        return cli_usage_error("queue", "%s: missing %s", cmd,
+                               pos_names[npos]);
+    if (pos[0][0] == '\0')
+        return cli_usage_error("queue", "%s: QUEUE is empty", cmd);
+    a.queue = pos[0];
+    a.queue_len = strlen(pos[0]);
+    if (sub->npos >= 2 &&
+        (st = cli_opt_u64(&a.id, "queue", "ID", pos[1], 1, ID_MAX)) != 0)
+        return st;
+    if (sub->npos >= 3 &&
+        (st = cli_opt_u64(&a.lease, "queue", "LEASE", pos[2], 1, ID_MAX)) != 0)
+        return st;
+    if ((st = qargs_check(&a, opts)) != 0)
+        return st;
+    if (sub->run == sub_set_cap) {
+        if (opts[O_MAX].value == NULL)
+            return cli_usage_error("queue", "%s: missing --max (jobs per "
+                                   "window, 0 to remove the cap)", cmd);
+        if (a.max > 0 && !a.per_given)
+            return cli_usage_error("queue", "%s: missing --per (the window, "
+                                   "e.g. --per 1s)", cmd);
+    }
+    if ((st = store_open(&store, "queue", a.store)) != 0)
+        return st;
+    if (sub->run == sub_add && a.data == NULL && !isatty(STDIN_FILENO) &&
+        (st = read_stdin(&a)) != 0) {
+        sluice_store_free(store);
+        return st;
+    }
+    st = sub->run(store, &a);
+    free(a.data_owned);
+    sluice_store_free(store);
+    return st;
+}
+
+/* '{"queue":"q"' for the start of a JSON object. */
+static void json_open(const qargs *a)
+{
+    fputs("{\"queue\":", stdout);
+    cli_json_string(stdout, a->queue, a->queue_len);
+}
+
+static int sub_add(sluice_store *store, qargs *a)
+{
+    uint64_t id;
+    int err = sluice_queue_add(&id, store, a->queue, a->queue_len, a->data,
+                               a->data_len, a->delay_ms);
+
+    if (err < 0)
+        return lib_error(a->cmd, err);
+    if (a->json) {
+        json_open(a);
+        printf(",\"id\":%llu}\n", (unsigned long long)id);
+    } else {
+        printf("%llu\n", (unsigned long long)id);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int sub_take(sluice_store *store, qargs *a)
+{
+    sluice_take_status status = SLUICE_TAKE_EMPTY;
+    sluice_job job = {0};
+    uint64_t wait_ms = 0;
+    int err = sluice_queue_take(&status, &wait_ms, &job, store, a->queue,
+                                a->queue_len, a->lease_ms);
+    const char *word = status == SLUICE_TAKE_DEFERRED ? "deferred" : "empty";
+
+    if (err < 0)
+        return lib_error(a->cmd, err);
+    if (status == SLUICE_TAKE_JOB && a->json) {
+        json_open(a);
+        printf(",\"status\":\"job\",\"id\":%llu,\"attempt\":%llu,"
+               "\"lease\":%llu,\"payload\":", (unsigned long long)job.id,
+               (unsigned long long)job.attempt, (unsigned long long)job.lease);
+        cli_json_string(stdout, job.payload, job.payload_len);
+        printf("}\n");
+    } else if (status == SLUICE_TAKE_JOB) {
+        printf("job %llu attempt %llu lease %llu\n",
+               (unsigned long long)job.id, (unsigned long long)job.attempt,
+               (unsigned long long)job.lease);
+        fwrite(job.payload, 1, job.payload_len, stdout);
+        if (job.payload_len > 0 && job.payload[job.payload_len - 1] != '\n')
+            putchar('\n');
+    } else if (a->json) {
+        json_open(a);
+        printf(",\"status\":\"%s\",\"wait_ms\":%llu}\n", word,
+               (unsigned long long)wait_ms);
+    } else if (status == SLUICE_TAKE_EMPTY && wait_ms == 0) {
+        printf("empty\n");
+    } else {
+        printf("%s %llu\n", word, (unsigned long long)wait_ms);
+    }
+    sluice_job_clear(&job);
+    return status == SLUICE_TAKE_JOB ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+/* Prints complete's or fail's outcome; 'err' is the call's result. */
+static int print_outcome(const qargs *a, int err, const char *outcome)
+{
+    if (err == SLUICE_ELEASE) {
+        cli_error("%s: %s", a->cmd, sluice_last_error());
+        outcome = "lost";
+    } else if (err < 0) {
+        return lib_error(a->cmd, err);
+    }
+    if (a->json) {
+        json_open(a);
+        printf(",\"id\":%llu,\"outcome\":\"%s\"}\n", (unsigned long long)a->id,
+               outcome);
+    } else {
+        printf("%s\n", outcome);
+    }
+    return err == SLUICE_ELEASE ? CLI_EXIT_REFUSED : CLI_EXIT_OK;
+}
+
+static int sub_complete(sluice_store *store, qargs *a)
+{
+    int err = sluice_queue_complete(store, a->queue, a->queue_len, a->id,
+                                    a->lease);
+
+    return print_outcome(a, err, "done");
+}
+
+static int sub_fail(sluice_store *store, qargs *a)
+{
+    int dead = 0;
+    int err = sluice_queue_fail(&dead, store, a->queue, a->queue_len, a->id,
+                                a->lease, a->max_attempts, a->backoff_ms);
+
+    return print_outcome(a, err, dead ? "failed" : "retrying");
+}
+
+static int sub_retry(sluice_store *store, qargs *a)
+{
+    int err = sluice_queue_retry(store, a->queue, a->queue_len, a->id);
+
+    /* EINVAL is the library's answer for a job that is not failed. */
+    if (err < 0 && err != SLUICE_EINVAL)
+        return lib_error(a->cmd, err);
+    if (err < 0)
+        cli_error("%s: %s", a->cmd, sluice_last_error());
+    if (a->json) {
+        json_open(a);
+        printf(",\"id\":%llu,\"retried\":%s}\n", (unsigned long long)a->id,
+               err == 0 ? "true" : "false");
+    } else if (err == 0) {
+        printf("retried\n");
+    }
+    return err == 0 ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+static int sub_failed(sluice_store *store, qargs *a)
+{
+    size_t n = (size_t)a->limit;
+    uint64_t *ids = malloc(n * sizeof(*ids));
+    int err;
+
+    if (ids == NULL) {
+        cli_error("%s: out of memory", a->cmd);
+        return CLI_EXIT_RUNTIME;
+    }
+    if ((err = sluice_queue_failed(ids, &n, store, a->queue, a->queue_len))
+        < 0) {
+        free(ids);
+        return lib_error(a->cmd, err);
+    }
+    if (a->json) {
+        json_open(a);
+        fputs(",\"failed\":[", stdout);
+        for (size_t i = 0; i < n; i++)
+            printf("%s%llu", i ? "," : "", (unsigned long long)ids[i]);
+        printf("]}\n");
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%llu\n", (unsigned long long)ids[i]);
+    }
+    free(ids);
+    return CLI_EXIT_OK;
+}
+
+static int sub_stats(sluice_store *store, qargs *a)
+{
+    sluice_queue_stats s;
+    int err = sluice_queue_stats_get(&s, store, a->queue, a->queue_len);
+
+    if (err < 0)
+        return lib_error(a->cmd, err);
+    if (a->json) {
+        json_open(a);
+        printf(",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,"
+               "\"failed\":%llu,\"completed\":%llu,\"max\":%llu,"
+               "\"duration_ms\":%llu,\"count\":%llu,\"wait_ms\":%llu}\n",
+               (unsigned long long)s.waiting, (unsigned long long)s.active,
+               (unsigned long long)s.delayed, (unsigned long long)s.failed,
+               (unsigned long long)s.completed, (unsigned long long)s.max,
+               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
+               (unsigned long long)s.wait_ms);
+    } else {
+        printf("waiting=%llu active=%llu delayed=%llu failed=%llu "
+               "completed=%llu max=%llu duration_ms=%llu count=%llu "
+               "wait_ms=%llu\n",
+               (unsigned long long)s.waiting, (unsigned long long)s.active,
+               (unsigned long long)s.delayed, (unsigned long long)s.failed,
+               (unsigned long long)s.completed, (unsigned long long)s.max,
+               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
+               (unsigned long long)s.wait_ms);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int sub_set_cap(sluice_store *store, qargs *a)
+{
+    uint64_t per = a->max > 0 ? a->per_ms : 0;
+    int err = sluice_queue_set_cap(store, a->queue, a->queue_len, a->max, per);
+
+    if (err < 0)
+        return lib_error(a->cmd, err);
+    if (a->json) {
+        json_open(a);
+        printf(",\"max\":%llu,\"duration_ms\":%llu}\n",
+               (unsigned long long)a->max, (unsigned long long)per);
+    } else if (a->max == 0) {
+        printf("max=0 (not limited)\n");
+    } else {
+        printf("max=%llu duration_ms=%llu\n", (unsigned long long)a->max,
+               (unsigned long long)per);
+    }
+    return CLI_EXIT_OK;
+}
+
+/* ---- work ------------------------------------------------------------------- */
+
+/* Set by the signal handler; read by the loop between jobs. */
+static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t signals_seen;
+static volatile sig_atomic_t running_pid; /* CMD's process group, or 0 */
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+    /* A second signal while CMD runs asks CMD to stop too. */
+    if (++signals_seen > 1 && running_pid > 0)
+        kill(-(pid_t)running_pid, SIGTERM);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * Runs 'cmd' for 'job' of 'queue' and answers its exit status (non-zero
+ * when it was killed or could not be run), or -1 when it could not be
+ * started (reported). The payload is given through an unlinked temporary
+ * file rather than a pipe, so a command that does not read it cannot
+ * block the worker.
+ */
+static int run_command(const char *cmd, const char *queue,
+                       const sluice_job *job)
+{
+    FILE *in = tmpfile();
+    char id[24], attempt[24];
+    int wstatus;
+    pid_t pid;
+
+    if (in == NULL ||
+        fwrite(job->payload, 1, job->payload_len, in) != job->payload_len ||
+        fflush(in) != 0 || fseek(in, 0, SEEK_SET) != 0) {
+        cli_error("work: cannot hold the payload in a temporary file: %s",
+                  strerror(errno));
+        if (in != NULL)
+            fclose(in);
+        return -1;
+    }
+    snprintf(id, sizeof(id), "%llu", (unsigned long long)job->id);
+    snprintf(attempt, sizeof(attempt), "%llu", (unsigned long long)job->attempt);
+    fflush(stdout);
+    fflush(stderr);
+    if ((pid = fork()) < 0) {
+        cli_error("work: cannot start a process: %s", strerror(errno));
+        fclose(in);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Its own process group: a Ctrl-C meant for the worker lets the
+           job finish. */
+        setpgid(0, 0);
+        if (dup2(fileno(in), STDIN_FILENO) < 0 ||
+            dup2(STDERR_FILENO, STDOUT_FILENO) < 0 ||
+            setenv("SLUICE_QUEUE", queue, 1) != 0 ||
+            setenv("SLUICE_JOB_ID", id, 1) != 0 ||
+            setenv("SLUICE_ATTEMPT", attempt, 1) != 0)
+            _exit(126);
+        fclose(in);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here, so the group exists before a signal */
+    running_pid = pid;
+    fclose(in);
+    while (waitpid(pid, &wstatus, 0) < 0) {
+        if (errno != EINTR) {
+            running_pid = 0;
+            cli_error("work: cannot wait for the command: %s",
+                      strerror(errno));
+            return -1;
+        }
+    }
+    running_pid = 0;
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    return 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+}
+
+/* The checked options of work. */
+typedef struct wargs {
+    const char *store, *pattern, *exec;
+    bool json;
+    uint64_t lease_ms, count, timeout_ms, max_attempts, backoff_ms;
+} wargs;
+
+/* One line for one job. */
+static void print_job(const wargs *a, const char *queue, const sluice_job *job,
+                      const char *outcome)
+{
+    if (a->json) {
+        fputs("{\"queue\":", stdout);
+        cli_json_string(stdout, queue, strlen(queue));
+        printf(",\"id\":%llu,\"attempt\":%llu,\"outcome\":\"%s\"}\n",
+               (unsigned long long)job->id, (unsigned long long)job->attempt,
+               outcome);
+    } else {
+        print_name(queue);
+        printf(" %llu %s\n", (unsigned long long)job->id, outcome);
+    }
+    fflush(stdout);
+}
+
+/*
+ * Does one job: runs the command (or nothing) and completes or fails the
+ * job. Returns 0, or the exit status of a failure (reported).
+ */
+static int work_one(const wargs *a, sluice_store *store, const char *queue,
+                    const sluice_job *job)
+{
+    const char *outcome = "done";
+    int dead = 0, err, code = 0;
+
+    if (a->exec != NULL && (code = run_command(a->exec, queue, job)) < 0)
+        return CLI_EXIT_RUNTIME; /* the lease runs out; the job comes back */
+    if (code == 0) {
+        err = sluice_queue_complete(store, queue, strlen(queue), job->id,
+                                    job->lease);
+    } else {
+        err = sluice_queue_fail(&dead, store, queue, strlen(queue), job->id,
+                                job->lease, a->max_attempts, a->backoff_ms);
+        outcome = dead ? "failed" : "retrying";
+    }
+    if (err == SLUICE_ELEASE)
+        outcome = "lost";
+    else if (err < 0)
+        return lib_error("work", err);
+    print_job(a, queue, job, outcome);
+    return 0;
+}
+
+/* Takes and does jobs until told to stop; returns the exit status. */
+static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
+{
+    uint64_t done = 0, idle_since = mono_ms();
+    sluice_job job = {0};
+    int st = CLI_EXIT_OK;
+
+    while (!stop_signal && (a->count == 0 || done < a->count)) {
+        uint64_t slice = WORK_SLICE_MS, idle = mono_ms() - idle_since;
+        const char *queue;
+        int err;
+
+        if (a->timeout_ms > 0) {
+            if (idle >= a->timeout_ms)
+                break;
+            if (a->timeout_ms - idle < slice)
+                slice = a->timeout_ms - idle;
+        }
+        if ((err = sluice_worker_next(&job, &queue, w, slice)) < 0) {
+            st = lib_error("work", err);
+            break;
+        }
+        if (job.id == 0)
+            continue;
+        st = work_one(a, store, queue, &job);
+        sluice_job_clear(&job);
+        if (st != 0)
+            break;
+        done++;
+        idle_since = mono_ms();
+    }
+    sluice_job_clear(&job);
+    return st;
+}
+
+int cli_work(int argc, char **argv)
+{
+    enum { W_STORE, W_JSON, W_PATTERN, W_EXEC, W_LEASE, W_COUNT, W_TIMEOUT,
+           W_MAX_ATTEMPTS, W_BACKOFF, NW };
+    cli_opt opts[NW] = {
+        [W_STORE] = {"--store", true, NULL},
+        [W_JSON] = {"--json", false, NULL},
+        [W_PATTERN] = {"--pattern", true, NULL},
+        [W_EXEC] = {"--exec", true, NULL},
+        [W_LEASE] = {"--lease", true, NULL},
+        [W_COUNT] = {"--count", true, NULL},
+        [W_TIMEOUT] = {"--timeout", true, NULL},
+        [W_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
+        [W_BACKOFF] = {"--backoff", true, NULL},
+    };
+    sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
+    struct sigaction sa, old_int, old_term;
+    sluice_store *store = NULL;
+    sluice_worker *w = NULL;
+    const char **queues;
+    size_t nqueues;
+    wargs a = {0};
+    int st, err;
+
+    if ((queues = malloc(((size_t)argc + 1) * sizeof(*queues))) == NULL) {
+        cli_error("work: out of memory");
+        return CLI_EXIT_RUNTIME;
+    }
+    st = cli_opts_parse("work", argc, argv, opts, NW, queues, &nqueues,
+                        (size_t)argc, "QUEUE...");
+    a.store = opts[W_STORE].value;
+    a.json = opts[W_JSON].value != NULL;
+    a.pattern = opts[W_PATTERN].value;
+    a.exec = opts[W_EXEC].value;
+    a.lease_ms = DEFAULT_LEASE_MS;
+    a.max_attempts = DEFAULT_MAX_ATTEMPTS;
+    a.backoff_ms = DEFAULT_BACKOFF_MS;
+    if (st == 0 && opts[W_LEASE].value != NULL)
+        st = cli_opt_duration(&a.lease_ms, "work", "--lease",
+                              opts[W_LEASE].value, false);
+    if (st == 0 && opts[W_COUNT].value != NULL)
+        st = cli_opt_u64(&a.count, "work", "--count", opts[W_COUNT].value, 1,
+                         UINT64_MAX);
+    if (st == 0 && opts[W_TIMEOUT].value != NULL)
+        st = cli_opt_duration(&a.timeout_ms, "work", "--timeout",
+                              opts[W_TIMEOUT].value, false);
+    if (st == 0 && opts[W_MAX_ATTEMPTS].value != NULL)
+        st = cli_opt_u64(&a.max_attempts, "work", "--max-attempts",
+                         opts[W_MAX_ATTEMPTS].value, 1, 1000000);
+    if (st == 0 && opts[W_BACKOFF].value != NULL)
+        st = cli_opt_duration(&a.backoff_ms, "work", "--backoff",
+                              opts[W_BACKOFF].value, true);
+    for (size_t i = 0; st == 0 && i < nqueues; i++)
+        if (queues[i][0] == '\0')
+            st = cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
+    if (st == 0 && nqueues == 0 && a.pattern == NULL)
+        st = cli_usage_error("work", "work: missing QUEUE or --pattern (the "
+                             "queues to serve)");
+    if (st == 0 && a.pattern != NULL && a.pattern[0] == '\0')
+        st = cli_usage_error("work", "work: --pattern is empty");
+    if (st == 0 && a.exec != NULL && a.exec[0] == '\0')
+        st = cli_usage_error("work", "work: --exec is empty");
+    if (st == 0)
+        st = store_open(&store, "work", a.store);
+    if (st != 0) {
+        free(queues);
+        return st;
+    }
+    wopts.lease_ms = a.lease_ms;
+    wopts.pattern = a.pattern;
+    err = sluice_worker_new(&w, store, queues, nqueues, &wopts);
+    free(queues);
+    if (err < 0) {
+        sluice_store_free(store);
+        return lib_error("work", err);
+    }
+
+    /* No SA_RESTART: a signal cuts a sleep short. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    st = work_loop(&a, store, w);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+
+    sluice_worker_free(w);
+    sluice_store_free(store);
+    return st;
+}
