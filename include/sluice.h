@@ -321,9 +321,11 @@ SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
  *
  * A job is taken under a lease. A worker that finishes it calls
  * sluice_queue_complete() or sluice_queue_fail() with the lease token; a job
- * whose lease ran out (its worker died) goes back to wait for the next
- * worker, and the late worker's complete answers SLUICE_ELEASE: a job is
- * never lost and never done twice by live workers.
+ * whose lease ran out (its worker died) goes back to wait at the queue's
+ * next take, and from then on the late worker's complete answers
+ * SLUICE_ELEASE (before that, the job is still the late worker's, and its
+ * complete counts): a job is never lost and never done twice by live
+ * workers.
  */
 
 typedef struct sluice_job {

@@ -160,6 +160,24 @@ static void added_channel(char *buf, size_t cap, sluice_store *store)
     snprintf(buf, cap, "%s:added", sluice__server_emq_prefix(store));
 }
 
+/*
+ * Tells sleeping workers that 'queue' has a job (best effort: a worker that
+ * misses it asks again within IDLE_RECHECK_MS).
+ */
+static void wake_workers(sluice_store *store, const char *queue,
+                         size_t queue_len)
+{
+    char channel[SLUICE__PREFIX_MAX + 8];
+    const char *argv[3] = {"PUBLISH", channel, queue_len > 0 ? queue : ""};
+    size_t lens[3] = {7, 0, queue_len};
+    redisReply *r = NULL;
+
+    added_channel(channel, sizeof(channel), store);
+    lens[1] = strlen(channel);
+    if (sluice__server_command(store, channel, lens[1], 3, argv, lens, &r) == 0)
+        freeReplyObject(r);
+}
+
 /* ---- Operations --------------------------------------------------------------- */
 
 void sluice_job_clear(sluice_job *job)
@@ -175,7 +193,7 @@ int sluice_queue_add(uint64_t *id, sluice_store *store, const char *queue,
                      uint64_t delay_ms)
 {
     static const int which[] = {K_WAIT, K_DELAYED, K_DATA, K_META};
-    char delay[24], channel[80];
+    char delay[24], channel[SLUICE__PREFIX_MAX + 8];
     const char *args[4];
     size_t lens[4];
     redisReply *r = NULL;
@@ -399,6 +417,8 @@ int sluice_queue_retry(sluice_store *store, const char *queue,
     if (err == 0 && moved == 0)
         err = sluice__error(SLUICE_EINVAL, "job %llu is not a failed job",
                             (unsigned long long)id);
+    if (err == 0)
+        wake_workers(store, queue, queue_len);
     return err;
 }
 
@@ -416,7 +436,7 @@ int sluice_queue_failed(uint64_t *ids, size_t *n, sluice_store *store,
     if (*n == 0)
         return SLUICE_OK;
     lens[0] = 6;
-    lens[1] = u64_arg(count, *n);
+    lens[1] = u64_arg(count, *n > SLUICE_MAX_MAX ? SLUICE_MAX_MAX : *n);
     if ((err = admin(&r, store, queue, queue_len, 2, args, lens)) < 0)
         return err;
     if (r->type != REDIS_REPLY_ARRAY) {
@@ -500,7 +520,7 @@ struct sluice_worker {
     size_t next;            /* where the next round starts */
     uint64_t discovered_ms; /* when the pattern was last looked for */
     redisContext *sub;      /* subscribed to EMQ:added; NULL if broken */
-    char channel[80];
+    char channel[SLUICE__PREFIX_MAX + 8];
 };
 
 static uint64_t mono_ms(void)

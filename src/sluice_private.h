@@ -191,6 +191,8 @@ int sluice__server_eval(sluice_store *store, int script, int nkeys, int argc,
 int sluice__server_command(sluice_store *store, const char *key,
                            size_t key_len, int argc, const char **argv,
                            const size_t *lens, struct redisReply **out);
+/* The longest key prefix a server store takes. */
+#define SLUICE__PREFIX_MAX 256
 /* The queue keys' prefix ("emq"), or NULL for the embedded store. */
 const char *sluice__server_emq_prefix(sluice_store *store);
 /* A new connection of its own (for SUBSCRIBE), ready and authenticated. */

@@ -1462,9 +1462,11 @@ static char *dup_or(const char *s, const char *dflt)
 
 static int prefix_check(const char *prefix, const char *what)
 {
-    if (prefix[0] == '\0' || strpbrk(prefix, "{}") != NULL)
-        return sluice__error(SLUICE_EINVAL, "%s '%s' must be non-empty and "
-                             "hold no brace", what, prefix);
+    if (prefix[0] == '\0' || strpbrk(prefix, "{}") != NULL ||
+        strlen(prefix) > SLUICE__PREFIX_MAX)
+        return sluice__error(SLUICE_EINVAL, "%s '%.40s' must be non-empty, "
+                             "at most %d bytes, and hold no brace", what,
+                             prefix, SLUICE__PREFIX_MAX);
     return SLUICE_OK;
 }
 
