@@ -75,6 +75,7 @@
 #define MAX_SEEDS 64
 #define MAX_HOPS 5
 #define REFRESH_GAP_MS 100
+#define FAILED_FOR_MS 5000
 #define KEY_BUF 256
 
 typedef struct vk_conn {
@@ -87,6 +88,7 @@ typedef struct vk_conn {
 typedef struct vk_node {
     char *host;
     int port;
+    _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
     unsigned nconns;
     vk_conn conns[];
@@ -588,15 +590,24 @@ static int map_refresh(vk_store *v, bool force)
     n = v->nnodes;
     pthread_rwlock_unlock(&v->map_lock);
     err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the map");
-    for (size_t i = 0; i < n; i++) {
-        vk_node *node;
+    /* Nodes that just failed a call are asked last: one that hangs would
+       cost a whole timeout, on every reread, for every slot's callers. */
+    for (int pass = 0; pass < 2 && err != 0; pass++)
+        for (size_t i = 0; i < n; i++) {
+            vk_node *node;
+            uint64_t failed;
 
-        pthread_rwlock_rdlock(&v->map_lock);
-        node = v->nodes[i];
-        pthread_rwlock_unlock(&v->map_lock);
-        if ((err = map_read_from(v, node)) == 0)
-            break;
-    }
+            pthread_rwlock_rdlock(&v->map_lock);
+            node = v->nodes[i];
+            pthread_rwlock_unlock(&v->map_lock);
+            failed = atomic_load(&node->failed_ms);
+            if ((pass == 0) != (failed == 0 || now - failed > FAILED_FOR_MS))
+                continue;
+            if ((err = map_read_from(v, node)) == 0) {
+                atomic_store(&node->failed_ms, 0);
+                break;
+            }
+        }
     v->last_refresh_ms = monotonic_ms();
     if (err == 0)
         atomic_store(&v->map_stale, 0);
@@ -711,6 +722,8 @@ static int vk_call(vk_store *v, const char *key, size_t key_len, int script,
                    redisReply **out)
 {
     unsigned slot = v->cluster ? sluice__key_slot(key, key_len) : 0;
+    uint64_t started_ms = monotonic_ms();
+    long tryagain_ms = 2;
     vk_node *n, *ask = NULL;
     int err;
 
@@ -734,10 +747,17 @@ static int vk_call(vk_store *v, const char *key, size_t key_len, int script,
         err = node_send(v, n, ask != NULL, script, argc, argv, lens, &r);
         ask = NULL;
         if (err < 0) {
-            if (v->cluster && (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT))
+            if (v->cluster &&
+                (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT)) {
+                uint64_t now = monotonic_ms();
+
+                atomic_store(&n->failed_ms, now ? now : 1);
                 atomic_store(&v->map_stale, 1); /* a failover? look again */
+            }
             return err;
         }
+        if (atomic_load(&n->failed_ms) != 0)
+            atomic_store(&n->failed_ms, 0);
         if (r->type != REDIS_REPLY_ERROR) {
             *out = r;
             return SLUICE_OK;
@@ -753,10 +773,22 @@ static int vk_call(vk_store *v, const char *key, size_t key_len, int script,
             continue;
         }
         if (v->cluster && strncmp(r->str, "TRYAGAIN", 8) == 0) {
-            freeReplyObject(r);
-            struct timespec pause = {0, 5000000L * (hop + 1)};
+            /* Not a redirection: the slot's keys are mid-move. Try again
+               after a pause (2, 4, ... 50 ms) for as long as the command
+               timeout allows; this does not count as a hop. */
+            struct timespec pause = {0, tryagain_ms * 1000000L};
 
+            freeReplyObject(r);
+            if (monotonic_ms() - started_ms + (uint64_t)tryagain_ms >=
+                v->command_timeout_ms)
+                return sluice__error(SLUICE_ECONN, "cluster: the keys of "
+                                     "slot %u stayed mid-move (TRYAGAIN) "
+                                     "for %llu ms", slot,
+                                     (unsigned long long)(monotonic_ms() -
+                                                          started_ms));
             nanosleep(&pause, NULL);
+            tryagain_ms = tryagain_ms * 2 > 50 ? 50 : tryagain_ms * 2;
+            hop--;
             continue;
         }
         err = reply_error(n, r, argv[0]);

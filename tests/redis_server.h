@@ -11,6 +11,9 @@
  *   rs_kill(&s);  rs_restart(&s);        stop by PID, start on the same port
  *   rs_pause(&s); rs_resume(&s);         SIGSTOP/SIGCONT: a stalled server
  *   rs_stop(&s);                         stop and remove the directory
+ *   rs_start_cluster_node(&s, NULL)      the same, with cluster support on a
+ *                                        second free port (see
+ *                                        redis_cluster.h, which builds on it)
  *
  * A server is killed however the program ends: rs_stop() on the normal path,
  * an atexit() handler after exit(), handlers for SIGINT, SIGTERM, SIGHUP and
@@ -49,7 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RS_MAX_SERVERS 8
+#define RS_MAX_SERVERS 16
 #define RS_MAX_EXTRA 16
 #define RS_READY_TIMEOUT_MS 10000
 #define RS_BINARY "redis-server"
@@ -58,6 +61,7 @@ typedef struct rs_server {
     pid_t pid;            /* 0 when not running */
     pid_t owner;          /* the process that started it */
     int port;
+    int bus_port;         /* cluster bus port; 0 for a server without one */
     int paused;           /* SIGSTOP sent, no SIGCONT yet */
     char dir[256];        /* the server's private directory */
     char files[3][300];   /* what it may write there: rs_remove_dirs_now() */
@@ -278,13 +282,14 @@ static inline void rs_print_log(const rs_server *s)
  */
 static inline int rs_spawn(rs_server *s)
 {
-    char port[16], log[300];
-    const char *argv[32 + RS_MAX_EXTRA];
+    char port[16], bus[16], log[300];
+    const char *argv[40 + RS_MAX_EXTRA];
     int argc = 0;
     pid_t parent = getpid(), pid;
     int devnull;
 
     snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(bus, sizeof(bus), "%d", s->bus_port);
     snprintf(log, sizeof(log), "%s/log", s->dir);
     argv[argc++] = RS_BINARY;
     argv[argc++] = "--port";
@@ -303,6 +308,16 @@ static inline int rs_spawn(rs_server *s)
     argv[argc++] = log;
     argv[argc++] = "--enable-debug-command";
     argv[argc++] = "local";
+    if (s->bus_port > 0) {
+        /* The bus port is given, not port + 10000: a free port may be
+           above 55535. The node's state file goes in its own directory. */
+        argv[argc++] = "--cluster-enabled";
+        argv[argc++] = "yes";
+        argv[argc++] = "--cluster-config-file";
+        argv[argc++] = "nodes.conf";
+        argv[argc++] = "--cluster-port";
+        argv[argc++] = bus;
+    }
     for (int i = 0; i < s->nextra; i++)
         argv[argc++] = s->extra[i]; /* later arguments win in redis-server */
     argv[argc] = NULL;
@@ -411,7 +426,8 @@ static inline void rs_terminate(rs_server *s, int sig, uint64_t grace_ms)
 
 /*
  * Starts a server on the port in 's' (restart) or, when 'new_port' is set,
- * on a fresh free port, retrying with another port if it cannot bind.
+ * on a fresh free port (and bus port, for a cluster node), retrying with
+ * other ports if it cannot bind.
  */
 static inline int rs_launch(rs_server *s, int new_port)
 {
@@ -420,6 +436,16 @@ static inline int rs_launch(rs_server *s, int new_port)
             fprintf(stderr, "redis_server.h: no free port: %s\n",
                     strerror(errno));
             return -1;
+        }
+        if (new_port && s->bus_port != 0) {
+            do
+                s->bus_port = rs_free_port();
+            while (s->bus_port == s->port);
+            if (s->bus_port < 0) {
+                fprintf(stderr, "redis_server.h: no free port: %s\n",
+                        strerror(errno));
+                return -1;
+            }
         }
         if (rs_spawn(s) < 0)
             return -1;
@@ -438,17 +464,15 @@ static inline int rs_launch(rs_server *s, int new_port)
     return -1;
 }
 
-/*
- * Starts a private server. 'extra' is a NULL-terminated list of further
- * arguments (e.g. {"--requirepass", "secret", NULL}), or NULL. Returns 0, or
- * -1 with a message on stderr.
- */
-static inline int rs_start(rs_server *s, const char *const *extra)
+/* rs_start() and rs_start_cluster_node(): the latter when 'cluster'. */
+static inline int rs_start_common(rs_server *s, const char *const *extra,
+                                  int cluster)
 {
     char tmpl[256];
     const char *tmp = getenv("TMPDIR");
 
     memset(s, 0, sizeof(*s));
+    s->bus_port = cluster ? -1 : 0; /* -1: rs_launch() picks one */
     rs_install_handlers();
     for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
         if (s->nextra == RS_MAX_EXTRA) {
@@ -473,6 +497,30 @@ static inline int rs_start(rs_server *s, const char *const *extra)
     s->owner = getpid();
     rs_register(s);
     return rs_launch(s, 1);
+}
+
+/*
+ * Starts a private server. 'extra' is a NULL-terminated list of further
+ * arguments (e.g. {"--requirepass", "secret", NULL}), or NULL. Returns 0, or
+ * -1 with a message on stderr.
+ */
+static inline int rs_start(rs_server *s, const char *const *extra)
+{
+    return rs_start_common(s, extra, 0);
+}
+
+/*
+ * Starts a private server with cluster support (--cluster-enabled yes), its
+ * bus on a second free port in 's->bus_port' and its cluster state file in
+ * its own directory. It knows no other node and serves no slot until told
+ * (CLUSTER MEET, ADDSLOTS, or redis-cli --cluster create): see
+ * redis_cluster.h. A restart keeps both ports and the state file, so the
+ * node comes back as the same member of its cluster.
+ */
+static inline int rs_start_cluster_node(rs_server *s,
+                                        const char *const *extra)
+{
+    return rs_start_common(s, extra, 1);
 }
 
 /* Kills the server (SIGKILL: no shutdown, like a crash). Keeps the port. */
