@@ -220,7 +220,24 @@ typedef struct sluice_store_opts {
        wrong (SLUICE_EPROTO) are always errors. URL: on_error=error|open|
        closed. */
     int on_error;
+    /* Server stores: once the server refuses a key with a wait of N ms,
+       refuse the same request (same key, limit and cost) in this process
+       for those N ms without asking the server, so refused traffic costs
+       it nothing. Requests of another cost, and any after one of them was
+       admitted here, ask the server.
+       SLUICE_REFUSED_CACHE_DEFAULT (fixed and sliding-log), _OFF, or _ALL
+       (the sliding counter too). A locally refused decision repeats the
+       server's 'remaining' of that refusal, and does not see a reset made
+       by another process before the wait ends. URL:
+       refused_cache=default|off|all. */
+    int refused_cache;
 } sluice_store_opts;
+
+enum {
+    SLUICE_REFUSED_CACHE_DEFAULT = 0,
+    SLUICE_REFUSED_CACHE_OFF = 1,
+    SLUICE_REFUSED_CACHE_ALL = 2
+};
 
 enum {
     SLUICE_ON_ERROR_FAIL = 0,
@@ -229,7 +246,7 @@ enum {
 };
 
 #define SLUICE_STORE_OPTS_INIT \
-    { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0 }
+    { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0 }
 
 /*
  * Opens a store. 'url' selects it: NULL, "" or "mem://" is the embedded store.
@@ -276,6 +293,7 @@ typedef struct sluice_store_stats {
     uint64_t fell_open;  /* of those, admitted by the fail-open policy */
     uint64_t fell_closed;/* of those, refused by the fail-closed policy */
     uint64_t redirects;  /* cluster MOVED and ASK replies followed */
+    uint64_t local_refusals; /* refused here, without asking the server */
 } sluice_store_stats;
 
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);

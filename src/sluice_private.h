@@ -191,6 +191,25 @@ int sluice__server_eval(sluice_store *store, int script, int nkeys, int argc,
 int sluice__server_command(sluice_store *store, const char *key,
                            size_t key_len, int argc, const char **argv,
                            const size_t *lens, struct redisReply **out);
+/*
+ * A server store's memory of refused keys (src/refusals.c): a key refused
+ * with a wait is refused locally, for that cost and above, until the wait
+ * ends. 'now_ms' is whatever clock the store decides with.
+ */
+typedef struct sluice__refusals sluice__refusals;
+
+int sluice__refusals_new(sluice__refusals **out, size_t cap, uint64_t seed);
+void sluice__refusals_free(sluice__refusals *r);
+bool sluice__refusals_check(sluice__refusals *r, const sluice_limit *limit,
+                            const char *key, size_t len, uint64_t cost,
+                            uint64_t now_ms, sluice_decision *out);
+void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
+                           const char *key, size_t len, uint64_t cost,
+                           uint64_t now_ms, const sluice_decision *d);
+void sluice__refusals_forget(sluice__refusals *r, sluice_algo algo,
+                             const char *key, size_t len);
+uint64_t sluice__refusals_hits(sluice__refusals *r);
+
 /* The longest key prefix a server store takes. */
 #define SLUICE__PREFIX_MAX 256
 /* The queue keys' prefix ("emq"), or NULL for the embedded store. */

@@ -76,6 +76,7 @@
 #define MAX_HOPS 5
 #define REFRESH_GAP_MS 100
 #define FAILED_FOR_MS 5000
+#define REFUSALS_CAP 65536 /* keys remembered as refused, per store */
 #define KEY_BUF 256
 
 typedef struct vk_conn {
@@ -121,6 +122,9 @@ typedef struct vk_store {
     pthread_mutex_t refresh_lock;
     _Atomic int map_stale;
     uint64_t last_refresh_ms;     /* monotonic; under refresh_lock */
+
+    sluice__refusals *refusals; /* NULL when off */
+    unsigned refusal_algos;     /* bit (1 << algo): cached for it */
 
     uint64_t token_seed;
     _Atomic uint64_t token_next;
@@ -844,11 +848,17 @@ static int reply_u64(const redisReply *r, size_t i, uint64_t *out)
 
 /* ---- The store's table ------------------------------------------------------ */
 
-static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
-                     size_t key_len, uint64_t cost, bool consume,
-                     sluice_decision *out)
+/* The clock of the refusals: the caller's when it decides, else monotonic. */
+static uint64_t refusal_now(const vk_store *v)
 {
-    vk_store *v = impl;
+    return v->caller_clock ? v->clock_ms(v->clock_payload) : monotonic_ms();
+}
+
+/* A decision by the server: one script call. */
+static int vk_decide_server(vk_store *v, const sluice_limit *limit,
+                            const char *key, size_t key_len, uint64_t cost,
+                            bool consume, sluice_decision *out, bool cached)
+{
     char kbuf[KEY_BUF], max[24], window[24], costs[24], now[24], token[40];
     size_t klen;
     char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key, key_len,
@@ -857,6 +867,7 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
     size_t lens[7] = {0};
     redisReply *r = NULL;
     uint64_t allowed = 0;
+    uint64_t asked_ms = cached ? refusal_now(v) : 0;
     int err;
 
     if (v->caller_clock) {
@@ -905,6 +916,15 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
         freeReplyObject(r);
         out->allowed = allowed != 0;
         out->limit = limit->max;
+        /* The wait counts from when the call was sent: a local refusal
+           never outlasts the server's. */
+        if (err == 0 && cached && !out->allowed)
+            sluice__refusals_note(v->refusals, limit, key, key_len, cost,
+                                  asked_ms, out);
+        /* A cheaper request admitted here pushes the wait of a refused one
+           further out: ask the server again for it. */
+        else if (err == 0 && cached && consume)
+            sluice__refusals_forget(v->refusals, limit->algo, key, key_len);
         return err;
     }
     if (err != SLUICE_ECONN && err != SLUICE_ETIMEDOUT)
@@ -927,6 +947,21 @@ static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
     return SLUICE_OK;
 }
 
+static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
+                     size_t key_len, uint64_t cost, bool consume,
+                     sluice_decision *out)
+{
+    vk_store *v = impl;
+    bool cached = v->refusals != NULL &&
+                  (v->refusal_algos & (1u << limit->algo)) != 0;
+
+    if (cached && sluice__refusals_check(v->refusals, limit, key, key_len,
+                                         cost, refusal_now(v), out))
+        return SLUICE_OK;
+    return vk_decide_server(v, limit, key, key_len, cost, consume, out,
+                            cached);
+}
+
 static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
                     size_t key_len)
 {
@@ -942,6 +977,8 @@ static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
 
     if (k == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    if (v->refusals != NULL)
+        sluice__refusals_forget(v->refusals, limit->algo, key, key_len);
     if ((err = vk_call(v, k, klen, -1, 2, argv, lens, &r)) == 0)
         freeReplyObject(r);
     if (k != kbuf)
@@ -955,6 +992,7 @@ static int vk_stats(void *impl, sluice_store_stats *out)
 
     out->errors = atomic_load(&v->errors);
     out->redirects = atomic_load(&v->redirects);
+    out->local_refusals = sluice__refusals_hits(v->refusals);
     out->fell_open = atomic_load(&v->fell_open);
     out->fell_closed = atomic_load(&v->fell_closed);
     return SLUICE_OK;
@@ -1056,6 +1094,7 @@ static void vk_free(void *impl)
     for (size_t i = 0; i < v->nnodes; i++)
         node_free(v->nodes[i]);
     free(v->nodes);
+    sluice__refusals_free(v->refusals);
     pthread_mutex_destroy(&v->sha_lock);
     pthread_mutex_destroy(&v->refresh_lock);
     pthread_rwlock_destroy(&v->map_lock);
@@ -1332,6 +1371,17 @@ static int url_query(url_parts *u, const char *q, const char *url)
             else
                 return sluice__error(SLUICE_EURL, "store URL '%s': on_error "
                                      "must be error, open or closed", url);
+        } else if (NAME_IS("refused_cache")) {
+            if (VALUE_IS("default"))
+                u->o.refused_cache = SLUICE_REFUSED_CACHE_DEFAULT;
+            else if (VALUE_IS("off"))
+                u->o.refused_cache = SLUICE_REFUSED_CACHE_OFF;
+            else if (VALUE_IS("all"))
+                u->o.refused_cache = SLUICE_REFUSED_CACHE_ALL;
+            else
+                return sluice__error(SLUICE_EURL, "store URL '%s': "
+                                     "refused_cache must be default, off or "
+                                     "all", url);
         } else if (NAME_IS("prefix") || NAME_IS("emq_prefix")) {
             if ((text = decode(val, vlen, url, "prefix", &err)) == NULL)
                 return err;
@@ -1345,7 +1395,8 @@ static int url_query(url_parts *u, const char *q, const char *url)
         } else {
             return sluice__error(SLUICE_EURL, "store URL '%s': unknown option "
                                  "'%.*s' (known: timeout, connect_timeout, "
-                                 "prefix, emq_prefix, clock, pool, on_error)",
+                                 "prefix, emq_prefix, clock, pool, on_error, "
+                                 "refused_cache)",
                                  url, (int)nlen, q);
         }
 #undef NAME_IS
@@ -1579,8 +1630,19 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
              v->on_error > SLUICE_ON_ERROR_CLOSED)
         err = sluice__error(SLUICE_EINVAL, "on_error %d is not a policy",
                             v->on_error);
+    else if (u.o.refused_cache < SLUICE_REFUSED_CACHE_DEFAULT ||
+             u.o.refused_cache > SLUICE_REFUSED_CACHE_ALL)
+        err = sluice__error(SLUICE_EINVAL, "refused_cache %d is not a "
+                            "setting", u.o.refused_cache);
     else if ((err = prefix_check(v->prefix, "key prefix")) == 0)
         err = prefix_check(v->emq_prefix, "queue prefix");
+    if (err == 0 && u.o.refused_cache != SLUICE_REFUSED_CACHE_OFF) {
+        v->refusal_algos = u.o.refused_cache == SLUICE_REFUSED_CACHE_ALL
+                               ? (1u << SLUICE_ALGO_COUNT) - 1
+                               : (1u << SLUICE_FIXED) |
+                                     (1u << SLUICE_SLIDING_LOG);
+        err = sluice__refusals_new(&v->refusals, REFUSALS_CAP, v->token_seed);
+    }
     if (err < 0) {
         vk_free(v);
         return err;

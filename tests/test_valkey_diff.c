@@ -199,7 +199,8 @@ static void do_diff_run(const diff_run *run, uint64_t seed, diff_totals *tot)
         exit(2);
     opts.clock_ms = sluice_vclock_now_ms;
     opts.clock_payload = clock;
-    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000", server.url);
+    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
+             server.url);
     CHECK_OK(sluice_store_open(&mem, "mem://", &opts));
     CHECK_OK(sluice_store_open(&vk, url, &opts));
     if (mem == NULL || vk == NULL)
@@ -440,7 +441,8 @@ static void test_log_top_of_range(void)
         exit(2);
     opts.clock_ms = sluice_vclock_now_ms;
     opts.clock_payload = clock;
-    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000", server.url);
+    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
+             server.url);
     CHECK_OK(sluice_store_open(&st[0], "mem://", &opts));
     CHECK_OK(sluice_store_open(&st[1], url, &opts));
     if (st[0] == NULL || st[1] == NULL)
@@ -555,7 +557,8 @@ static void test_fixed_server_clock(void)
     CHECK_OK(sluice_vclock_new(&clock, 5));
     opts.clock_ms = sluice_vclock_now_ms;
     opts.clock_payload = clock;
-    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000", server.url);
+    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
+             server.url);
     CHECK_OK(sluice_store_open(&st, url, &opts));
     if (st == NULL)
         exit(2);
