@@ -79,9 +79,36 @@
 #define REFUSALS_CAP 65536 /* keys remembered as refused, per store */
 #define KEY_BUF 256
 
+/*
+ * One request waiting on a connection: one formatted command, or two
+ * (ASKING and the command) whose last reply is the answer. It lives on the
+ * caller's stack; the leader fills 'reply' or 'err' and 'msg', then 'done'.
+ */
+typedef struct vk_request {
+    struct vk_request *next;
+    const char *cmd;
+    size_t len;
+    int ncmds;
+    redisReply *reply;
+    int err;
+    char msg[256];
+    bool done;
+} vk_request;
+
+/*
+ * A connection, shared by every caller that is dealt it. Callers queue
+ * their requests; whoever finds no I/O in progress becomes the leader,
+ * writes every queued request at once, reads their replies in order and
+ * hands them out (automatic pipelining). So many threads share few
+ * connections, and no caller waits longer than the batch in flight plus
+ * its own round trip.
+ */
 typedef struct vk_conn {
-    pthread_mutex_t lock;
-    redisContext *ctx; /* NULL until connected, and after a failure */
+    pthread_mutex_t lock;  /* guards the queue, 'busy' and 'done' flags */
+    pthread_cond_t cond;   /* a batch is done */
+    bool busy;             /* a leader is doing I/O */
+    vk_request *head, **tail;
+    redisContext *ctx;     /* NULL until connected; only the leader uses it */
 } vk_conn;
 
 /* One server. Nodes are added, never removed before the store is freed, so
@@ -382,8 +409,11 @@ static vk_node *node_new(const char *host, size_t host_len, int port,
     n->host[host_len] = '\0';
     n->port = port;
     n->nconns = nconns;
-    for (unsigned i = 0; i < nconns; i++)
+    for (unsigned i = 0; i < nconns; i++) {
         pthread_mutex_init(&n->conns[i].lock, NULL);
+        pthread_cond_init(&n->conns[i].cond, NULL);
+        n->conns[i].tail = &n->conns[i].head;
+    }
     return n;
 }
 
@@ -392,24 +422,139 @@ static void node_free(vk_node *n)
     for (unsigned i = 0; i < n->nconns; i++) {
         conn_close(&n->conns[i]);
         pthread_mutex_destroy(&n->conns[i].lock);
+        pthread_cond_destroy(&n->conns[i].cond);
     }
     free(n->host);
     free(n);
 }
 
-/* Takes a free connection of 'n', or waits for the one this call was dealt. */
-static vk_conn *node_take(vk_node *n)
+/* The connection of 'n' that this call is dealt, in turn. */
+static vk_conn *node_pick(vk_node *n)
 {
-    unsigned start = atomic_fetch_add(&n->next_conn, 1) % n->nconns;
+    return &n->conns[atomic_fetch_add(&n->next_conn, 1) % n->nconns];
+}
 
-    for (unsigned i = 0; i < n->nconns; i++) {
-        vk_conn *c = &n->conns[(start + i) % n->nconns];
+/* Fails request 'e' with the calling thread's last error. */
+static void request_fail(vk_request *e, int err)
+{
+    e->err = err;
+    snprintf(e->msg, sizeof(e->msg), "%s", sluice_last_error());
+}
 
-        if (pthread_mutex_trylock(&c->lock) == 0)
-            return c;
+/*
+ * The leader's I/O for a batch: connect if need be, write every request,
+ * then read every reply. A broken connection fails the rest of the batch.
+ */
+static void batch_run(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
+{
+    int err = conn_ready(v, n, c);
+
+    for (vk_request *e = batch; e != NULL; e = e->next) {
+        if (err < 0)
+            request_fail(e, err);
+        else if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) !=
+                 REDIS_OK)
+            request_fail(e, err = conn_fail(n, c, "write"));
     }
-    pthread_mutex_lock(&n->conns[start].lock);
-    return &n->conns[start];
+    for (vk_request *e = batch; e != NULL && err == 0; e = e->next) {
+        for (int k = 0; k < e->ncmds; k++) {
+            redisReply *r = NULL;
+
+            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK || r == NULL) {
+                err = conn_fail(n, c, "read");
+                for (vk_request *f = e; f != NULL; f = f->next)
+                    request_fail(f, err);
+                break;
+            }
+            if (k + 1 < e->ncmds)
+                freeReplyObject(r); /* ASKING's +OK */
+            else
+                e->reply = r;
+        }
+    }
+}
+
+/*
+ * Sends request 'e' on 'c' and waits for its reply, leading the I/O of a
+ * batch when no other caller is. Answers 0 with e->reply (which may be an
+ * error reply), or an error code with its message set for this thread.
+ */
+static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+{
+    e->next = NULL;
+    e->reply = NULL;
+    e->err = 0;
+    e->done = false;
+    pthread_mutex_lock(&c->lock);
+    *c->tail = e;
+    c->tail = &e->next;
+    while (!e->done) {
+        if (c->busy) {
+            pthread_cond_wait(&c->cond, &c->lock);
+            continue;
+        }
+        vk_request *batch = c->head;
+
+        c->busy = true;
+        c->head = NULL;
+        c->tail = &c->head;
+        pthread_mutex_unlock(&c->lock);
+        batch_run(v, n, c, batch);
+        pthread_mutex_lock(&c->lock);
+        while (batch != NULL) {
+            vk_request *next = batch->next; /* before 'done' frees it */
+
+            batch->done = true;
+            batch = next;
+        }
+        c->busy = false;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (e->err < 0)
+        return sluice__error(e->err, "%s", e->msg);
+    return SLUICE_OK;
+}
+
+/*
+ * Runs one command on node 'n' through its shared connections; the reply
+ * (possibly an error reply) is the caller's. 'asking' sends ASKING first,
+ * on the same connection, as one request.
+ */
+static int node_command(vk_store *v, vk_node *n, bool asking, int argc,
+                        const char **argv, const size_t *lens,
+                        redisReply **out)
+{
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    vk_request e;
+    char *cmd = NULL, *both = NULL;
+    long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    int err;
+
+    if (len < 0)
+        return sluice__error(SLUICE_ENOMEM, "cannot format a command");
+    e.cmd = cmd;
+    e.len = (size_t)len;
+    e.ncmds = 1;
+    if (asking) {
+        size_t alen = sizeof(asking_cmd) - 1;
+
+        if ((both = malloc(alen + (size_t)len)) == NULL) {
+            redisFreeCommand(cmd);
+            return sluice__error(SLUICE_ENOMEM, "cannot format a command");
+        }
+        memcpy(both, asking_cmd, alen);
+        memcpy(both + alen, cmd, (size_t)len);
+        e.cmd = both;
+        e.len = alen + (size_t)len;
+        e.ncmds = 2;
+    }
+    err = conn_roundtrip(v, n, node_pick(n), &e);
+    free(both);
+    redisFreeCommand(cmd);
+    if (err == 0)
+        *out = e.reply;
+    return err;
 }
 
 /*
@@ -502,16 +647,17 @@ static int map_read_from(vk_store *v, vk_node *n)
 {
     const char *argv[] = {"CLUSTER", "SLOTS"};
     size_t lens[] = {7, 5};
-    vk_conn *c = node_take(n);
     redisReply *r = NULL;
     int32_t *slots;
     int err;
 
-    if ((err = conn_ready(v, n, c)) == 0)
-        err = conn_command(n, c, &r, "CLUSTER SLOTS", 2, argv, lens);
-    pthread_mutex_unlock(&c->lock);
-    if (err < 0)
+    if ((err = node_command(v, n, false, 2, argv, lens, &r)) < 0)
         return err;
+    if (r->type == REDIS_REPLY_ERROR) {
+        err = reply_error(n, r, "CLUSTER SLOTS");
+        freeReplyObject(r);
+        return err;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         freeReplyObject(r);
         return sluice__error(SLUICE_ECONN, "valkey %s:%d: CLUSTER SLOTS "
@@ -643,51 +789,51 @@ static int node_send(vk_store *v, vk_node *n, bool asking, int script,
                      int argc, const char **argv, const size_t *lens,
                      redisReply **out)
 {
-    vk_conn *c = node_take(n);
     redisReply *r = NULL;
     char sha[41];
     int err;
 
-    if ((err = conn_ready(v, n, c)) < 0)
-        goto done;
-    if (script >= 0) {
-        pthread_mutex_lock(&v->sha_lock);
-        memcpy(sha, v->sha[script], sizeof(sha));
-        pthread_mutex_unlock(&v->sha_lock);
-        argv[1] = sha;
-    }
     for (int attempt = 0;; attempt++) {
-        if (asking) {
-            redisAppendCommand(c->ctx, "ASKING");
-            redisAppendCommandArgv(c->ctx, argc, argv, lens);
-            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK) {
-                err = conn_fail(n, c, "ASKING");
-                goto done;
-            }
-            freeReplyObject(r);
-            r = NULL;
-            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK)
-                r = NULL;
-        } else {
-            r = redisCommandArgv(c->ctx, argc, argv, lens);
+        if (script >= 0) {
+            pthread_mutex_lock(&v->sha_lock);
+            memcpy(sha, v->sha[script], sizeof(sha));
+            pthread_mutex_unlock(&v->sha_lock);
+            if (sha[0] == '\0') /* not learnt yet: learn it now */
+                memcpy(sha, "0000000000000000000000000000000000000000", 41);
+            argv[1] = sha;
         }
-        if (r == NULL) {
-            err = conn_fail(n, c, argv[0]);
-            goto done;
-        }
+        if ((err = node_command(v, n, asking, argc, argv, lens, &r)) < 0)
+            return err;
         if (script < 0 || attempt > 0 || r->type != REDIS_REPLY_ERROR ||
             strncmp(r->str, "NOSCRIPT", 8) != 0)
             break;
         freeReplyObject(r);
         r = NULL;
-        if ((err = conn_load_script(v, n, c, script)) < 0)
-            goto done;
-        /* the same text has the same SHA1: argv[1] is still right */
+        {
+            const char *load[] = {"SCRIPT", "LOAD", script_text(script)};
+            size_t load_lens[] = {6, 4, strlen(script_text(script))};
+
+            if ((err = node_command(v, n, false, 3, load, load_lens, &r)) < 0)
+                return err;
+            if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+                err = r->type == REDIS_REPLY_ERROR
+                          ? reply_error(n, r, "SCRIPT LOAD")
+                          : sluice__error(SLUICE_EPROTO, "valkey %s:%d: "
+                                          "SCRIPT LOAD did not answer a SHA1",
+                                          n->host, n->port);
+                freeReplyObject(r);
+                return err;
+            }
+            pthread_mutex_lock(&v->sha_lock);
+            memcpy(v->sha[script], r->str, 40);
+            v->sha[script][40] = '\0';
+            pthread_mutex_unlock(&v->sha_lock);
+            freeReplyObject(r);
+            r = NULL;
+        }
     }
     *out = r;
-done:
-    pthread_mutex_unlock(&c->lock);
-    return err;
+    return SLUICE_OK;
 }
 
 /*
