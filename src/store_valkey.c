@@ -1465,6 +1465,27 @@ static int url_endpoint(url_parts *u, const char *p, const char *end,
     return SLUICE_OK;
 }
 
+/*
+ * Sets '*out' to the index of [val, val + vlen) in the NULL-terminated
+ * 'words', or reports which words option 'name' takes.
+ */
+static int url_word(int *out, const char *const *words, const char *val,
+                    size_t vlen, const char *url, const char *name)
+{
+    char list[96] = "";
+
+    for (int i = 0; words[i] != NULL; i++) {
+        if (strlen(words[i]) == vlen && memcmp(words[i], val, vlen) == 0) {
+            *out = i;
+            return SLUICE_OK;
+        }
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+                 i == 0 ? "" : words[i + 1] == NULL ? " or " : ", ", words[i]);
+    }
+    return sluice__error(SLUICE_EURL, "store URL '%s': %s must be %s", url,
+                         name, list);
+}
+
 static int url_query(url_parts *u, const char *q, const char *url)
 {
     int err = SLUICE_OK;
@@ -1485,7 +1506,6 @@ static int url_query(url_parts *u, const char *q, const char *url)
         val = eq + 1;
         vlen = n - nlen - 1;
 #define NAME_IS(lit) (nlen == sizeof(lit) - 1 && memcmp(q, lit, nlen) == 0)
-#define VALUE_IS(lit) (vlen == sizeof(lit) - 1 && memcmp(val, lit, vlen) == 0)
         if (NAME_IS("timeout") || NAME_IS("connect_timeout")) {
             if (parse_number(val, vlen, 1, 3600000, &num) < 0)
                 return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must "
@@ -1500,34 +1520,26 @@ static int url_query(url_parts *u, const char *q, const char *url)
                                      "be 1..%d", url, MAX_POOL);
             u->o.pool_size = (unsigned)num;
         } else if (NAME_IS("clock")) {
-            if (VALUE_IS("server"))
-                u->o.caller_clock = 0;
-            else if (VALUE_IS("caller"))
-                u->o.caller_clock = 1;
-            else
-                return sluice__error(SLUICE_EURL, "store URL '%s': clock must "
-                                     "be server or caller", url);
+            static const char *const words[] = {"server", "caller", NULL};
+
+            if ((err = url_word(&u->o.caller_clock, words, val, vlen, url,
+                                "clock")) < 0)
+                return err;
         } else if (NAME_IS("on_error")) {
-            if (VALUE_IS("error"))
-                u->o.on_error = SLUICE_ON_ERROR_FAIL;
-            else if (VALUE_IS("open"))
-                u->o.on_error = SLUICE_ON_ERROR_OPEN;
-            else if (VALUE_IS("closed"))
-                u->o.on_error = SLUICE_ON_ERROR_CLOSED;
-            else
-                return sluice__error(SLUICE_EURL, "store URL '%s': on_error "
-                                     "must be error, open or closed", url);
+            /* In the order of SLUICE_ON_ERROR_FAIL, _OPEN, _CLOSED. */
+            static const char *const words[] = {"error", "open", "closed",
+                                                NULL};
+
+            if ((err = url_word(&u->o.on_error, words, val, vlen, url,
+                                "on_error")) < 0)
+                return err;
         } else if (NAME_IS("refused_cache")) {
-            if (VALUE_IS("default"))
-                u->o.refused_cache = SLUICE_REFUSED_CACHE_DEFAULT;
-            else if (VALUE_IS("off"))
-                u->o.refused_cache = SLUICE_REFUSED_CACHE_OFF;
-            else if (VALUE_IS("all"))
-                u->o.refused_cache = SLUICE_REFUSED_CACHE_ALL;
-            else
-                return sluice__error(SLUICE_EURL, "store URL '%s': "
-                                     "refused_cache must be default, off or "
-                                     "all", url);
+            /* In the order of SLUICE_REFUSED_CACHE_DEFAULT, _OFF, _ALL. */
+            static const char *const words[] = {"default", "off", "all", NULL};
+
+            if ((err = url_word(&u->o.refused_cache, words, val, vlen, url,
+                                "refused_cache")) < 0)
+                return err;
         } else if (NAME_IS("prefix") || NAME_IS("emq_prefix")) {
             if ((text = decode(val, vlen, url, "prefix", &err)) == NULL)
                 return err;
@@ -1546,7 +1558,6 @@ static int url_query(url_parts *u, const char *q, const char *url)
                                  url, (int)nlen, q);
         }
 #undef NAME_IS
-#undef VALUE_IS
         q += n;
         if (*q == '&')
             q++;
