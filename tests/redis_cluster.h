@@ -490,7 +490,7 @@ static inline int rc_start(rc_cluster *c, int masters, int replicas,
             return -1;
         }
     } else {
-        char nrep[8];
+        char nrep[16];
 
         snprintf(nrep, sizeof(nrep), "%d", replicas);
         cli[ncli++] = RC_CLI_BINARY;
