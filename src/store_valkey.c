@@ -93,6 +93,7 @@ typedef struct vk_request {
     int err;
     char msg[256];
     bool done;
+    pthread_cond_t cond;   /* its caller waits here: done, or to lead */
 } vk_request;
 
 /*
@@ -105,7 +106,6 @@ typedef struct vk_request {
  */
 typedef struct vk_conn {
     pthread_mutex_t lock;  /* guards the queue, 'busy' and 'done' flags */
-    pthread_cond_t cond;   /* a batch is done */
     bool busy;             /* a leader is doing I/O */
     vk_request *head, **tail;
     redisContext *ctx;     /* NULL until connected; only the leader uses it */
@@ -411,7 +411,6 @@ static vk_node *node_new(const char *host, size_t host_len, int port,
     n->nconns = nconns;
     for (unsigned i = 0; i < nconns; i++) {
         pthread_mutex_init(&n->conns[i].lock, NULL);
-        pthread_cond_init(&n->conns[i].cond, NULL);
         n->conns[i].tail = &n->conns[i].head;
     }
     return n;
@@ -422,7 +421,6 @@ static void node_free(vk_node *n)
     for (unsigned i = 0; i < n->nconns; i++) {
         conn_close(&n->conns[i]);
         pthread_mutex_destroy(&n->conns[i].lock);
-        pthread_cond_destroy(&n->conns[i].cond);
     }
     free(n->host);
     free(n);
@@ -485,12 +483,13 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
     e->reply = NULL;
     e->err = 0;
     e->done = false;
+    pthread_cond_init(&e->cond, NULL);
     pthread_mutex_lock(&c->lock);
     *c->tail = e;
     c->tail = &e->next;
     while (!e->done) {
         if (c->busy) {
-            pthread_cond_wait(&c->cond, &c->lock);
+            pthread_cond_wait(&e->cond, &c->lock);
             continue;
         }
         vk_request *batch = c->head;
@@ -505,12 +504,16 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
             vk_request *next = batch->next; /* before 'done' frees it */
 
             batch->done = true;
+            if (batch != e)
+                pthread_cond_signal(&batch->cond);
             batch = next;
         }
         c->busy = false;
-        pthread_cond_broadcast(&c->cond);
+        if (c->head != NULL) /* the first queued caller leads the next */
+            pthread_cond_signal(&c->head->cond);
     }
     pthread_mutex_unlock(&c->lock);
+    pthread_cond_destroy(&e->cond);
     if (e->err < 0)
         return sluice__error(e->err, "%s", e->msg);
     return SLUICE_OK;
