@@ -1147,50 +1147,47 @@ static int vk_stats(void *impl, sluice_store_stats *out)
     return SLUICE_OK;
 }
 
-/* The two keys of queue 'queue'; free both with key_free2(). */
-static int emq_keys(vk_store *v, const char *queue, size_t queue_len,
-                    char *lbuf, char *mbuf, char **lim, size_t *lim_len,
-                    char **meta, size_t *meta_len)
+/*
+ * Runs a queue-limiter script: on emq:{q}:limiter alone, or with
+ * emq:{q}:meta too when 'with_meta', then the one number 'arg'.
+ */
+static int emq_eval(vk_store *v, int script, const char *queue,
+                    size_t queue_len, bool with_meta, uint64_t arg,
+                    redisReply **out)
 {
-    *lim = sluice__key_build(lbuf, KEY_BUF, lim_len, v->emq_prefix, queue, queue_len,
-                     "limiter");
-    *meta = sluice__key_build(mbuf, KEY_BUF, meta_len, v->emq_prefix, queue, queue_len,
-                      "meta");
-    if (*lim == NULL || *meta == NULL) {
-        if (*lim != lbuf)
-            free(*lim);
-        if (*meta != mbuf)
-            free(*meta);
-        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    char lbuf[KEY_BUF], mbuf[KEY_BUF], num[24];
+    const char *args[3];
+    size_t lens[3];
+    char *lim = sluice__key_build(lbuf, KEY_BUF, &lens[0], v->emq_prefix,
+                                  queue, queue_len, "limiter");
+    char *meta = sluice__key_build(mbuf, KEY_BUF, &lens[1], v->emq_prefix,
+                                   queue, queue_len, "meta");
+    int nkeys = with_meta ? 2 : 1;
+    int err;
+
+    if (lim == NULL || meta == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    } else {
+        args[0] = lim;
+        args[1] = meta;
+        args[nkeys] = num;
+        lens[nkeys] = (size_t)snprintf(num, sizeof(num), "%llu",
+                                       (unsigned long long)arg);
+        err = vk_eval(v, script, nkeys, nkeys + 1, args, lens, out);
     }
-    return SLUICE_OK;
+    if (lim != NULL && lim != lbuf)
+        free(lim);
+    if (meta != NULL && meta != mbuf)
+        free(meta);
+    return err;
 }
 
 static int vk_emq_ttl(void *impl, const char *queue, size_t queue_len,
                       uint64_t max, uint64_t *wait_ms)
 {
-    vk_store *v = impl;
-    char lbuf[KEY_BUF], mbuf[KEY_BUF], maxs[24];
-    char *lim, *meta;
-    size_t llen, mlen;
     redisReply *r = NULL;
-    int err = emq_keys(v, queue, queue_len, lbuf, mbuf, &lim, &llen, &meta,
-                       &mlen);
+    int err = emq_eval(impl, SCRIPT_EMQ_TTL, queue, queue_len, true, max, &r);
 
-    if (err < 0)
-        return err;
-    {
-        const char *args[3] = {lim, meta, maxs};
-        size_t lens[3] = {llen, mlen, 0};
-
-        lens[2] = (size_t)snprintf(maxs, sizeof(maxs), "%llu",
-                                   (unsigned long long)max);
-        err = vk_eval(v, SCRIPT_EMQ_TTL, 2, 3, args, lens, &r);
-    }
-    if (lim != lbuf)
-        free(lim);
-    if (meta != mbuf)
-        free(meta);
     if (err < 0)
         return err;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
@@ -1206,28 +1203,10 @@ static int vk_emq_ttl(void *impl, const char *queue, size_t queue_len,
 static int vk_emq_incr(void *impl, const char *queue, size_t queue_len,
                        uint64_t window_ms, uint64_t *count, uint64_t *ttl_ms)
 {
-    vk_store *v = impl;
-    char lbuf[KEY_BUF], mbuf[KEY_BUF], window[24];
-    char *lim, *meta;
-    size_t llen, mlen;
     redisReply *r = NULL;
-    int err = emq_keys(v, queue, queue_len, lbuf, mbuf, &lim, &llen, &meta,
-                       &mlen);
+    int err = emq_eval(impl, SCRIPT_EMQ_INCR, queue, queue_len, false,
+                       window_ms, &r);
 
-    if (err < 0)
-        return err;
-    {
-        const char *args[2] = {lim, window};
-        size_t lens[2] = {llen, 0};
-
-        lens[1] = (size_t)snprintf(window, sizeof(window), "%llu",
-                                   (unsigned long long)window_ms);
-        err = vk_eval(v, SCRIPT_EMQ_INCR, 1, 2, args, lens, &r);
-    }
-    if (lim != lbuf)
-        free(lim);
-    if (meta != mbuf)
-        free(meta);
     if (err < 0)
         return err;
     if ((err = reply_u64(r, 0, count)) == 0)
