@@ -42,38 +42,8 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-pass() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-# fail NAME [DETAIL]: records a failure and shows DETAIL indented.
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    if [ -n "${2-}" ]; then
-        printf '%s\n' "$2" | sed 's/^/    /'
-    fi
-}
-
-# run ARGS...: runs sluice with stdin from /dev/null; sets $rc, $out, $err.
-run() {
-    "$SLUICE" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    out=$(cat "$TMP/out")
-    err=$(cat "$TMP/err")
-}
-
-# run_in INPUT ARGS...: the same, with INPUT (printf format) on stdin.
-run_in() {
-    local input=$1
-    shift
-    # shellcheck disable=SC2059
-    printf -- "$input" | "$SLUICE" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    out=$(cat "$TMP/out")
-    err=$(cat "$TMP/err")
-}
+# pass, fail, run and run_in
+. "$(dirname "$0")/lib/cli_helpers.sh"
 
 # check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
 check() {

@@ -37,35 +37,8 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-pass() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    if [ -n "${2-}" ]; then
-        printf '%s\n' "$2" | sed 's/^/    /'
-    fi
-}
-
-run() {
-    "$SLUICE" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    out=$(cat "$TMP/out")
-    err=$(cat "$TMP/err")
-}
-
-run_in() {
-    local input=$1
-    shift
-    # shellcheck disable=SC2059
-    printf -- "$input" | "$SLUICE" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    out=$(cat "$TMP/out")
-    err=$(cat "$TMP/err")
-}
+# pass, fail, run and run_in
+. "$(dirname "$0")/lib/cli_helpers.sh"
 
 # check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
 check() {
