@@ -56,6 +56,7 @@ struct sluice__refusals {
     size_t cap_per_shard;
     uint64_t seed;
     _Atomic uint64_t hits;
+    _Atomic size_t entries;  /* over all shards: 0 skips every lock */
     rshard shards[SHARDS];
 };
 
@@ -135,6 +136,11 @@ bool sluice__refusals_check(sluice__refusals *r, const sluice_limit *limit,
     refusal *e;
     bool hit = false;
 
+    /* Nothing refused anywhere, the usual case: no lock taken at all. A
+       refusal noted by another thread this instant is seen by the next
+       call; until then this one asks the server, as it would anyway. */
+    if (atomic_load_explicit(&r->entries, memory_order_relaxed) == 0)
+        return false;
     pthread_mutex_lock(&sh->lock);
     e = *find(sh, h, limit->algo, key, len);
     if (e != NULL && now_ms < e->until_ms && cost == e->cost &&
@@ -156,7 +162,7 @@ bool sluice__refusals_check(sluice__refusals *r, const sluice_limit *limit,
 }
 
 /* Drops the shard's expired entries. */
-static void sweep(rshard *sh, uint64_t now_ms)
+static void sweep(sluice__refusals *r, rshard *sh, uint64_t now_ms)
 {
     for (unsigned b = 0; b < BUCKETS; b++) {
         refusal **link = &sh->buckets[b];
@@ -168,6 +174,7 @@ static void sweep(rshard *sh, uint64_t now_ms)
                 *link = e->next;
                 free(e);
                 sh->count--;
+                atomic_fetch_sub(&r->entries, 1);
             } else {
                 link = &e->next;
             }
@@ -190,7 +197,7 @@ void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
     link = find(sh, h, limit->algo, key, len);
     if ((e = *link) == NULL) {
         if (sh->count >= r->cap_per_shard)
-            sweep(sh, now_ms);
+            sweep(r, sh, now_ms);
         if (sh->count >= r->cap_per_shard ||
             (e = malloc(sizeof(*e) + len)) == NULL) {
             pthread_mutex_unlock(&sh->lock);
@@ -205,6 +212,7 @@ void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
         link = find(sh, h, limit->algo, key, len); /* the sweep may move it */
         *link = e;
         sh->count++;
+        atomic_fetch_add(&r->entries, 1);
     }
     e->until_ms = now_ms + d->retry_after_ms;
     e->reset_ms = now_ms + d->reset_after_ms;
@@ -228,6 +236,7 @@ void sluice__refusals_forget(sluice__refusals *r, sluice_algo algo,
         *link = e->next;
         free(e);
         sh->count--;
+        atomic_fetch_sub(&r->entries, 1);
     }
     pthread_mutex_unlock(&sh->lock);
 }
