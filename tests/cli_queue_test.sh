@@ -42,7 +42,7 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-# pass, fail, run and run_in
+# pass, fail, run, run_in and start_server
 . "$(dirname "$0")/lib/cli_helpers.sh"
 
 # check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
@@ -99,26 +99,7 @@ now_ms() {
 
 # ---- The server -----------------------------------------------------------------
 
-# A port no other test uses by default, moved by the PID so that two runs at
-# once do not meet.
-port=$((27000 + $$ % 2000))
-"$SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$TMP" --daemonize no >"$TMP/server.log" 2>&1 &
-server_pid=$!
-up=0
-for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        up=1
-        break
-    fi
-    sleep 0.05
-done
-if [ "$up" -ne 1 ]; then
-    fail "the server starts on port $port" "$(cat "$TMP/server.log")"
-    echo "cli_queue_test: $passed passed, $failed failed"
-    exit 1
-fi
-pass "the server starts on port $port ($(basename "$SERVER"))"
+start_server cli_queue_test 27000
 
 # A fresh queue-key prefix per run, so state from another run cannot
 # interfere.

@@ -34,3 +34,28 @@ run_in() {
     out=$(cat "$TMP/out")
     err=$(cat "$TMP/err")
 }
+
+# start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
+# so that two runs at once do not meet, in $TMP, and waits until it takes
+# connections. Sets $port and $server_pid (the caller's trap kills it). On
+# failure prints NAME's summary line and exits 1.
+start_server() {
+    local name=$1 up=0
+    port=$(($2 + $$ % 2000))
+    "$SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$TMP" --daemonize no >"$TMP/server.log" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            up=1
+            break
+        fi
+        sleep 0.05
+    done
+    if [ "$up" -ne 1 ]; then
+        fail "the server starts on port $port" "$(cat "$TMP/server.log")"
+        echo "$name: $passed passed, $failed failed"
+        exit 1
+    fi
+    pass "the server starts on port $port ($(basename "$SERVER"))"
+}
