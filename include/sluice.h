@@ -280,6 +280,33 @@ SLUICE_EXTERN int sluice_peek(sluice_decision *out, sluice_store *store,
                 const sluice_limit *limit, const char *key, size_t key_len,
                 uint64_t cost);
 
+/* One request of a batch: 'key', 'key_len' and 'cost' in; 'err' and
+   'decision' out. */
+typedef struct sluice_request {
+    const char *key;
+    size_t key_len;
+    uint64_t cost;
+    int err;                  /* SLUICE_OK, or why this one has no decision */
+    sluice_decision decision; /* its decision when 'err' is SLUICE_OK */
+} sluice_request;
+
+/*
+ * Decides 'n' requests against one 'limit', as sluice_hit() would one after
+ * the other in array order, and answers each in its own 'err' and
+ * 'decision'. Answers SLUICE_OK when every request has a decision, else the
+ * first request's error (the others may still have theirs).
+ *
+ * On a server store the batch costs one round trip and one script call for
+ * all the requests (in a cluster: one per slot among their keys, in turn), so
+ * a thread that has many decisions to make at once (a dequeue loop, a fan-out,
+ * a gateway's batch of requests) makes them at the server's pace, not at the
+ * network's. Each request is decided atomically; the batch as a whole is not
+ * a transaction. A server's clock is read once for the whole batch. A bad
+ * request (say, a cost above max) fails alone.
+ */
+SLUICE_EXTERN int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
+                    sluice_request *reqs, size_t n);
+
 /* Forgets 'key' for 'limit's algorithm, so its budget is whole again. */
 SLUICE_EXTERN int sluice_reset(sluice_store *store, const sluice_limit *limit,
                  const char *key, size_t key_len);

@@ -116,6 +116,12 @@ typedef struct sluice__store_ops {
                   sluice_decision *out);
     int (*reset)(void *impl, const sluice_limit *limit, const char *key,
                  size_t key_len);
+    /* Decides reqs[i] for each i in 'todo' (ascending), whose arguments are
+       checked; sets each one's 'err' and 'decision'. NULL: one decide()
+       each. */
+    int (*decide_many)(void *impl, const sluice_limit *limit,
+                       sluice_request *reqs, const size_t *todo, size_t n);
+
     int (*stats)(void *impl, sluice_store_stats *out);
     void (*free)(void *impl);
     /* The queue limiter (src/lua/emq_*.lua); NULL where not supported. */

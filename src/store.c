@@ -160,6 +160,61 @@ int sluice_hit(sluice_decision *out, sluice_store *store,
     return err;
 }
 
+int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
+                    sluice_request *reqs, size_t n)
+{
+    size_t stack[64], *todo = stack, ntodo = 0;
+    int err;
+
+    if (store == NULL)
+        return sluice__error(SLUICE_EINVAL, "store is NULL");
+    if (reqs == NULL && n > 0)
+        return sluice__error(SLUICE_EINVAL, "requests are NULL");
+    if (n > sizeof(stack) / sizeof(stack[0]) &&
+        (todo = malloc(n * sizeof(*todo))) == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+        for (size_t i = 0; i < n; i++) {
+            memset(&reqs[i].decision, 0, sizeof(reqs[i].decision));
+            reqs[i].err = err;
+        }
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[i];
+
+        memset(&q->decision, 0, sizeof(q->decision));
+        if ((q->err = key_check(store, q->key, q->key_len)) == 0 &&
+            (q->err = sluice__request_check(limit, q->cost)) == 0)
+            todo[ntodo++] = i;
+    }
+    if (store->ops->decide_many != NULL && ntodo > 0)
+        store->ops->decide_many(store->impl, limit, reqs, todo, ntodo);
+    else
+        for (size_t t = 0; t < ntodo; t++) {
+            sluice_request *q = &reqs[todo[t]];
+
+            q->err = store->ops->decide(store->impl, limit, q->key,
+                                        q->key_len, q->cost, true,
+                                        &q->decision);
+        }
+    err = SLUICE_OK;
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[i];
+
+        if (q->err < 0) {
+            memset(&q->decision, 0, sizeof(q->decision));
+            if (err == SLUICE_OK)
+                err = q->err;
+        } else if (!q->decision.allowed && sluice__telemetry_active() &&
+                   q->decision.fallback == SLUICE_ANSWERED) {
+            emit_hit(store, limit, q->key, q->key_len, &q->decision);
+        }
+    }
+    if (todo != stack)
+        free(todo);
+    return err;
+}
+
 int sluice_peek(sluice_decision *out, sluice_store *store,
                 const sluice_limit *limit, const char *key, size_t key_len,
                 uint64_t cost)

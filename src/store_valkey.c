@@ -1003,81 +1003,17 @@ static uint64_t refusal_now(const vk_store *v)
     return v->caller_clock ? v->clock_ms(v->clock_payload) : monotonic_ms();
 }
 
-/* A decision by the server: one script call. */
-static int vk_decide_server(vk_store *v, const sluice_limit *limit,
-                            const char *key, size_t key_len, uint64_t cost,
-                            bool consume, sluice_decision *out, bool cached)
+/*
+ * The most requests one script call decides: a larger batch is sent as
+ * several calls, in turn. The arguments of one call stay under a few MB.
+ */
+#define GROUP_MAX 512
+
+/* The failure policy's answer for a request the server could not answer
+   (SLUICE_ECONN, SLUICE_ETIMEDOUT); answers the request's error code. */
+static int decide_fallback(vk_store *v, const sluice_limit *limit, int err,
+                           sluice_decision *out)
 {
-    char kbuf[KEY_BUF], max[24], window[24], costs[24], now[24], token[40];
-    size_t klen;
-    char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key, key_len,
-                        sluice__algos[limit->algo]->name);
-    const char *args[7];
-    size_t lens[7] = {0};
-    redisReply *r = NULL;
-    uint64_t allowed = 0;
-    uint64_t asked_ms = cached ? refusal_now(v) : 0;
-    int err;
-
-    if (v->caller_clock) {
-        uint64_t t = v->clock_ms(v->clock_payload);
-
-        if (t > SLUICE_NOW_MAX_MS) {
-            if (k != kbuf)
-                free(k);
-            return sluice__error(SLUICE_ERANGE,
-                                 "the clock reads %llu ms, beyond 2^53",
-                                 (unsigned long long)t);
-        }
-        lens[5] = (size_t)snprintf(now, sizeof(now), "%llu",
-                                   (unsigned long long)t);
-    }
-    if (k == NULL)
-        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
-    args[0] = k;
-    lens[0] = klen;
-    args[1] = max;
-    lens[1] = (size_t)snprintf(max, sizeof(max), "%llu",
-                               (unsigned long long)limit->max);
-    args[2] = window;
-    lens[2] = (size_t)snprintf(window, sizeof(window), "%llu",
-                               (unsigned long long)limit->window_ms);
-    args[3] = costs;
-    lens[3] = (size_t)snprintf(costs, sizeof(costs), "%llu",
-                               (unsigned long long)cost);
-    args[4] = consume ? "1" : "0";
-    lens[4] = 1;
-    args[5] = now;
-    args[6] = token;
-    lens[6] = (size_t)snprintf(token, sizeof(token), "%016llx%llx",
-                               (unsigned long long)v->token_seed,
-                               (unsigned long long)atomic_fetch_add(
-                                   &v->token_next, 1));
-
-    err = vk_eval(v, limit->algo, 1, 7, args, lens, &r);
-    if (k != kbuf)
-        free(k);
-    if (err == SLUICE_OK) {
-        if ((err = reply_u64(r, 0, &allowed)) == 0 &&
-            (err = reply_u64(r, 1, &out->remaining)) == 0 &&
-            (err = reply_u64(r, 2, &out->retry_after_ms)) == 0)
-            err = reply_u64(r, 3, &out->reset_after_ms);
-        freeReplyObject(r);
-        out->allowed = allowed != 0;
-        out->limit = limit->max;
-        /* The wait counts from when the call was sent: a local refusal
-           never outlasts the server's. */
-        if (err == 0 && cached && !out->allowed)
-            sluice__refusals_note(v->refusals, limit, key, key_len, cost,
-                                  asked_ms, out);
-        /* A cheaper request admitted here pushes the wait of a refused one
-           further out: ask the server again for it. */
-        else if (err == 0 && cached && consume)
-            sluice__refusals_forget(v->refusals, limit->algo, key, key_len);
-        return err;
-    }
-    if (err != SLUICE_ECONN && err != SLUICE_ETIMEDOUT)
-        return err;
     atomic_fetch_add(&v->errors, 1);
     if (v->on_error == SLUICE_ON_ERROR_FAIL)
         return err;
@@ -1096,19 +1032,282 @@ static int vk_decide_server(vk_store *v, const sluice_limit *limit,
     return SLUICE_OK;
 }
 
+/* Reads request 'i's four integers from a script's flat reply. */
+static int reply_decision(const redisReply *r, size_t i, sluice_decision *out,
+                          bool *foreign)
+{
+    const redisReply *e = r->element[4 * i];
+    uint64_t allowed = 0;
+    int err;
+
+    *foreign = e->type == REDIS_REPLY_INTEGER && e->integer == -1;
+    if (*foreign)
+        return SLUICE_OK;
+    if ((err = reply_u64(r, 4 * i, &allowed)) == 0 &&
+        (err = reply_u64(r, 4 * i + 1, &out->remaining)) == 0 &&
+        (err = reply_u64(r, 4 * i + 2, &out->retry_after_ms)) == 0)
+        err = reply_u64(r, 4 * i + 3, &out->reset_after_ms);
+    out->allowed = allowed != 0;
+    return err;
+}
+
+/*
+ * The arguments of one script call for 'n' requests: EVALSHA, the SHA1
+ * (filled by vk_call), NUMKEYS, the n keys, then max, window, consume, now
+ * and token, then the n costs (see the top of src/lua/fixed.lua). One
+ * block holds them (the caller's 'stack' when they fit), unless a key is too
+ * long for its KEY_BUF slot.
+ */
+typedef struct group_args {
+    int argc;
+    const char **argv;
+    size_t *lens;
+    char (*keys)[KEY_BUF];
+    char (*nums)[24]; /* numkeys, max, window, now, token, then the costs */
+    void *block;
+    bool on_heap;
+} group_args;
+
+static void group_args_free(group_args *g, size_t n)
+{
+    for (size_t i = 0; i < n && g->block != NULL; i++)
+        if (g->argv[3 + i] != NULL && g->argv[3 + i] != g->keys[i])
+            free((char *)g->argv[3 + i]);
+    if (g->on_heap)
+        free(g->block);
+}
+
+static int group_args_build(group_args *g, void *stack, size_t stack_cap,
+                            vk_store *v, const sluice_limit *limit,
+                            bool consume, const sluice_request *reqs,
+                            const size_t *todo, size_t n)
+{
+    size_t argc = 3 + n + 5 + n, j = 3 + n;
+    size_t need = argc * (sizeof(char *) + sizeof(size_t)) + n * KEY_BUF +
+                  (5 + n) * 24;
+    char (*num)[24];
+
+    g->argc = (int)argc;
+    g->on_heap = need > stack_cap;
+    g->block = g->on_heap ? calloc(1, need) : memset(stack, 0, need);
+    if (g->block == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+    g->argv = g->block;
+    g->lens = (size_t *)(g->argv + argc);
+    g->keys = (char (*)[KEY_BUF])(g->lens + argc);
+    g->nums = num = (char (*)[24])(g->keys + n);
+    g->argv[0] = "EVALSHA";
+    g->lens[0] = 7;
+    g->lens[1] = 40;
+    g->argv[2] = num[0];
+    g->lens[2] = (size_t)snprintf(num[0], 24, "%zu", n);
+    for (size_t i = 0; i < n; i++) {
+        const sluice_request *q = &reqs[todo[i]];
+
+        g->argv[3 + i] = sluice__key_build(g->keys[i], KEY_BUF, &g->lens[3 + i],
+                                   v->prefix, q->key, q->key_len,
+                                   sluice__algos[limit->algo]->name);
+        if (g->argv[3 + i] == NULL)
+            return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    }
+    g->argv[j] = num[1];
+    g->lens[j++] = (size_t)snprintf(num[1], 24, "%llu",
+                                    (unsigned long long)limit->max);
+    g->argv[j] = num[2];
+    g->lens[j++] = (size_t)snprintf(num[2], 24, "%llu",
+                                    (unsigned long long)limit->window_ms);
+    g->argv[j] = consume ? "1" : "0";
+    g->lens[j++] = 1;
+    g->argv[j] = num[3]; /* "": the server's clock */
+    if (v->caller_clock) {
+        uint64_t t = v->clock_ms(v->clock_payload);
+
+        if (t > SLUICE_NOW_MAX_MS)
+            return sluice__error(SLUICE_ERANGE,
+                                 "the clock reads %llu ms, beyond 2^53",
+                                 (unsigned long long)t);
+        g->lens[j] = (size_t)snprintf(num[3], 24, "%llu",
+                                      (unsigned long long)t);
+    }
+    j++;
+    g->argv[j] = num[4];
+    g->lens[j++] = (size_t)snprintf(
+        num[4], 24, "%016llx%llx", (unsigned long long)v->token_seed,
+        (unsigned long long)atomic_fetch_add(&v->token_next, 1));
+    for (size_t i = 0; i < n; i++) {
+        g->argv[j] = num[5 + i];
+        g->lens[j++] = (size_t)snprintf(num[5 + i], 24, "%llu",
+                                        (unsigned long long)reqs[todo[i]].cost);
+    }
+    return SLUICE_OK;
+}
+
+/*
+ * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
+ * script call, and sets each one's 'err' and 'decision'. 'cached': the
+ * limit's algorithm is in the refusal cache.
+ */
+static void vk_decide_group(vk_store *v, const sluice_limit *limit,
+                            bool consume, bool cached, sluice_request *reqs,
+                            const size_t *todo, size_t n)
+{
+    _Alignas(max_align_t) char stack[1024];
+    group_args g = {0};
+    redisReply *r = NULL;
+    /* A wait counts from when the call was sent: a local refusal never
+       outlasts the server's. */
+    uint64_t asked_ms = cached ? refusal_now(v) : 0;
+    int err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
+                               reqs, todo, n);
+
+    if (err == 0)
+        err = vk_call(v, g.argv[3], g.lens[3], limit->algo, g.argc, g.argv,
+                      g.lens, &r);
+    if (err == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n))
+        err = sluice__error(SLUICE_EPROTO, "valkey: the %s script answered "
+                            "%s for %zu requests", sluice_algo_name(limit->algo),
+                            r->type == REDIS_REPLY_ARRAY ? "another count"
+                                                         : "no array", n);
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[todo[i]];
+        sluice_decision *d = &q->decision;
+        bool foreign = false;
+
+        if (err < 0) {
+            q->err = err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT
+                         ? decide_fallback(v, limit, err, d)
+                         : err;
+            continue;
+        }
+        d->limit = limit->max;
+        if ((q->err = reply_decision(r, i, d, &foreign)) < 0)
+            continue;
+        if (foreign) {
+            q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
+                                   "%s, as sluice writes it there",
+                                   (int)g.lens[3 + i], g.argv[3 + i],
+                                   limit->algo == SLUICE_FIXED
+                                       ? "a number"
+                                       : limit->algo == SLUICE_SLIDING_LOG
+                                             ? "a sorted set"
+                                             : "a hash");
+            continue;
+        }
+        if (cached && !d->allowed)
+            sluice__refusals_note(v->refusals, limit, q->key, q->key_len,
+                                  q->cost, asked_ms, d);
+        /* A cheaper request admitted here pushes the wait of a refused one
+           further out: ask the server again for it. */
+        else if (cached && consume)
+            sluice__refusals_forget(v->refusals, limit->algo, q->key,
+                                    q->key_len);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    group_args_free(&g, n);
+}
+
+static bool refusals_used(const vk_store *v, const sluice_limit *limit)
+{
+    return v->refusals != NULL &&
+           (v->refusal_algos & (1u << limit->algo)) != 0;
+}
+
 static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
                      size_t key_len, uint64_t cost, bool consume,
                      sluice_decision *out)
 {
     vk_store *v = impl;
-    bool cached = v->refusals != NULL &&
-                  (v->refusal_algos & (1u << limit->algo)) != 0;
+    bool cached = refusals_used(v, limit);
+    sluice_request q = {key, key_len, cost, 0, {0}};
+    const size_t only = 0;
 
     if (cached && sluice__refusals_check(v->refusals, limit, key, key_len,
                                          cost, refusal_now(v), out))
         return SLUICE_OK;
-    return vk_decide_server(v, limit, key, key_len, cost, consume, out,
-                            cached);
+    vk_decide_group(v, limit, consume, cached, &q, &only, 1);
+    *out = q.decision;
+    return q.err;
+}
+
+/* A request's place in a batch, and its key's slot. */
+typedef struct slot_place {
+    unsigned slot;
+    size_t place;
+} slot_place;
+
+static int slot_place_cmp(const void *a, const void *b)
+{
+    const slot_place *x = a, *y = b;
+
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->place < y->place ? -1 : x->place > y->place;
+}
+
+/*
+ * A batch: the requests the refusal cache does not answer go to the server,
+ * GROUP_MAX to a script call; in a cluster, one call per slot among their
+ * keys, so the keys of one call always share a node.
+ */
+static int vk_decide_many(void *impl, const sluice_limit *limit,
+                          sluice_request *reqs, const size_t *todo, size_t n)
+{
+    vk_store *v = impl;
+    bool cached = refusals_used(v, limit);
+    uint64_t now_ms = cached ? refusal_now(v) : 0;
+    size_t *send = malloc(n * sizeof(*send)), m = 0;
+    slot_place *sp = NULL;
+
+    if (send == NULL || (v->cluster && (sp = malloc(n * sizeof(*sp))) == NULL)) {
+        int err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu",
+                                n);
+
+        for (size_t t = 0; t < n; t++)
+            reqs[todo[t]].err = err;
+        free(send);
+        return err;
+    }
+    for (size_t t = 0; t < n; t++) {
+        sluice_request *q = &reqs[todo[t]];
+
+        if (cached && sluice__refusals_check(v->refusals, limit, q->key,
+                                             q->key_len, q->cost, now_ms,
+                                             &q->decision))
+            q->err = SLUICE_OK;
+        else
+            send[m++] = todo[t];
+    }
+    if (!v->cluster) {
+        for (size_t s = 0; s < m; s += GROUP_MAX)
+            vk_decide_group(v, limit, true, cached, reqs, send + s,
+                            m - s < GROUP_MAX ? m - s : GROUP_MAX);
+        free(send);
+        return SLUICE_OK;
+    }
+    for (size_t i = 0; i < m; i++) {
+        char kbuf[KEY_BUF];
+        size_t klen = 0;
+        const sluice_request *q = &reqs[send[i]];
+        char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix,
+                                    q->key, q->key_len,
+                                    sluice__algos[limit->algo]->name);
+
+        /* Out of memory: slot 0, and the call itself will say so. */
+        sp[i].slot = k != NULL ? sluice__key_slot(k, klen) : 0;
+        sp[i].place = send[i];
+        if (k != kbuf)
+            free(k);
+    }
+    qsort(sp, m, sizeof(*sp), slot_place_cmp);
+    for (size_t s = 0, e; s < m; s = e) {
+        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot; e++)
+            send[e - s] = sp[e].place;
+        vk_decide_group(v, limit, true, cached, reqs, send, e - s);
+    }
+    free(sp);
+    free(send);
+    return SLUICE_OK;
 }
 
 static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
@@ -1236,6 +1435,7 @@ static void vk_free(void *impl)
 static const sluice__store_ops vk_ops = {
     .kind = "valkey",
     .decide = vk_decide,
+    .decide_many = vk_decide_many,
     .reset = vk_reset,
     .stats = vk_stats,
     .free = vk_free,
@@ -1246,6 +1446,7 @@ static const sluice__store_ops vk_ops = {
 static const sluice__store_ops vk_cluster_ops = {
     .kind = "valkey-cluster",
     .decide = vk_decide,
+    .decide_many = vk_decide_many,
     .reset = vk_reset,
     .stats = vk_stats,
     .free = vk_free,

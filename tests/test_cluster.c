@@ -295,6 +295,77 @@ static void check_spread(void)
     test_context(NULL);
 }
 
+#define BATCH_MAX 40
+#define BATCH_IDS 24 /* "batch:N", spread over the masters by their slots */
+
+/*
+ * One sluice_hit_many() of up to BATCH_MAX requests over BATCH_IDS ids
+ * (named twice or more, often) against one limit: decided by the single
+ * server and by the cluster (one script call per slot among the keys) with
+ * hit_many, and by the embedded store one hit at a time; every request's
+ * answer must match. Answers the mismatches.
+ */
+static long batch_step(sluice_store *mem, sluice_store *one, sluice_store *cl,
+                       sluice_algo algo, uint64_t seed, int step,
+                       long *admitted, long *refused)
+{
+    /* One limit per algorithm, so each key keeps its window. */
+    static const uint64_t maxes[] = {6, 5, 4};
+    sluice_limit lim = {algo, maxes[algo], 120000};
+    sluice_request qm[BATCH_MAX], q1[BATCH_MAX], qc[BATCH_MAX];
+    char keys[BATCH_MAX][24];
+    size_t n = (size_t)rng_range(1, BATCH_MAX);
+    long bad = 0;
+    int r1, rc;
+
+    for (size_t i = 0; i < n; i++) {
+        size_t klen = (size_t)snprintf(keys[i], sizeof(keys[i]), "batch:%d",
+                                       (int)(rng_next() % BATCH_IDS));
+        uint64_t cost = rng_next() % 100 < 80 ? 1 : rng_range(1, lim.max);
+
+        if (rng_next() % 100 < 2)
+            cost = lim.max + 1; /* fails alone */
+        qm[i] = (sluice_request){keys[i], klen, cost, 0, {0}};
+        q1[i] = qc[i] = qm[i];
+    }
+    if (algo != SLUICE_FIXED)
+        for (size_t i = 0; i < n; i++)
+            qm[i].err = sluice_hit(&qm[i].decision, mem, &lim, qm[i].key,
+                                   qm[i].key_len, qm[i].cost);
+    r1 = sluice_hit_many(one, &lim, q1, n);
+    rc = sluice_hit_many(cl, &lim, qc, n);
+    CHECK(r1 == rc);
+    for (size_t i = 0; i < n; i++) {
+        int same;
+
+        if (algo == SLUICE_FIXED)
+            same = q1[i].err == qc[i].err &&
+                   q1[i].decision.allowed == qc[i].decision.allowed &&
+                   q1[i].decision.remaining == qc[i].decision.remaining &&
+                   absdiff(q1[i].decision.retry_after_ms,
+                           qc[i].decision.retry_after_ms) <=
+                       FIXED_TOLERANCE_MS;
+        else
+            same = qm[i].err == q1[i].err && q1[i].err == qc[i].err &&
+                   decisions_equal(&qm[i].decision, &q1[i].decision) &&
+                   decisions_equal(&q1[i].decision, &qc[i].decision);
+        if (qc[i].err == SLUICE_OK)
+            (qc[i].decision.allowed ? (*admitted)++ : (*refused)++);
+        else
+            CHECK_RC(qc[i].err, SLUICE_ECOST);
+        if (!CHECK(same) && bad++ < 3) {
+            fprintf(stderr, "    seed %" PRIu64 " step %d: batch of %zu, "
+                    "request %zu: %s %s cost=%" PRIu64 "\n", seed, step, n, i,
+                    sluice_algo_name(algo), qc[i].key, qc[i].cost);
+            if (algo != SLUICE_FIXED)
+                decision_print("embedded", qm[i].err, &qm[i].decision);
+            decision_print("single", q1[i].err, &q1[i].decision);
+            decision_print("cluster", qc[i].err, &qc[i].decision);
+        }
+    }
+    return bad;
+}
+
 static void test_differential(uint64_t seed)
 {
     static const limit_cfg cfgs[] = {
@@ -306,6 +377,7 @@ static void test_differential(uint64_t seed)
     sluice_store *mem, *one, *cl;
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     long steps[3] = {0}, admitted = 0, refused = 0, mismatches = 0;
+    long batches = 0;
     uint64_t now = 1700000000000ULL, t0 = rs_mono_ms();
     int ids[DIFF_IDS], m[RC_MAX_NODES];
 
@@ -365,6 +437,12 @@ static void test_differential(uint64_t seed)
         memset(&dm, 0, sizeof(dm));
         memset(&d1, 0, sizeof(d1));
         memset(&dc, 0, sizeof(dc));
+        if (op >= 95) {
+            mismatches += batch_step(mem, one, cl, algo, seed, step,
+                                     &admitted, &refused);
+            batches++;
+            continue;
+        }
         if (op < 1) {
             opname = "reset";
             if (algo != SLUICE_FIXED)
@@ -414,11 +492,12 @@ static void test_differential(uint64_t seed)
             decision_print("cluster", rc, &dc);
         }
     }
-    printf("  differential: %d steps (counter %ld, log %ld, fixed %ld), "
-           "%ld admitted, %ld refused, %ld mismatches, %" PRIu64 " ms\n",
+    printf("  differential: %d steps (counter %ld, log %ld, fixed %ld, "
+           "hit_many batches %ld), %ld admitted, %ld refused, %ld "
+           "mismatches, %" PRIu64 " ms\n",
            DIFF_STEPS, steps[SLUICE_SLIDING_COUNTER],
-           steps[SLUICE_SLIDING_LOG], steps[SLUICE_FIXED], admitted, refused,
-           mismatches, rs_mono_ms() - t0);
+           steps[SLUICE_SLIDING_LOG], steps[SLUICE_FIXED], batches, admitted,
+           refused, mismatches, rs_mono_ms() - t0);
     test_context(NULL);
     check_spread();
     sluice_store_free(cl);
