@@ -9,16 +9,28 @@
  * kills it by PID however the program ends.
  *
  * The workload, the same for every implementation: every call is admitted
- * (a limit of 10^12 per 1 s window), on one hot key or on 10,000 keys
- * "user:N" drawn uniformly, from 1 caller or from 50 concurrent callers.
+ * (a limit of 10^12 per 1 s window; but see the hot refused key below), on
+ * one hot key or on 10,000 keys "user:N" drawn uniformly, from 1 caller or
+ * from 50 concurrent callers.
  *
- *   sluice                 sluice_hit() for each algorithm: one EVALSHA of
- *                          src/lua/ALGO.lua per decision. 50 callers are 50
- *                          threads sharing ONE store handle opened with
- *                          ?pool=4, the library's default: its connections
- *                          pipeline the requests of the callers that share
- *                          them (a leader writes every queued request at
- *                          once), so fewer connections batch more.
+ *   sluice                 sluice_hit() for each algorithm, one decision
+ *                          per call. 50 callers are 50 threads sharing ONE
+ *                          store handle opened with ?pool=4, the library's
+ *                          default: the decisions that wait while earlier
+ *                          ones are with the server are combined into one
+ *                          multi-key script call (up to 4 such rounds at
+ *                          once), so the server sees fewer EVALSHAs than
+ *                          decisions (shown per decision).
+ *   sluice, hit_many x50   sluice_hit_many() for each algorithm: ONE thread
+ *                          deciding batches of 50 requests (--callers), keys
+ *                          drawn as above, on the same store; and, fixed
+ *                          window only, 2 threads batching 25 each (the same
+ *                          50 in flight, on both cores). A server store
+ *                          sends a batch as one round trip and one multi-key
+ *                          script call, so the server sees one EVALSHA per
+ *                          batch. Shown with the 50 callers, as 50
+ *                          decisions are in flight; a decision's latency is
+ *                          its batch's.
  *   redis-benchmark INCR   `redis-benchmark -t incr -c C [-r 10000] --csv`:
  *                          one INCR per request, C connections served by one
  *                          event-loop thread. The floor of any limiter that
@@ -32,9 +44,18 @@
  *                          MovingWindowRateLimiter, one EVALSHA per hit; C
  *                          threads, a pooled connection each.
  *
+ * A hot refused key (50 callers, 1 hot key "user:refused", fixed window): a
+ * limit of 10 per 10 minute window, spent by the warm-up calls, so every
+ * timed call is refused (a refusal is a decision, not an error), with the
+ * library's cache of refused keys (refused_cache=default: the server's wait
+ * is remembered and the same request refused locally, with no round trip)
+ * and without it (refused_cache=off: every call is an EVALSHA). These rows
+ * and the hit_many rows show the server's EVALSHA calls per decision.
+ *
  * Where sluice's time goes (fixed window, 10,000 keys): the same calls on
- * pools of 1, 2, 16 and 50 connections; the hot key without the cache of
- * refused keys (refused_cache=off); the same EVALSHA sent by bare hiredis
+ * pools of 1, 2, 16 and 50 connections; the hot key, every call admitted,
+ * without the cache of refused keys (refused_cache=off: what the cache
+ * costs when it has nothing to answer); the same EVALSHA sent by bare hiredis
  * (no library) from 1 thread and from 50 threads with a connection each; a
  * bare INCR the same ways; and the EVALSHA pipelined 50 deep from one
  * thread on one connection, a ceiling for pipelining.
@@ -50,6 +71,13 @@
  * the peers, and other work. Every case runs 'repeats' times, interleaved
  * (pass 1 runs every case once, then pass 2, ...), and each figure is the
  * median of its runs; "spread" is (max - min) / median of the rates.
+ *
+ * The targets the issue sets, each printed with its ratio (fixed window, 50
+ * callers, 10,000 keys): sluice over redis-benchmark INCR -c 50 (>= 1x),
+ * rate-limiter-flexible (>= 3x) and limits' fixed window (>= 10x) with 50
+ * threads calling sluice_hit(), unpipelined; the same pipelined, from the
+ * faster of the fixed window's hit_many rows (>= 2x, 3x and 10x); and the
+ * hot refused key with the cache over without it (>= 10x).
  *
  * Then, without timing pressure: the server's CPU per decision from
  * commandstats (N decisions from 1 caller after CONFIG RESETSTAT: EVALSHA's
@@ -110,6 +138,15 @@
 #define TARGET_VS_INCR 1.0
 #define TARGET_VS_RLF 3.0
 #define TARGET_VS_LIMITS 10.0
+/* The same, pipelined: sluice_hit_many() batches of C requests. */
+#define TARGET_PIPELINED_VS_INCR 2.0
+#define TARGET_PIPELINED_VS_RLF 3.0
+#define TARGET_PIPELINED_VS_LIMITS 10.0
+/* A hot refused key (C callers): the cache of refused keys on / off. */
+#define TARGET_REFUSED_CACHE 10.0
+#define REFUSED_MAX 10u            /* spent by the warm-up calls ... */
+#define REFUSED_WINDOW_MS 600000u  /* ... so refused for 10 minutes */
+#define REFUSED_ID "user:refused"  /* its key: a window of its own */
 
 /* ---- Small utilities ----------------------------------------------------- */
 
@@ -328,7 +365,7 @@ static void stats_read(server *s, const char *cmd, double *calls,
 {
     static const char *const inner[] = {
         "get", "pttl", "del", "pexpire", "incrby", "time", "hmget", "hset",
-        "zrange", "zremrangebyscore", "zcard", "zadd"};
+        "zrange", "zremrangebyscore", "zcard", "zadd", "set", "decrby"};
     redisReply *r = ctl_cmd(s, "INFO commandstats");
     char field[64];
 
@@ -663,6 +700,7 @@ static void last_line(const char *text, char *out, size_t cap)
 
 typedef enum how {
     HOW_SLUICE,       /* sluice_hit() from threads sharing one store */
+    HOW_SLUICE_MANY,  /* sluice_hit_many() batches, threads sharing one */
     HOW_RAW_EVALSHA,  /* the algorithm's script by bare hiredis */
     HOW_RAW_INCR,     /* INCR by bare hiredis */
     HOW_RAW_PIPE,     /* the script, pipelined on one connection */
@@ -679,6 +717,11 @@ typedef struct run_result {
     double cli_cs;     /* the client's context switches over the run; < 0
                           unknown */
     double cmd_usec;   /* usec_per_call of the case's command; < 0 unknown */
+    double cmd_calls;  /* the server's calls of that command over the run
+                          (in 'med': per decision); < 0 unknown */
+    double key_calls;  /* sluice's fixed window: the INCRBYs its script ran,
+                          one per request the server decided (in 'med': per
+                          decision); < 0 unknown */
     double calls, admitted;
 } run_result;
 
@@ -691,11 +734,16 @@ typedef struct bench_case {
     const char *peer_algo;/* "fixed" or "moving" */
     const char *cmd;      /* the command the server runs: evalsha or incr */
     unsigned callers;     /* threads or concurrent calls */
+    unsigned threads;     /* in-process: the threads making the calls */
     unsigned connections; /* to the server */
     unsigned pool;        /* sluice: the store's pool */
     const char *url_extra;/* sluice: more URL options, or NULL */
-    unsigned depth;       /* raw pipelined: calls in flight */
+    unsigned depth;       /* per thread: raw pipelined calls in flight, or
+                             the requests of a sluice_hit_many() batch */
+    uint64_t max;         /* the limit: ADMIT_MAX, or REFUSED_MAX */
+    uint32_t window_ms;
     size_t keys;
+    int section;          /* main table: the workload it is shown under */
     bool diag;            /* a "where the time goes" row */
     int vs;               /* the sluice case it is compared with, or -1 */
     char unavailable[256];/* non-empty: not run, and why */
@@ -747,6 +795,10 @@ typedef struct report {
     /* workload index -> case index of each sluice algorithm */
     int sluice_case[4][SLUICE_ALGO_COUNT];
     int rb_case[4], rlf_case[4], limits_fixed_case[4], limits_moving_case[4];
+    /* the hit_many rows (-1 for 1 caller): 1 thread, each algorithm; and
+       2 threads, fixed window */
+    int many_case[4][SLUICE_ALGO_COUNT], many2_case[4];
+    int refused_case, refused_off_case; /* the hot refused key */
 } report;
 
 /* The four workloads: callers x keys. */
@@ -770,12 +822,68 @@ static bench_case *case_add(report *rp, how h, const char *id,
     snprintf(c->id, sizeof(c->id), "%s", id);
     snprintf(c->label, sizeof(c->label), "%s", label);
     c->callers = callers;
+    c->threads = callers;
     c->connections = callers;
+    c->max = ADMIT_MAX;
+    c->window_ms = WINDOW_MS;
     c->keys = keys;
+    c->section = -1;
     c->vs = -1;
     c->cmd = h == HOW_RB || h == HOW_RAW_INCR ? "incr" : "evalsha";
     c->rb_guess = RB_FIRST_GUESS;
     return c;
+}
+
+/*
+ * The rows of a workload of 'callers' callers beyond sluice_hit() and the
+ * references: sluice_hit_many() batches of 'callers' requests from 1 thread
+ * (each algorithm) and from 2 threads of half as many each (fixed window:
+ * the same decisions in flight, on both cores); and, on the hot key,
+ * the key refused all run long with and without the cache of refused keys.
+ */
+static void cases_build_more(report *rp, int w, size_t keys)
+{
+    unsigned n = rp->o.callers, npool = rp->o.pool;
+    char id[64], label[96];
+    bench_case *c;
+
+    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        snprintf(id, sizeof(id), "sluice_%s_hit_many", sluice_algo_name(a));
+        snprintf(label, sizeof(label), "sluice %s, 1 thread, hit_many "
+                 "\u00d7%u", sluice_algo_name(a), n);
+        c = case_add(rp, HOW_SLUICE_MANY, id, label, n, keys);
+        c->algo = (sluice_algo)a;
+        c->threads = 1;
+        c->depth = n;
+        c->pool = c->connections = npool;
+        rp->many_case[w][a] = rp->ncases - 1;
+    }
+    /* The same decisions in flight as the other rows, on both cores. */
+    snprintf(label, sizeof(label), "sluice fixed, 2 threads, hit_many "
+             "\u00d7%u each", n / 2 > 0 ? n / 2 : 1);
+    c = case_add(rp, HOW_SLUICE_MANY, "sluice_fixed_hit_many_2threads", label,
+                 2 * (n / 2 > 0 ? n / 2 : 1), keys);
+    c->algo = SLUICE_FIXED;
+    c->threads = 2;
+    c->depth = n / 2 > 0 ? n / 2 : 1;
+    c->pool = c->connections = npool;
+    rp->many2_case[w] = rp->ncases - 1;
+    if (keys != 1)
+        return;
+    for (int off = 0; off < 2; off++) {
+        c = case_add(rp, HOW_SLUICE,
+                     off ? "sluice_fixed_refused_cache_off"
+                         : "sluice_fixed_refused",
+                     off ? "sluice fixed, refused key, refused_cache=off"
+                         : "sluice fixed, refused key, cache on",
+                     n, keys);
+        c->algo = SLUICE_FIXED;
+        c->pool = c->connections = npool;
+        c->url_extra = off ? "refused_cache=off" : "refused_cache=default";
+        c->max = REFUSED_MAX;
+        c->window_ms = REFUSED_WINDOW_MS;
+        *(off ? &rp->refused_off_case : &rp->refused_case) = rp->ncases - 1;
+    }
 }
 
 /* The case list: the main table's four workloads, then the diagnostics. */
@@ -786,10 +894,12 @@ static void cases_build(report *rp)
     char id[64], label[96];
     int sluice_fixed_many_n = -1;
 
+    rp->refused_case = rp->refused_off_case = -1;
     for (int w = 0; w < 4; w++) {
         unsigned callers = workload_callers(o, w);
         size_t keys = workload_keys(w);
         bench_case *c;
+        int first = rp->ncases;
 
         for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
             snprintf(id, sizeof(id), "sluice_%s", sluice_algo_name(a));
@@ -799,7 +909,9 @@ static void cases_build(report *rp)
             c->pool = npool;
             c->connections = c->pool;
             rp->sluice_case[w][a] = rp->ncases - 1;
+            rp->many_case[w][a] = -1;
         }
+        rp->many2_case[w] = -1;
         if (w == 3)
             sluice_fixed_many_n = rp->sluice_case[w][SLUICE_FIXED];
         c = case_add(rp, HOW_RB, "redis_benchmark_incr",
@@ -828,6 +940,10 @@ static void cases_build(report *rp)
         c->peer_algo = "moving";
         c->vs = rp->sluice_case[w][SLUICE_SLIDING_LOG];
         rp->limits_moving_case[w] = rp->ncases - 1;
+        if (callers > 1)
+            cases_build_more(rp, w, keys);
+        for (int i = first; i < rp->ncases; i++)
+            rp->cases[i].section = w;
     }
     for (int i = 0; i < rp->ncases; i++) {
         bench_case *c = &rp->cases[i];
@@ -864,9 +980,11 @@ static void cases_build(report *rp)
             c->diag = true;
             c->vs = sluice_fixed_many_n;
         }
+        /* Every call admitted: what the cache of refused keys costs when
+           it has nothing to answer (not the refused key of the table). */
         snprintf(label, sizeof(label),
-                 "sluice fixed, 1 hot key, refused_cache=off");
-        c = case_add(rp, HOW_SLUICE, "sluice_fixed_hot_refused_cache_off",
+                 "sluice fixed, 1 hot key admitted, refused_cache=off");
+        c = case_add(rp, HOW_SLUICE, "sluice_fixed_hot_admitted_cache_off",
                      label, n, 1);
         c->algo = SLUICE_FIXED;
         c->pool = c->connections = npool;
@@ -895,7 +1013,7 @@ static void cases_build(report *rp)
                  "bare hiredis EVALSHA fixed.lua, %u pipelined", n);
         c = case_add(rp, HOW_RAW_PIPE, "raw_evalsha_pipelined", label, n,
                      MANY_KEYS);
-        c->connections = 1;
+        c->threads = c->connections = 1;
         c->depth = n > PIPE_DEPTH_MAX ? PIPE_DEPTH_MAX : n;
         c->diag = true;
         c->vs = sluice_fixed_many_n;
@@ -936,6 +1054,7 @@ typedef struct caller {
     const char *sha;          /* raw scripts */
     const sluice_limit *limit;
     const keyset *keys;       /* ids, or server keys for raw cases */
+    sluice_request *reqs;     /* HOW_SLUICE_MANY: a batch */
     uint64_t rng;
     double seconds;
     pthread_barrier_t *ready, *go;
@@ -945,7 +1064,10 @@ typedef struct caller {
     char why[256];            /* non-empty on failure */
 } caller;
 
-/* One raw EVALSHA of the algorithm's script, as the library sends it. */
+/*
+ * One raw EVALSHA of the algorithm's script, as the library sends it for
+ * one request (the layout at the top of src/lua/fixed.lua).
+ */
 static void raw_evalsha_args(caller *w, size_t k, const char **argv,
                              size_t *lens, char *max, char *window)
 {
@@ -955,10 +1077,10 @@ static void raw_evalsha_args(caller *w, size_t k, const char **argv,
     argv[3] = key_at(w->keys, k);
     argv[4] = max;
     argv[5] = window;
-    argv[6] = "1"; /* cost */
-    argv[7] = "1"; /* count it */
-    argv[8] = "";  /* the server's clock */
-    argv[9] = "0"; /* token (the sliding log's) */
+    argv[6] = "1"; /* count it */
+    argv[7] = "";  /* the server's clock */
+    argv[8] = "0"; /* token (the sliding log's) */
+    argv[9] = "1"; /* the request's cost */
     for (int i = 0; i < 10; i++)
         lens[i] = strlen(argv[i]);
     lens[3] = key_len(w->keys, k);
@@ -1013,6 +1135,43 @@ static int call_once(caller *w, size_t k, char *max, char *window)
     return raw_reply(w, redisCommandArgv(w->ctx, 10, argv, lens));
 }
 
+/*
+ * One sluice_hit_many() of w->c->depth requests on keys drawn as
+ * call_once()'s, or, with 'warm' not SIZE_MAX, on the keys after 'warm' *
+ * depth in turn. Adds its admitted requests to '*admitted'; -1 (w->why
+ * filled) if a request has no decision. A refusal is a decision.
+ */
+static int call_many(caller *w, size_t warm, uint64_t *admitted)
+{
+    unsigned depth = w->c->depth;
+    size_t n = w->keys->n;
+    int err;
+
+    for (unsigned i = 0; i < depth; i++) {
+        size_t k = warm != SIZE_MAX ? (warm * depth + i) % n
+                   : n > 1          ? pick_key(&w->rng, n)
+                                    : 0;
+
+        w->reqs[i].key = key_at(w->keys, k);
+        w->reqs[i].key_len = key_len(w->keys, k);
+        w->reqs[i].cost = 1;
+    }
+    err = sluice_hit_many(w->store, w->limit, w->reqs, depth);
+    for (unsigned i = 0; i < depth; i++) {
+        const sluice_request *q = &w->reqs[i];
+
+        if (q->err != SLUICE_OK || err < 0) {
+            snprintf(w->why, sizeof(w->why), "sluice_hit_many: request %u "
+                     "of %u: %s (%s)", i + 1, depth,
+                     sluice_strerror(q->err != SLUICE_OK ? q->err : err),
+                     sluice_last_error());
+            return -1;
+        }
+        *admitted += q->decision.allowed ? 1 : 0;
+    }
+    return 0;
+}
+
 /* 'depth' pipelined EVALSHAs: appended, then their replies read. */
 static int call_pipelined(caller *w, unsigned depth, char *max, char *window,
                           uint64_t *admitted)
@@ -1044,26 +1203,33 @@ static int call_pipelined(caller *w, unsigned depth, char *max, char *window,
 }
 
 /*
- * A caller: connects (raw cases), makes WARM_CALLS untimed calls, waits at
- * both barriers (the main thread reads the server's counters between them),
- * then calls until 'seconds' have passed, timing each call.
+ * A caller: connects (raw cases), makes WARM_CALLS untimed calls (batches
+ * for sluice_hit_many()), waits at both barriers (the main thread reads the
+ * server's counters between them), then calls until 'seconds' have passed,
+ * timing each call.
  */
 static void *caller_main(void *arg)
 {
     caller *w = arg;
     char max[24], window[24];
     size_t n = w->keys->n;
-    bool failed = false;
-    uint64_t start, now, deadline;
+    bool failed = false, many = w->c->how == HOW_SLUICE_MANY;
+    uint64_t start, now, deadline, warm_admitted = 0;
 
-    snprintf(max, sizeof(max), "%llu", (unsigned long long)ADMIT_MAX);
-    snprintf(window, sizeof(window), "%u", WINDOW_MS);
-    if (w->c->how != HOW_SLUICE && (w->ctx = raw_connect(w->srv)) == NULL) {
+    snprintf(max, sizeof(max), "%llu", (unsigned long long)w->c->max);
+    snprintf(window, sizeof(window), "%u", (unsigned)w->c->window_ms);
+    if (w->c->how != HOW_SLUICE && !many &&
+        (w->ctx = raw_connect(w->srv)) == NULL) {
         snprintf(w->why, sizeof(w->why), "cannot connect");
         failed = true;
     }
+    if (many && (w->reqs = calloc(w->c->depth, sizeof(*w->reqs))) == NULL) {
+        snprintf(w->why, sizeof(w->why), "out of memory for a batch");
+        failed = true;
+    }
     for (unsigned i = 0; i < WARM_CALLS && !failed; i++)
-        failed = call_once(w, i % n, max, window) < 0;
+        failed = many ? call_many(w, i, &warm_admitted) < 0
+                      : call_once(w, i % n, max, window) < 0;
     pthread_barrier_wait(w->ready);
     pthread_barrier_wait(w->go);
     start = now = now_ns();
@@ -1072,9 +1238,10 @@ static void *caller_main(void *arg)
         uint64_t t0 = now;
         int v;
 
-        if (w->c->how == HOW_RAW_PIPE) {
-            failed = call_pipelined(w, w->c->depth, max, window,
-                                    &w->admitted) < 0;
+        if (w->c->how == HOW_RAW_PIPE || many) {
+            failed = (many ? call_many(w, SIZE_MAX, &w->admitted)
+                           : call_pipelined(w, w->c->depth, max, window,
+                                            &w->admitted)) < 0;
             now = now_ns();
             /* each call's reply came within the batch's round trip */
             failed |= lat_push(&w->lat, now - t0, w->c->depth) < 0;
@@ -1097,6 +1264,8 @@ static void *caller_main(void *arg)
         redisFree(w->ctx);
         w->ctx = NULL;
     }
+    free(w->reqs);
+    w->reqs = NULL;
     return NULL;
 }
 
@@ -1134,8 +1303,9 @@ static int run_threads(report *rp, bench_case *c, const keyset *ids,
                        const keyset *skeys, run_result *r, char *why,
                        size_t why_cap)
 {
-    unsigned threads = c->how == HOW_RAW_PIPE ? 1 : c->callers;
-    sluice_limit limit = {c->algo, ADMIT_MAX, WINDOW_MS};
+    unsigned threads = c->threads;
+    bool lib = c->how == HOW_SLUICE || c->how == HOW_SLUICE_MANY;
+    sluice_limit limit = {c->algo, c->max, c->window_ms};
     sluice_store *store = NULL;
     caller *w = calloc(threads, sizeof(*w));
     pthread_t *tid = calloc(threads, sizeof(*tid));
@@ -1152,7 +1322,7 @@ static int run_threads(report *rp, bench_case *c, const keyset *ids,
         snprintf(why, why_cap, "out of memory");
         return -1;
     }
-    if (c->how == HOW_SLUICE) {
+    if (lib) {
         sluice_url_for(&rp->srv, c->pool, c->url_extra, url, sizeof(url));
         if ((err = sluice_store_open(&store, url, NULL)) < 0) {
             snprintf(why, why_cap, "sluice_store_open(%.80s): %s (%.100s)", url,
@@ -1176,7 +1346,7 @@ static int run_threads(report *rp, bench_case *c, const keyset *ids,
         w[t].store = store;
         w[t].sha = sha;
         w[t].limit = &limit;
-        w[t].keys = c->how == HOW_SLUICE ? ids : skeys;
+        w[t].keys = lib ? ids : skeys;
         w[t].rng = ((uint64_t)(t + 1) * 0x9e3779b97f4a7c15ULL ^
                     (uint64_t)now_ns()) | 1;
         w[t].seconds = rp->o.seconds;
@@ -1231,6 +1401,12 @@ static int run_threads(report *rp, bench_case *c, const keyset *ids,
     r->cli_cpu_s = cli1 - cli0;
     r->cli_cs = cs1 - cs0;
     r->cmd_usec = calls > 0 ? usec / calls : -1;
+    r->cmd_calls = calls;
+    r->key_calls = -1;
+    if (lib && c->algo == SLUICE_FIXED) {
+        stats_read(&rp->srv, "incrby", &calls, &usec);
+        r->key_calls = calls;
+    }
     pthread_barrier_destroy(&ready);
     pthread_barrier_destroy(&go);
     sluice_store_free(store);
@@ -1332,6 +1508,8 @@ static int run_rb(report *rp, bench_case *c, run_result *r, char *why,
     r->cli_cpu_s = cpu;
     r->cli_cs = child_cs;
     r->cmd_usec = calls > 0 ? usec / calls : -1;
+    r->cmd_calls = calls;
+    r->key_calls = -1;
     c->rb_guess = r->rate; /* the next run lasts about --seconds */
     return 0;
 }
@@ -1403,6 +1581,7 @@ static int run_peer(report *rp, bench_case *c, run_result *r, char *why,
     r->cli_cpu_s = json_num(line, "client_cpu_s", &v) ? v : cpu;
     r->cli_cs = json_num(line, "client_context_switches", &v) ? v : -1;
     r->cmd_usec = calls > 0 ? usec / calls : -1;
+    r->cmd_calls = r->key_calls = -1; /* the server counted the warm-up */
     return 0;
 }
 
@@ -1552,7 +1731,7 @@ static int case_run(report *rp, int i, unsigned pass, const keyset *ids,
         break;
     }
     if (err < 0) {
-        if (c->how == HOW_SLUICE) {
+        if (c->how == HOW_SLUICE || c->how == HOW_SLUICE_MANY) {
             fprintf(stderr, "\nsluice_bench_server: %s: %s\n", c->label,
                     why);
             return -1;
@@ -1598,6 +1777,16 @@ static void case_finish(bench_case *c)
                    ? c->runs[i].cli_cs / c->runs[i].calls
                    : -1;
     c->med.cli_cs = median_of(v, c->nruns);
+    for (unsigned i = 0; i < c->nruns; i++)
+        v[i] = c->runs[i].calls > 0 && c->runs[i].cmd_calls >= 0
+                   ? c->runs[i].cmd_calls / c->runs[i].calls
+                   : -1;
+    c->med.cmd_calls = median_of(v, c->nruns);
+    for (unsigned i = 0; i < c->nruns; i++)
+        v[i] = c->runs[i].calls > 0 && c->runs[i].key_calls >= 0
+                   ? c->runs[i].key_calls / c->runs[i].calls
+                   : -1;
+    c->med.key_calls = median_of(v, c->nruns);
     for (unsigned i = 0; i < c->nruns; i++) {
         double x = c->runs[i].rate;
 
@@ -1829,11 +2018,71 @@ static int memory_measure(report *rp, mem_row *rows)
 
 static double ratio(const report *rp, int num, int den)
 {
-    const bench_case *a = &rp->cases[num], *b = &rp->cases[den];
+    const bench_case *a, *b;
 
+    if (num < 0 || den < 0)
+        return -1;
+    a = &rp->cases[num];
+    b = &rp->cases[den];
     if (a->nruns == 0 || b->nruns == 0 || b->med.rate <= 0)
         return -1;
     return a->med.rate / b->med.rate;
+}
+
+/* Why ratio(num, den) is unknown: the reason of a case that did not run. */
+static const char *ratio_why(const report *rp, int num, int den)
+{
+    if (num < 0 || den < 0)
+        return "no such case";
+    if (rp->cases[num].nruns == 0)
+        return rp->cases[num].unavailable;
+    return rp->cases[den].unavailable;
+}
+
+/*
+ * The pipelined sluice row of the targets: the faster of the fixed
+ * window's hit_many rows at 'callers' callers and 10,000 keys (1 thread, 2
+ * threads); the first when neither ran.
+ */
+static int best_many_fixed(const report *rp)
+{
+    int one = rp->many_case[3][SLUICE_FIXED], two = rp->many2_case[3];
+
+    if (one < 0 || two < 0 || rp->cases[two].nruns == 0)
+        return one;
+    if (rp->cases[one].nruns == 0 ||
+        rp->cases[two].med.rate > rp->cases[one].med.rate)
+        return two;
+    return one;
+}
+
+/* The columns 's' takes on a terminal: a UTF-8 character is one. */
+static int text_cols(const char *s)
+{
+    int cols = 0;
+
+    for (; *s != '\0'; s++)
+        cols += ((unsigned char)*s & 0xc0) != 0x80;
+    return cols;
+}
+
+/* 's' left-aligned in 'width' columns. */
+static void print_padded(const char *s, int width)
+{
+    int cols = text_cols(s);
+
+    printf("%s%*s", s, cols < width ? width - cols : 0, "");
+}
+
+/*
+ * Rows that show the server's calls per decision: batches, refusals, and
+ * sluice_hit() when its store made other than one call per decision.
+ */
+static bool shows_cmd_calls(const bench_case *c)
+{
+    return c->how == HOW_SLUICE_MANY || c->max != ADMIT_MAX ||
+           (c->how == HOW_SLUICE && c->med.cmd_calls >= 0 &&
+            (c->med.cmd_calls < 0.995 || c->med.cmd_calls > 1.005));
 }
 
 static const char *workload_name(const options *o, int w, char *buf,
@@ -1853,22 +2102,28 @@ static void print_num(double v, int width, int decimals)
         printf(" %*.*f", width, decimals, v);
 }
 
-/* One table row: the figures, then "sluice X / this" for a reference. */
-static void print_case_row(const report *rp, int i, bool diag)
+/*
+ * One table row, its label in 'width' columns: the figures, then "sluice X
+ * / this" for a reference, and notes (admitted, the server's calls).
+ */
+static void print_case_row(const report *rp, int i, bool diag, int width)
 {
     const bench_case *c = &rp->cases[i];
     const run_result *m = &c->med;
+    const char *sep = "  (";
     char buf[32];
 
+    printf("  ");
+    print_padded(c->label, width);
     if (diag)
-        printf("  %-48s %4u %5u", c->label, c->callers, c->connections);
+        printf(" %4u %5u", c->callers, c->connections);
     else
-        printf("  %-32s %5u", c->label, c->connections);
+        printf(" %5u", c->connections);
     if (c->nruns == 0) {
         printf("  not available: %s\n", c->unavailable);
         return;
     }
-    printf(" %9s %4.0f%%", grouped(buf, sizeof(buf), m->rate),
+    printf(" %10s %4.0f%%", grouped(buf, sizeof(buf), m->rate),
            c->spread * 100);
     print_num(m->p50_us, 8, 1);
     print_num(m->p99_us, 8, 1);
@@ -1888,10 +2143,19 @@ static void print_case_row(const report *rp, int i, bool diag)
         if (q >= 0)
             printf("   %.2f\u00d7", q);
     }
-    if (m->admitted < m->calls)
-        printf("  (%.1f%% admitted)", m->calls > 0 ? 100 * m->admitted /
-                                                         m->calls : 0);
-    printf("\n");
+    if (m->admitted < m->calls) {
+        printf("%s%.1f%% admitted", sep, m->calls > 0 ? 100 * m->admitted /
+                                                            m->calls : 0);
+        sep = "; ";
+    }
+    if (shows_cmd_calls(c) && m->cmd_calls >= 0) {
+        printf("%s%.3g EVALSHA", sep, m->cmd_calls);
+        if (m->key_calls >= 0)
+            printf(", %.3g INCRBY", m->key_calls);
+        printf(" per decision");
+        sep = "; ";
+    }
+    printf("%s\n", sep[0] == ';' ? ")" : "");
 }
 
 static void print_legend(void)
@@ -1905,15 +2169,28 @@ static void print_legend(void)
            "(INFO commandstats usec_per_call of EVALSHA or INCR). cli "
            "\u00b5s: the client's CPU per decision;\n"
            "cs: the client's context switches per decision (getrusage, "
-           "voluntary and not).\n");
+           "voluntary and not).\n"
+           "hit_many: one sluice_hit_many() call decides a batch; p50 and "
+           "p99 are the batch's latency, given to\n"
+           "each of its decisions, and cmd \u00b5s is per script call (a "
+           "whole batch when the server gets one\n"
+           "call per batch). EVALSHA per decision: the server's EVALSHA "
+           "calls over the timed decisions\n"
+           "(INFO commandstats): 1 for one call per decision, 1/batch for "
+           "one per batch, 0 when the client\n"
+           "answers alone (the cache of refused keys). INCRBY per decision "
+           "(fixed window): the share of the\n"
+           "decisions the server made, as its script runs one INCRBY per "
+           "request.\n");
 }
 
 static void print_text(report *rp, const cpu_row *cpu, int ncpu,
                        const mem_row *mem, int nmem)
 {
     const options *o = &rp->o;
-    char wname[64];
-    int fixed = rp->sluice_case[3][SLUICE_FIXED];
+    char wname[64], incr_c[48];
+    int fixed = rp->sluice_case[3][SLUICE_FIXED], width = 32, dwidth = 48;
+    int piped = best_many_fixed(rp);
     struct {
         const char *label;
         int ref;
@@ -1923,7 +2200,21 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
         {"/ rate-limiter-flexible", rp->rlf_case[3], TARGET_VS_RLF},
         {"/ limits fixed window", rp->limits_fixed_case[3],
          TARGET_VS_LIMITS},
+    }, piped_targets[] = {
+        {incr_c, rp->rb_case[3], TARGET_PIPELINED_VS_INCR},
+        {"/ rate-limiter-flexible", rp->rlf_case[3], TARGET_PIPELINED_VS_RLF},
+        {"/ limits fixed window", rp->limits_fixed_case[3],
+         TARGET_PIPELINED_VS_LIMITS},
     };
+
+    snprintf(incr_c, sizeof(incr_c), "/ redis-benchmark INCR -c %u",
+             o->callers);
+    for (int i = 0; i < rp->ncases; i++) {
+        int *wp = rp->cases[i].diag ? &dwidth : &width;
+
+        if (text_cols(rp->cases[i].label) > *wp)
+            *wp = text_cols(rp->cases[i].label);
+    }
 
     printf("sluice %s server store benchmark: redis-server %s on %s:%d "
            "(%s)\n",
@@ -1938,12 +2229,21 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
            rp->cpus == 1 ? "" : "s", rp->load_before[0], rp->load_after[0],
            rp->wall_s);
     printf("workload: every call admitted (max 10^12 per %u ms window); "
-           "ids \"user:N\", one hot key or %u drawn uniformly\n",
-           WINDOW_MS, MANY_KEYS);
+           "ids \"user:N\", one hot key or %u drawn uniformly;\n"
+           "but the \"refused key\" rows: \"%s\", max %u per %u min "
+           "window, spent by the warm-up, so every timed call is refused\n",
+           WINDOW_MS, MANY_KEYS, REFUSED_ID, REFUSED_MAX,
+           REFUSED_WINDOW_MS / 60000);
     printf("sluice: ?pool=%u; %u callers = %u threads sharing one store "
-           "handle, whose %u connection%s each batch\nthe requests queued "
-           "while the previous batch is in flight (automatic pipelining)\n",
-           o->pool, o->callers, o->callers, o->pool, o->pool == 1 ? "" : "s");
+           "handle, each calling sluice_hit(); the decisions\nthat wait "
+           "while earlier ones are with the server are combined into one "
+           "script call (up to %u rounds at once)\n",
+           o->pool, o->callers, o->callers, o->pool);
+    printf("hit_many: 1 thread with batches of %u, or 2 threads with "
+           "batches of %u each, calling sluice_hit_many()\non the same "
+           "store (%u decisions in flight), shown with the %u callers\n",
+           o->callers, o->callers / 2 > 0 ? o->callers / 2 : 1, o->callers,
+           o->callers);
     printf("references: %s; %s; %s\n\n",
            rp->rb_ok ? rp->rb_version : "redis-benchmark: not available",
            rp->peers[PEER_RLF].ok ? rp->peers[PEER_RLF].versions
@@ -1951,8 +2251,10 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
            rp->peers[PEER_LIMITS].ok ? rp->peers[PEER_LIMITS].versions
                                      : "limits: not available");
 
-    printf("  %-32s %5s %9s %5s %8s %8s %7s %6s %7s %5s   %s\n",
-           "implementation", "conns", "dec/s", "sprd", "p50 \u00b5s",
+    printf("  ");
+    print_padded("implementation", width);
+    printf(" %5s %10s %5s %8s %8s %7s %6s %7s %5s   %s\n",
+           "conns", "dec/s", "sprd", "p50 \u00b5s",
            "p99 \u00b5s", "srv \u00b5s", "cmd \u00b5s", "cli \u00b5s", "cs",
            "sluice / this");
     for (int w = 0; w < 4; w++) {
@@ -1960,9 +2262,8 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
         for (int i = 0; i < rp->ncases; i++) {
             const bench_case *c = &rp->cases[i];
 
-            if (!c->diag && c->callers == workload_callers(o, w) &&
-                c->keys == workload_keys(w))
-                print_case_row(rp, i, false);
+            if (!c->diag && c->section == w)
+                print_case_row(rp, i, false, width);
         }
     }
     printf("\n");
@@ -1970,35 +2271,81 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
 
     printf("\nTargets (fixed window, %u callers, 10,000 keys; the same "
            "server, keys and concurrency)\n", o->callers);
+    printf("  unpipelined: %u threads sharing one store, each calling "
+           "sluice_hit(), one decision per call\n", o->callers);
     for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
         double q = ratio(rp, fixed, targets[t].ref);
 
         if (q < 0)
             printf("  sluice fixed %-26s not measured: %s\n",
-                   targets[t].label, rp->cases[targets[t].ref].unavailable);
+                   targets[t].label, ratio_why(rp, fixed, targets[t].ref));
         else
             printf("  sluice fixed %-26s %6.2f\u00d7 \u2014 target \u2265 "
                    "%.1f\u00d7: %s\n",
                    targets[t].label, q, targets[t].target,
                    q >= targets[t].target ? "met" : "not met");
     }
+    printf("  pipelined: sluice_hit_many() batches of %u, from the faster "
+           "of the fixed window's hit_many rows:\n    \"%s\"\n",
+           o->callers, piped >= 0 ? rp->cases[piped].label : "none");
+    for (size_t t = 0; t < sizeof(piped_targets) / sizeof(piped_targets[0]);
+         t++) {
+        double q = ratio(rp, piped, piped_targets[t].ref);
+
+        if (q < 0)
+            printf("  sluice fixed, pipelined (hit_many) %-28s not measured: "
+                   "%s\n", piped_targets[t].label,
+                   ratio_why(rp, piped, piped_targets[t].ref));
+        else
+            printf("  sluice fixed, pipelined (hit_many) %-28s %6.2f\u00d7 "
+                   "\u2014 target \u2265 %.1f\u00d7: %s\n",
+                   piped_targets[t].label, q, piped_targets[t].target,
+                   q >= piped_targets[t].target ? "met" : "not met");
+    }
+    printf("  a hot refused key: %u callers, 1 key, max %u per %u min "
+           "window, every timed call refused\n", o->callers, REFUSED_MAX,
+           REFUSED_WINDOW_MS / 60000);
+    {
+        double q = ratio(rp, rp->refused_case, rp->refused_off_case);
+
+        if (q < 0) {
+            printf("  hot refused key: refused_cache on / off  not measured: "
+                   "%s\n", ratio_why(rp, rp->refused_case,
+                                      rp->refused_off_case));
+        } else {
+            const run_result *on = &rp->cases[rp->refused_case].med,
+                             *off = &rp->cases[rp->refused_off_case].med;
+
+            printf("  hot refused key: refused_cache on / off  %6.2f\u00d7 "
+                   "\u2014 target \u2265 %.1f\u00d7: %s\n",
+                   q, TARGET_REFUSED_CACHE,
+                   q >= TARGET_REFUSED_CACHE ? "met" : "not met");
+            printf("    (per decision, the server's EVALSHA calls: %.3g with "
+                   "the cache, %.3g without;\n     its INCRBYs, one per "
+                   "request it decided: %.3g with, %.3g without)\n",
+                   on->cmd_calls, off->cmd_calls, on->key_calls,
+                   off->key_calls);
+        }
+    }
 
     if (o->diag) {
         printf("\nWhere the time goes (fixed window, 10,000 keys unless "
                "said; the last column: this / sluice fixed,\nsame callers "
                "and keys, from the table above)\n");
-        printf("  %-48s %4s %5s %9s %5s %8s %8s %7s %6s %7s %5s   %s\n",
-               "case", "call", "conns", "dec/s", "sprd", "p50 \u00b5s",
+        printf("  ");
+        print_padded("case", dwidth);
+        printf(" %4s %5s %10s %5s %8s %8s %7s %6s %7s %5s   %s\n",
+               "call", "conns", "dec/s", "sprd", "p50 \u00b5s",
                "p99 \u00b5s", "srv \u00b5s", "cmd \u00b5s", "cli \u00b5s",
                "cs", "vs sluice");
         static const int main_rows[] = {1, 3, 2}; /* 1/N callers, many; hot */
 
         for (int w = 0; w < 3; w++)
             print_case_row(rp, rp->sluice_case[main_rows[w]][SLUICE_FIXED],
-                           true);
+                           true, dwidth);
         for (int i = 0; i < rp->ncases; i++)
             if (rp->cases[i].diag)
-                print_case_row(rp, i, true);
+                print_case_row(rp, i, true, dwidth);
     }
 
     if (ncpu > 0) {
@@ -2078,17 +2425,26 @@ static void print_json(report *rp, const cpu_row *cpu, int ncpu,
                        const mem_row *mem, int nmem)
 {
     const options *o = &rp->o;
-    int fixed = rp->sluice_case[3][SLUICE_FIXED];
+    int fixed = rp->sluice_case[3][SLUICE_FIXED], piped = best_many_fixed(rp);
     struct {
         const char *name;
-        int ref;
+        int num, ref;
         double target;
     } targets[] = {
-        {"fixed_many_n_over_redis_benchmark_incr", rp->rb_case[3],
+        {"fixed_many_n_over_redis_benchmark_incr", fixed, rp->rb_case[3],
          TARGET_VS_INCR},
-        {"fixed_many_n_over_rlf", rp->rlf_case[3], TARGET_VS_RLF},
-        {"fixed_many_n_over_limits_fixed", rp->limits_fixed_case[3],
+        {"fixed_many_n_over_rlf", fixed, rp->rlf_case[3], TARGET_VS_RLF},
+        {"fixed_many_n_over_limits_fixed", fixed, rp->limits_fixed_case[3],
          TARGET_VS_LIMITS},
+        /* pipelined: the faster hit_many row ("sluice_case" says which) */
+        {"fixed_pipelined_over_redis_benchmark_incr", piped, rp->rb_case[3],
+         TARGET_PIPELINED_VS_INCR},
+        {"fixed_pipelined_over_rlf", piped, rp->rlf_case[3],
+         TARGET_PIPELINED_VS_RLF},
+        {"fixed_pipelined_over_limits_fixed", piped,
+         rp->limits_fixed_case[3], TARGET_PIPELINED_VS_LIMITS},
+        {"refused_hot_cache_on_over_off", rp->refused_case,
+         rp->refused_off_case, TARGET_REFUSED_CACHE},
     };
 
     printf("{\n  \"version\": \"%s\",\n  \"server\": {\"version\": ",
@@ -2125,9 +2481,20 @@ static void print_json(report *rp, const cpu_row *cpu, int ncpu,
                "\"keys\": %zu",
                c->diag ? "true" : "false", c->callers, c->connections,
                c->keys);
-        if (c->how == HOW_SLUICE)
+        if (c->how == HOW_SLUICE || c->how == HOW_SLUICE_MANY) {
             printf(", \"algo\": \"%s\", \"pool\": %u",
                    sluice_algo_name(c->algo), c->pool);
+            if (c->url_extra != NULL) {
+                printf(", \"url_options\": ");
+                json_string(c->url_extra);
+            }
+        }
+        if (c->how == HOW_SLUICE_MANY)
+            printf(", \"api\": \"sluice_hit_many\", \"threads\": %u, "
+                   "\"batch\": %u", c->threads, c->depth);
+        if (c->max != ADMIT_MAX)
+            printf(", \"max\": %llu, \"window_ms\": %u",
+                   (unsigned long long)c->max, (unsigned)c->window_ms);
         if (c->nruns == 0) {
             printf(", \"available\": false, \"why\": ");
             json_string(c->unavailable);
@@ -2146,6 +2513,10 @@ static void print_json(report *rp, const cpu_row *cpu, int ncpu,
         json_number(m->srv_cpu_s >= 0 ? m->srv_cpu_s * 1e6 : -1);
         printf(", \"command\": \"%s\", \"command_usec_per_call\": ", c->cmd);
         json_number(m->cmd_usec);
+        printf(", \"command_calls_per_decision\": ");
+        json_number(m->cmd_calls);
+        printf(", \"incrby_calls_per_decision\": ");
+        json_number(m->key_calls);
         printf(", \"client_cpu_us_per_decision\": ");
         json_number(m->cli_cpu_s * 1e6);
         printf(", \"client_context_switches_per_decision\": ");
@@ -2165,13 +2536,20 @@ static void print_json(report *rp, const cpu_row *cpu, int ncpu,
     }
     printf("\n  ],\n  \"targets\": [");
     for (size_t t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
-        double q = ratio(rp, fixed, targets[t].ref);
+        double q = ratio(rp, targets[t].num, targets[t].ref);
 
         printf("%s\n    {\"name\": \"%s\", \"value\": ", t ? "," : "",
                targets[t].name);
         json_number(q);
-        printf(", \"target_min\": %.1f, \"met\": %s}", targets[t].target,
+        printf(", \"target_min\": %.1f, \"met\": %s", targets[t].target,
                q >= targets[t].target ? "true" : "false");
+        if (targets[t].num == piped && piped >= 0) {
+            printf(", \"sluice_case\": ");
+            json_string(rp->cases[piped].id);
+            printf(", \"sluice_label\": ");
+            json_string(rp->cases[piped].label);
+        }
+        printf("}");
     }
     printf("\n  ],\n  \"server_cpu\": [");
     for (int i = 0; i < ncpu; i++) {
@@ -2213,10 +2591,12 @@ static void usage(FILE *f)
             "                           [--python PATH] [--node PATH]\n"
             "\n"
             "Measures sluice's server store (every algorithm, 1 and N "
-            "callers, a hot key\nand %u keys) beside redis-benchmark INCR, "
-            "rate-limiter-flexible and Python\nlimits on the same server, "
-            "and the server's CPU and memory per decision and\nper key. "
-            "Benchmarks never fail: the exit status is 0 whatever the "
+            "callers, a hot key\nand %u keys; sluice_hit() and batches of N "
+            "by sluice_hit_many(); a hot\nrefused key with and without the "
+            "cache of refused keys) beside redis-benchmark\nINCR, "
+            "rate-limiter-flexible and Python limits on the same server, and "
+            "the\nserver's CPU and memory per decision and per key. "
+            "Benchmarks never fail: the\nexit status is 0 whatever the "
             "figures.\n"
             "\n"
             "  --seconds S    each case runs S seconds (default %.0f)\n"
@@ -2307,6 +2687,7 @@ int main(int argc, char **argv)
     static mem_row mem[NMEM_ROWS];
     options *o = &rp.o;
     keyset ids, skeys_fixed, skeys_incr;
+    char refused_slot[KEY_STRIDE] = REFUSED_ID;
     bool seconds_set = false, repeats_set = false;
     int ncpu = 0, nmem = 0;
     double t0;
@@ -2397,6 +2778,7 @@ int main(int argc, char **argv)
     }
     rp.cpus = sysconf(_SC_NPROCESSORS_ONLN);
     signal(SIGPIPE, SIG_IGN);
+    refused_slot[KEY_STRIDE - 1] = (char)strlen(REFUSED_ID);
 
     if (keyset_make(&ids, MANY_KEYS, NULL) < 0 ||
         keyset_make(&skeys_fixed, MANY_KEYS, "fixed") < 0 ||
@@ -2430,6 +2812,9 @@ int main(int argc, char **argv)
                                                       : &skeys_fixed;
             keyset one = {sk->bytes, 1}, one_id = {ids.bytes, 1};
 
+            /* the refused rows' limit has its own window: its own key */
+            if (c->max != ADMIT_MAX)
+                one_id.bytes = refused_slot;
             if (case_run(&rp, i, pass, c->keys == 1 ? &one_id : &ids,
                          c->keys == 1 ? &one : sk) < 0)
                 return 1;

@@ -102,6 +102,17 @@ extern const sluice__algo *const sluice__algos[SLUICE_ALGO_COUNT];
  */
 int sluice__request_check(const sluice_limit *limit, uint64_t cost);
 
+/* ---- Parking (src/park.c) ------------------------------------------------- */
+
+/*
+ * Sleeps while '*word' reads 'seen' (or until a spurious wake-up: callers
+ * loop). sluice__unpark() wakes a thread parked on 'word' using its address
+ * alone, so the word's owner may have seen the change and be gone by then:
+ * set the word first, then unpark.
+ */
+void sluice__park(_Atomic uint32_t *word, uint32_t seen);
+void sluice__unpark(_Atomic uint32_t *word);
+
 /* ---- Stores ---------------------------------------------------------------- */
 
 /*

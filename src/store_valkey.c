@@ -138,6 +138,11 @@ typedef struct vk_store {
 
     pthread_mutex_t sha_lock;
     _Atomic int shas_known;
+
+    /* Combining (see vk_decide_combined): decisions waiting for a round. */
+    pthread_mutex_t combine_lock;
+    struct vk_waiter *waiting, **waiting_tail;
+    unsigned combining; /* callers deciding a round now, <= pool_size */
     char sha[SCRIPT_COUNT][41];
 
     /* One node (a single server), or a cluster's nodes and map. */
@@ -1142,14 +1147,18 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
     return SLUICE_OK;
 }
 
+/* An error's message, kept for a request decided on another thread. */
+typedef char vk_msg[256];
+
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
- * script call, and sets each one's 'err' and 'decision'. 'cached': the
- * limit's algorithm is in the refusal cache.
+ * script call, and sets each one's 'err' and 'decision' (and, when 'msgs' is
+ * not NULL, msgs[todo[i]] to a failed one's message). 'cached': the limit's
+ * algorithm is in the refusal cache.
  */
 static void vk_decide_group(vk_store *v, const sluice_limit *limit,
                             bool consume, bool cached, sluice_request *reqs,
-                            const size_t *todo, size_t n)
+                            const size_t *todo, size_t n, vk_msg *msgs)
 {
     _Alignas(max_align_t) char stack[1024];
     group_args g = {0};
@@ -1177,11 +1186,18 @@ static void vk_decide_group(vk_store *v, const sluice_limit *limit,
             q->err = err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT
                          ? decide_fallback(v, limit, err, d)
                          : err;
+            if (q->err < 0 && msgs != NULL)
+                snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
+                         sluice_last_error());
             continue;
         }
         d->limit = limit->max;
-        if ((q->err = reply_decision(r, i, d, &foreign)) < 0)
+        if ((q->err = reply_decision(r, i, d, &foreign)) < 0) {
+            if (msgs != NULL)
+                snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
+                         sluice_last_error());
             continue;
+        }
         if (foreign) {
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
                                    "%s, as sluice writes it there",
@@ -1191,6 +1207,9 @@ static void vk_decide_group(vk_store *v, const sluice_limit *limit,
                                        : limit->algo == SLUICE_SLIDING_LOG
                                              ? "a sorted set"
                                              : "a hash");
+            if (msgs != NULL)
+                snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
+                         sluice_last_error());
             continue;
         }
         if (cached && !d->allowed)
@@ -1213,23 +1232,6 @@ static bool refusals_used(const vk_store *v, const sluice_limit *limit)
            (v->refusal_algos & (1u << limit->algo)) != 0;
 }
 
-static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
-                     size_t key_len, uint64_t cost, bool consume,
-                     sluice_decision *out)
-{
-    vk_store *v = impl;
-    bool cached = refusals_used(v, limit);
-    sluice_request q = {key, key_len, cost, 0, {0}};
-    const size_t only = 0;
-
-    if (cached && sluice__refusals_check(v->refusals, limit, key, key_len,
-                                         cost, refusal_now(v), out))
-        return SLUICE_OK;
-    vk_decide_group(v, limit, consume, cached, &q, &only, 1);
-    *out = q.decision;
-    return q.err;
-}
-
 /* A request's place in a batch, and its key's slot. */
 typedef struct slot_place {
     unsigned slot;
@@ -1246,45 +1248,25 @@ static int slot_place_cmp(const void *a, const void *b)
 }
 
 /*
- * A batch: the requests the refusal cache does not answer go to the server,
- * GROUP_MAX to a script call; in a cluster, one call per slot among their
- * keys, so the keys of one call always share a node.
+ * Sends requests reqs[send[0..m)] (ascending) to the server, GROUP_MAX to a
+ * script call; in a cluster, one call per slot among their keys, so the keys
+ * of one call always share a node. 'send' is reordered. Answers an error
+ * only when none of them could be sent.
  */
-static int vk_decide_many(void *impl, const sluice_limit *limit,
-                          sluice_request *reqs, const size_t *todo, size_t n)
+static int vk_send_many(vk_store *v, const sluice_limit *limit, bool consume,
+                        bool cached, sluice_request *reqs, size_t *send,
+                        size_t m, vk_msg *msgs)
 {
-    vk_store *v = impl;
-    bool cached = refusals_used(v, limit);
-    uint64_t now_ms = cached ? refusal_now(v) : 0;
-    size_t *send = malloc(n * sizeof(*send)), m = 0;
-    slot_place *sp = NULL;
+    slot_place *sp;
 
-    if (send == NULL || (v->cluster && (sp = malloc(n * sizeof(*sp))) == NULL)) {
-        int err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu",
-                                n);
-
-        for (size_t t = 0; t < n; t++)
-            reqs[todo[t]].err = err;
-        free(send);
-        return err;
-    }
-    for (size_t t = 0; t < n; t++) {
-        sluice_request *q = &reqs[todo[t]];
-
-        if (cached && sluice__refusals_check(v->refusals, limit, q->key,
-                                             q->key_len, q->cost, now_ms,
-                                             &q->decision))
-            q->err = SLUICE_OK;
-        else
-            send[m++] = todo[t];
-    }
     if (!v->cluster) {
         for (size_t s = 0; s < m; s += GROUP_MAX)
-            vk_decide_group(v, limit, true, cached, reqs, send + s,
-                            m - s < GROUP_MAX ? m - s : GROUP_MAX);
-        free(send);
+            vk_decide_group(v, limit, consume, cached, reqs, send + s,
+                            m - s < GROUP_MAX ? m - s : GROUP_MAX, msgs);
         return SLUICE_OK;
     }
+    if ((sp = malloc(m * sizeof(*sp))) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", m);
     for (size_t i = 0; i < m; i++) {
         char kbuf[KEY_BUF];
         size_t klen = 0;
@@ -1303,10 +1285,212 @@ static int vk_decide_many(void *impl, const sluice_limit *limit,
     for (size_t s = 0, e; s < m; s = e) {
         for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot; e++)
             send[e - s] = sp[e].place;
-        vk_decide_group(v, limit, true, cached, reqs, send, e - s);
+        vk_decide_group(v, limit, consume, cached, reqs, send, e - s, msgs);
     }
     free(sp);
+    return SLUICE_OK;
+}
+
+/* A batch: what the refusal cache does not answer goes to the server. */
+static int vk_decide_many(void *impl, const sluice_limit *limit,
+                          sluice_request *reqs, const size_t *todo, size_t n)
+{
+    vk_store *v = impl;
+    bool cached = refusals_used(v, limit);
+    uint64_t now_ms = cached ? refusal_now(v) : 0;
+    size_t *send = malloc(n * sizeof(*send)), m = 0;
+    int err = SLUICE_OK;
+
+    for (size_t t = 0; t < n && send != NULL; t++) {
+        sluice_request *q = &reqs[todo[t]];
+
+        if (cached && sluice__refusals_check(v->refusals, limit, q->key,
+                                             q->key_len, q->cost, now_ms,
+                                             &q->decision))
+            q->err = SLUICE_OK;
+        else
+            send[m++] = todo[t];
+    }
+    if (send == NULL || (err = vk_send_many(v, limit, true, cached, reqs, send,
+                                            m, NULL)) < 0) {
+        if (send == NULL)
+            err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu",
+                                n);
+        for (size_t t = 0; t < (send == NULL ? n : m); t++)
+            reqs[send == NULL ? todo[t] : send[t]].err = err;
+    }
     free(send);
+    return err;
+}
+
+/* One decision, alone: a script call of one key (the cluster's way). */
+static int vk_decide(void *impl, const sluice_limit *limit, const char *key,
+                     size_t key_len, uint64_t cost, bool consume,
+                     sluice_decision *out)
+{
+    vk_store *v = impl;
+    bool cached = refusals_used(v, limit);
+    sluice_request q = {key, key_len, cost, 0, {0}};
+    const size_t only = 0;
+
+    if (cached && sluice__refusals_check(v->refusals, limit, key, key_len,
+                                         cost, refusal_now(v), out))
+        return SLUICE_OK;
+    vk_decide_group(v, limit, consume, cached, &q, &only, 1, NULL);
+    *out = q.decision;
+    return q.err;
+}
+
+/*
+ * Combining (one server). Many threads deciding at once would each send a
+ * script call of one key, and the server's cost of a call is mostly the call
+ * itself. So a decision joins a queue; while fewer than 'pool_size' callers
+ * are combining, the caller takes the whole queue and decides it as a batch
+ * (one script call per distinct limit), then hands out the answers. Callers
+ * that arrive meanwhile wait for the next round, so no caller waits longer
+ * than the round in flight plus its own. Alone, a caller combines only its
+ * own request. The cluster decides each alone (its keys rarely share a
+ * slot).
+ */
+typedef struct vk_waiter {
+    struct vk_waiter *next;
+    const sluice_limit *limit;
+    bool consume;
+    sluice_request req;
+    vk_msg msg;               /* req.err's message, for its caller to set */
+    _Atomic uint32_t state;   /* WAITER_DONE, WAITER_LEAD, or 0 */
+} vk_waiter;
+
+#define WAITER_DONE 1u /* decided; from then on it may be gone */
+#define WAITER_LEAD 2u /* asked to combine the next round */
+
+/* Tells waiter 'w' that it is decided, or that it may combine. */
+static void waiter_tell(vk_waiter *w, uint32_t what)
+{
+    atomic_fetch_or(&w->state, what);
+    sluice__unpark(&w->state); /* by address alone: 'w' may be gone */
+}
+
+/* The requests of one round with the same limit and consume. */
+static void combine_round(vk_store *v, vk_waiter *batch)
+{
+    size_t n = 0, stack_send[64], *send = stack_send;
+    vk_waiter *stack_w[64], **w = stack_w;
+    sluice_request stack_q[64], *reqs = stack_q;
+    vk_msg *msgs;
+    bool *sent;
+
+    for (vk_waiter *b = batch; b != NULL; b = b->next)
+        n++;
+    msgs = calloc(n, sizeof(*msgs) + sizeof(*sent));
+    if (n > 64) {
+        send = malloc(n * sizeof(*send));
+        w = malloc(n * sizeof(*w));
+        reqs = malloc(n * sizeof(*reqs));
+    }
+    if (msgs == NULL || send == NULL || w == NULL || reqs == NULL) {
+        /* No memory for a round: decide each alone. */
+        for (vk_waiter *b = batch; b != NULL; b = b->next)
+            if ((b->req.err = vk_decide(v, b->limit, b->req.key,
+                                        b->req.key_len, b->req.cost,
+                                        b->consume, &b->req.decision)) < 0)
+                snprintf(b->msg, sizeof(b->msg), "%s", sluice_last_error());
+        goto done;
+    }
+    sent = (bool *)(msgs + n);
+    n = 0;
+    for (vk_waiter *b = batch; b != NULL; b = b->next) {
+        w[n] = b;
+        reqs[n++] = b->req;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit *lim = w[i]->limit;
+        size_t m = 0;
+        int err;
+
+        if (sent[i])
+            continue;
+        for (size_t j = i; j < n; j++)
+            if (!sent[j] && w[j]->consume == w[i]->consume &&
+                w[j]->limit->algo == lim->algo &&
+                w[j]->limit->max == lim->max &&
+                w[j]->limit->window_ms == lim->window_ms) {
+                sent[j] = true;
+                send[m++] = j;
+            }
+        err = vk_send_many(v, lim, w[i]->consume, refusals_used(v, lim), reqs,
+                           send, m, msgs);
+        for (size_t k = 0; k < m && err < 0; k++) {
+            reqs[send[k]].err = err;
+            snprintf(msgs[send[k]], sizeof(vk_msg), "%s", sluice_last_error());
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        w[i]->req = reqs[i];
+        memcpy(w[i]->msg, msgs[i], sizeof(vk_msg));
+    }
+done:
+    free(msgs);
+    if (send != stack_send)
+        free(send);
+    if (w != stack_w)
+        free(w);
+    if (reqs != stack_q)
+        free(reqs);
+}
+
+static int vk_decide_combined(void *impl, const sluice_limit *limit,
+                              const char *key, size_t key_len, uint64_t cost,
+                              bool consume, sluice_decision *out)
+{
+    vk_store *v = impl;
+    vk_waiter me = {.limit = limit, .consume = consume,
+                    .req = {key, key_len, cost, 0, {0}}};
+
+    if (refusals_used(v, limit) &&
+        sluice__refusals_check(v->refusals, limit, key, key_len, cost,
+                               refusal_now(v), out))
+        return SLUICE_OK;
+    pthread_mutex_lock(&v->combine_lock);
+    *v->waiting_tail = &me;
+    v->waiting_tail = &me.next;
+    for (;;) {
+        uint32_t state;
+
+        if (v->combining < v->pool_size && v->waiting != NULL) {
+            vk_waiter *batch = v->waiting;
+
+            v->waiting = NULL;
+            v->waiting_tail = &v->waiting;
+            v->combining++;
+            pthread_mutex_unlock(&v->combine_lock);
+            combine_round(v, batch);
+            while (batch != NULL) {
+                vk_waiter *next = batch->next; /* before it may be gone */
+
+                if (batch == &me)
+                    atomic_fetch_or(&me.state, WAITER_DONE);
+                else
+                    waiter_tell(batch, WAITER_DONE);
+                batch = next;
+            }
+            pthread_mutex_lock(&v->combine_lock);
+            v->combining--;
+            if (v->waiting != NULL) /* the first waiting combines next */
+                waiter_tell(v->waiting, WAITER_LEAD);
+        }
+        pthread_mutex_unlock(&v->combine_lock);
+        /* Wait to be decided, or to be asked to combine. */
+        while ((state = atomic_load(&me.state)) == 0)
+            sluice__park(&me.state, 0);
+        if (state & WAITER_DONE)
+            break;
+        atomic_fetch_and(&me.state, ~WAITER_LEAD);
+        pthread_mutex_lock(&v->combine_lock);
+    }
+    *out = me.req.decision;
+    if (me.req.err < 0)
+        return sluice__error(me.req.err, "%s", me.msg);
     return SLUICE_OK;
 }
 
@@ -1423,6 +1607,7 @@ static void vk_free(void *impl)
     free(v->nodes);
     sluice__refusals_free(v->refusals);
     pthread_mutex_destroy(&v->sha_lock);
+    pthread_mutex_destroy(&v->combine_lock);
     pthread_mutex_destroy(&v->refresh_lock);
     pthread_rwlock_destroy(&v->map_lock);
     free(v->user);
@@ -1434,7 +1619,7 @@ static void vk_free(void *impl)
 
 static const sluice__store_ops vk_ops = {
     .kind = "valkey",
-    .decide = vk_decide,
+    .decide = vk_decide_combined,
     .decide_many = vk_decide_many,
     .reset = vk_reset,
     .stats = vk_stats,
@@ -1952,6 +2137,8 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
     v->token_seed = random_seed();
     v->cluster = u.cluster;
     pthread_mutex_init(&v->sha_lock, NULL);
+    pthread_mutex_init(&v->combine_lock, NULL);
+    v->waiting_tail = &v->waiting;
     pthread_mutex_init(&v->refresh_lock, NULL);
     pthread_rwlock_init(&v->map_lock, NULL);
     for (unsigned s = 0; s < SLUICE__SLOTS; s++)

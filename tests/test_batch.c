@@ -13,7 +13,11 @@
  *   - a key holding a foreign value fails alone with SLUICE_EPROTO, and the
  *     requests around it are decided and counted;
  *   - requests the refused cache knows are answered without the server;
- *   - each refused request emits one "emq.rate_limit.hit" event.
+ *   - each refused request emits one "emq.rate_limit.hit" event;
+ *   - threads calling sluice_hit() at once on one server store are combined
+ *     into shared script calls (fewer EVALSHAs than decisions), and still
+ *     each key admits exactly its max, peeks count nothing, and a failing
+ *     request (a foreign value) fails alone with its own message.
  * Every algorithm's batches are checked request by request against the
  * embedded store, on one virtual clock, on one server and on a cluster, in
  * test_cluster's differential test.
@@ -24,6 +28,7 @@
 #include "sluice.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +286,123 @@ static void test_refused_cache(sluice_store *st)
     test_context(NULL);
 }
 
+/* ---- Combining: many threads calling sluice_hit() at once ---------------- */
+
+#define COMBINE_THREADS 12
+#define COMBINE_KEYS 20
+#define COMBINE_CALLS 600
+
+typedef struct combine_arg {
+    sluice_store *st;
+    int id;
+    long admitted[3][COMBINE_KEYS]; /* per algorithm and key */
+    long errors, foreign_ok, peeks_wrong;
+} combine_arg;
+
+static const sluice_limit combine_limits[3] = {
+    {SLUICE_FIXED, 7, 60000},
+    {SLUICE_SLIDING_COUNTER, 5, 60000},
+    {SLUICE_SLIDING_LOG, 9, 60000},
+};
+
+static void *combine_thread(void *p)
+{
+    combine_arg *a = p;
+    unsigned r = (unsigned)a->id * 2654435761u + 1;
+
+    for (int i = 0; i < COMBINE_CALLS; i++) {
+        int alg, k;
+        char key[24];
+        size_t klen;
+        sluice_decision d;
+        int err;
+
+        r = r * 1103515245u + 12345u;
+        alg = (int)((r >> 8) % 3);
+        k = (int)((r >> 12) % COMBINE_KEYS);
+        klen = (size_t)snprintf(key, sizeof(key), "c%d", k);
+        if (a->id == 0) {
+            /* This thread's keys hold a foreign value: its errors must be
+               its own, named after its key, and never reach the others. */
+            err = sluice_hit(&d, a->st, &combine_limits[alg], "junk", 4, 1);
+            if (err == SLUICE_EPROTO &&
+                strstr(sluice_last_error(), "junk") != NULL)
+                a->foreign_ok++;
+            continue;
+        }
+        if (a->id == 1) {
+            /* Peeks count nothing, whatever rounds they share. */
+            err = sluice_peek(&d, a->st, &combine_limits[alg], key, klen, 1);
+            if (err != SLUICE_OK || d.limit != combine_limits[alg].max)
+                a->peeks_wrong++;
+            continue;
+        }
+        err = sluice_hit(&d, a->st, &combine_limits[alg], key, klen, 1);
+        if (err != SLUICE_OK)
+            a->errors++;
+        else if (d.allowed)
+            a->admitted[alg][k]++;
+    }
+    return NULL;
+}
+
+/*
+ * Threads deciding at once on one store are combined into shared script
+ * calls: each key of each limit admits exactly its max, a peek or a failing
+ * request shares a round without harm, and the server sees fewer calls
+ * than decisions.
+ */
+static void test_combining(void)
+{
+    static combine_arg args[COMBINE_THREADS];
+    pthread_t th[COMBINE_THREADS];
+    sluice_store *st;
+    char url[160];
+    uint64_t before, calls;
+    long wrong = 0;
+
+    test_context("server: combining");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    for (int a = 0; a < 3; a++)
+        CHECK(rs_int(&server, "RPUSH sluice:{junk}:%s x",
+                     sluice_algo_name(combine_limits[a].algo)) == 1);
+    snprintf(url, sizeof(url), "%s?timeout=5000&refused_cache=off",
+             server.url);
+    st = open_store(url);
+    before = evalsha_calls();
+    for (int i = 0; i < COMBINE_THREADS; i++) {
+        memset(&args[i], 0, sizeof(args[i]));
+        args[i].st = st;
+        args[i].id = i;
+        CHECK(pthread_create(&th[i], NULL, combine_thread, &args[i]) == 0);
+    }
+    for (int i = 0; i < COMBINE_THREADS; i++)
+        pthread_join(th[i], NULL);
+    calls = evalsha_calls() - before;
+    for (int alg = 0; alg < 3; alg++)
+        for (int k = 0; k < COMBINE_KEYS; k++) {
+            long sum = 0;
+
+            for (int i = 0; i < COMBINE_THREADS; i++)
+                sum += args[i].admitted[alg][k];
+            if (sum != (long)combine_limits[alg].max && wrong++ < 5)
+                fprintf(stderr, "    %s key c%d: %ld admitted, max %" PRIu64
+                        "\n", sluice_algo_name(combine_limits[alg].algo), k,
+                        sum, combine_limits[alg].max);
+        }
+    CHECK_EQ_U64(wrong, 0);
+    for (int i = 2; i < COMBINE_THREADS; i++)
+        CHECK_EQ_U64(args[i].errors, 0);
+    CHECK_EQ_U64(args[0].foreign_ok, COMBINE_CALLS);
+    CHECK_EQ_U64(args[1].peeks_wrong, 0);
+    printf("  combining: %d decisions by %d threads in %" PRIu64
+           " script calls\n", COMBINE_THREADS * COMBINE_CALLS,
+           COMBINE_THREADS, calls);
+    CHECK(calls < (uint64_t)COMBINE_THREADS * COMBINE_CALLS);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
 int main(void)
 {
     sluice_store *mem, *vk;
@@ -303,6 +425,7 @@ int main(void)
     test_foreign(vk);
     test_refused_cache(vk);
     sluice_store_free(vk);
+    test_combining();
     rs_stop(&server);
     return test_summary("test_batch");
 }
