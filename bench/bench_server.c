@@ -1803,7 +1803,8 @@ static void case_finish(bench_case *c)
 typedef struct cpu_row {
     sluice_algo algo;
     size_t keys;
-    double evalsha_us;  /* usec_per_call of EVALSHA */
+    unsigned batch;     /* decisions per call: 1, or CPU_BATCH (hit_many) */
+    double evalsha_us;  /* EVALSHA's usec, per decision */
     double inner_us;    /* the script's commands, per decision */
     double info_us;     /* INFO cpu per decision (with network I/O) */
     double incr_us;     /* usec_per_call of a bare INCR, same keys */
@@ -1816,12 +1817,14 @@ typedef struct mem_row {
     double entries;    /* sliding log: its entries; else 0 */
 } mem_row;
 
-#define NCPU_ROWS (2 * SLUICE_ALGO_COUNT)
+#define NCPU_ROWS (3 * SLUICE_ALGO_COUNT)
+#define CPU_BATCH 50u
 #define NMEM_ROWS 6
 
 /*
  * N decisions of 'algo' from one caller on 'keys' keys, after CONFIG
- * RESETSTAT; then N bare INCRs by hiredis on the same number of keys.
+ * RESETSTAT, by sluice_hit() or (row->batch > 1) by sluice_hit_many() in
+ * batches of row->batch; then N bare INCRs by hiredis on as many keys.
  */
 static int cpu_measure(report *rp, cpu_row *row, const keyset *ids,
                        const keyset *incr_keys)
@@ -1847,19 +1850,28 @@ static int cpu_measure(report *rp, cpu_row *row, const keyset *ids,
     }
     stats_reset(&rp->srv);
     srv0 = server_cpu_s(&rp->srv);
-    for (unsigned i = 0; i < n && err == 0; i++) {
-        size_t k = row->keys > 1 ? pick_key(&rng, row->keys) : 0;
-        sluice_decision d;
+    for (unsigned i = 0; i < n && err == 0; i += row->batch) {
+        sluice_request q[CPU_BATCH];
+        unsigned m = row->batch < n - i ? row->batch : n - i;
 
-        err = sluice_hit(&d, store, &limit, key_at(ids, k), key_len(ids, k),
-                         1);
+        for (unsigned j = 0; j < m; j++) {
+            size_t k = row->keys > 1 ? pick_key(&rng, row->keys) : 0;
+
+            q[j] = (sluice_request){key_at(ids, k), key_len(ids, k), 1, 0,
+                                    {0}};
+        }
+        if (m == 1)
+            err = sluice_hit(&q[0].decision, store, &limit, q[0].key,
+                             q[0].key_len, 1);
+        else
+            err = sluice_hit_many(store, &limit, q, m);
     }
     srv1 = server_cpu_s(&rp->srv);
     sluice_store_free(store);
     if (err < 0)
         return -1;
     stats_read(&rp->srv, "evalsha", &calls, &usec);
-    row->evalsha_us = calls > 0 ? usec / calls : -1;
+    row->evalsha_us = calls > 0 ? usec / n : -1;
     stats_read(&rp->srv, NULL, &calls, &usec);
     row->inner_us = usec / n;
     row->info_us = (srv1 - srv0) * 1e6 / n;
@@ -2350,7 +2362,9 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
 
     if (ncpu > 0) {
         printf("\nServer CPU per decision (%u decisions from 1 caller after "
-               "CONFIG RESETSTAT; INFO commandstats)\n", o->cpu_calls);
+               "CONFIG RESETSTAT, by sluice_hit(), or by\nsluice_hit_many() "
+               "in batches of %u (\"\u00d7%u\"); INFO commandstats)\n",
+               o->cpu_calls, CPU_BATCH, CPU_BATCH);
         printf("  %-16s %-11s %11s %10s %10s %9s %10s %9s %12s\n",
                "algorithm", "keys", "EVALSHA \u00b5s", "script cmds",
                "Lua+call", "INCR \u00b5s", "EVALSHA/INCR", "cpu \u00b5s",
@@ -2358,10 +2372,13 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
         for (int i = 0; i < ncpu; i++) {
             const cpu_row *c = &cpu[i];
 
-            printf("  %-16s %-11s %11.2f %11.2f %10.2f %9.2f %11.1f\u00d7 "
-                   "%9.1f %12.1f\n",
-                   sluice_algo_name(c->algo),
-                   c->keys == 1 ? "1 hot key" : "10,000 keys", c->evalsha_us,
+            printf("  %-16s ", sluice_algo_name(c->algo));
+            print_padded(c->keys == 1      ? "1 hot key"
+                         : c->batch == 1   ? "10,000 keys"
+                                           : "10,000, \u00d750",
+                         11);
+            printf(" %11.2f %11.2f %10.2f %9.2f %11.1f\u00d7 %9.1f %12.1f\n",
+                   c->evalsha_us,
                    c->inner_us, c->evalsha_us - c->inner_us, c->incr_us,
                    c->incr_us > 0 ? c->evalsha_us / c->incr_us : 0,
                    c->info_us, c->incr_info_us);
@@ -2370,8 +2387,9 @@ static void print_text(report *rp, const cpu_row *cpu, int ncpu,
             printf("  %-16s %-11s %11.2f %11.2f %10.2f %9s %12s %9.1f\n",
                    "empty script", "10,000 keys", rp->empty_usec, 0.0,
                    rp->empty_usec, "", "", rp->empty_cpu_us);
-        printf("EVALSHA \u00b5s: usec_per_call of the script; script cmds: "
-               "the commands it ran (GET, ZADD, ...) per decision;\n"
+        printf("EVALSHA \u00b5s: the script's usec per decision (a call's "
+               "usec_per_call, over 50 for \u00d750); script cmds: the\n"
+               "commands it ran (INCRBY, ZADD, ...) per decision;\n"
                "Lua+call: the rest (interpreter, argument and reply "
                "conversion); INCR \u00b5s: a bare INCR's usec_per_call,\n"
                "sent as often by hiredis; cpu \u00b5s: INFO cpu per decision "
@@ -2553,13 +2571,14 @@ static void print_json(report *rp, const cpu_row *cpu, int ncpu,
     }
     printf("\n  ],\n  \"server_cpu\": [");
     for (int i = 0; i < ncpu; i++) {
-        printf("%s\n    {\"algo\": \"%s\", \"keys\": %zu, \"calls\": %u, "
-               "\"evalsha_usec_per_call\": %.3f, \"script_commands_usec\": "
+        printf("%s\n    {\"algo\": \"%s\", \"keys\": %zu, \"batch\": %u, "
+               "\"calls\": %u, "
+               "\"evalsha_usec_per_decision\": %.3f, \"script_commands_usec\": "
                "%.3f, \"incr_usec_per_call\": %.3f, "
                "\"info_cpu_us_per_decision\": %.3f, "
                "\"info_cpu_us_per_incr\": %.3f}",
                i ? "," : "", sluice_algo_name(cpu[i].algo), cpu[i].keys,
-               o->cpu_calls, cpu[i].evalsha_us, cpu[i].inner_us,
+               cpu[i].batch, o->cpu_calls, cpu[i].evalsha_us, cpu[i].inner_us,
                cpu[i].incr_us, cpu[i].info_us, cpu[i].incr_info_us);
     }
     printf("\n  ],\n  \"empty_script\": {\"evalsha_usec_per_call\": ");
@@ -2826,11 +2845,12 @@ int main(int argc, char **argv)
             isatty(STDERR_FILENO) ? "\r\033[K" : "",
             isatty(STDERR_FILENO) ? "" : "\n");
     for (int a = 0; a < SLUICE_ALGO_COUNT; a++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             cpu_row *row = &cpu[ncpu];
 
             row->algo = (sluice_algo)a;
             row->keys = k == 0 ? 1 : MANY_KEYS;
+            row->batch = k == 2 ? CPU_BATCH : 1;
             if (cpu_measure(&rp, row, &ids, &skeys_incr) < 0) {
                 fprintf(stderr, "\nsluice_bench_server: the commandstats "
                         "measurement failed: %s\n", sluice_last_error());

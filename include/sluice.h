@@ -294,15 +294,18 @@ typedef struct sluice_request {
  * Decides 'n' requests against one 'limit', as sluice_hit() would one after
  * the other in array order, and answers each in its own 'err' and
  * 'decision'. Answers SLUICE_OK when every request has a decision, else the
- * first request's error (the others may still have theirs).
+ * error of the first one (in array order) that has none; sluice_last_error()
+ * then tells of the last one that failed. A bad request (a cost above max, a
+ * NULL key, a key holding a foreign value on the server) fails alone.
  *
  * On a server store the batch costs one round trip and one script call for
- * all the requests (in a cluster: one per slot among their keys, in turn), so
- * a thread that has many decisions to make at once (a dequeue loop, a fan-out,
- * a gateway's batch of requests) makes them at the server's pace, not at the
- * network's. Each request is decided atomically; the batch as a whole is not
- * a transaction. A server's clock is read once for the whole batch. A bad
- * request (say, a cost above max) fails alone.
+ * all the requests (512 at most per call; in a cluster, one call per slot
+ * among their keys, in turn), so a thread with many decisions to make at
+ * once (a dequeue loop, a fan-out, a gateway's batch of requests) makes them
+ * at the server's pace, not the network's. Each request is decided
+ * atomically; the batch as a whole is not a transaction. The server's clock
+ * is read once per call. The refused cache and the failure policy apply to
+ * each request as to a sluice_hit(); telemetry fires once per refusal.
  */
 SLUICE_EXTERN int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
                     sluice_request *reqs, size_t n);

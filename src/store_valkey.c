@@ -4,7 +4,8 @@
  *
  * The budget lives on the server, so every process and machine that uses
  * the same server and key prefix shares it. Each algorithm is one Lua script
- * (src/lua/), run with EVALSHA, so a decision is one atomic round trip.
+ * (src/lua/), run with EVALSHA, so a decision is atomic and at most one
+ * round trip.
  *
  * Keys. A limit of algorithm A on id I is one key:
  *
@@ -46,6 +47,16 @@
  * Scripts. Their SHA1s are learnt from SCRIPT LOAD on the first connection;
  * a NOSCRIPT reply (a restarted server, another cluster node, SCRIPT FLUSH)
  * loads the script again on that connection and retries once.
+ *
+ * Batches and combining. A decision script decides any number of keys in
+ * one call (src/lua/fixed.lua tells the arguments), and most of a call's
+ * cost on the server is the call itself, not the commands it runs. So
+ * sluice_hit_many() sends a batch as one call (per slot, in a cluster), and
+ * on one server, threads calling sluice_hit() at once are combined: a
+ * decision that arrives while others are with the server joins a queue, and
+ * the next free caller (at most pool_size at a time) takes the whole queue
+ * and decides it as one call per distinct limit (vk_decide_combined).
+ * Either way each key's decision stays atomic and in its caller's order.
  */
 #include "sluice_private.h"
 

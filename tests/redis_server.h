@@ -679,6 +679,27 @@ static inline long long rs_int(rs_server *s, const char *fmt, ...)
     return v;
 }
 
+/*
+ * The server's count of calls of 'command' (lower case, e.g. "evalsha")
+ * since its start or CONFIG RESETSTAT, from INFO commandstats; 0 when it has
+ * none or cannot be read.
+ */
+static inline long long rs_calls(rs_server *s, const char *command)
+{
+    redisReply *r = rs_cmd(s, "INFO commandstats");
+    char field[64];
+    const char *p;
+    long long calls = 0;
+
+    snprintf(field, sizeof(field), "cmdstat_%s:calls=", command);
+    if (r != NULL && r->type == REDIS_REPLY_STRING &&
+        (p = strstr(r->str, field)) != NULL)
+        calls = strtoll(p + strlen(field), NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return calls;
+}
+
 /* Runs a command and returns 0 if it answered anything but an error. */
 static inline int rs_ok(rs_server *s, const char *fmt, ...)
 {

@@ -37,16 +37,7 @@ static rs_server server;
 
 static uint64_t evalsha_calls(void)
 {
-    redisReply *r = rs_cmd(&server, "INFO commandstats");
-    const char *p;
-    uint64_t calls = 0;
-
-    if (r != NULL && r->type == REDIS_REPLY_STRING &&
-        (p = strstr(r->str, "cmdstat_evalsha:calls=")) != NULL)
-        calls = strtoull(p + strlen("cmdstat_evalsha:calls="), NULL, 10);
-    if (r != NULL)
-        freeReplyObject(r);
-    return calls;
+    return (uint64_t)rs_calls(&server, "evalsha");
 }
 
 static sluice_store *open_store(const char *url)

@@ -716,17 +716,9 @@ static long asking_calls(void)
     long total = 0;
 
     for (int i = 0; i < cluster.n; i++) {
-        redisReply *r;
-        const char *p;
-
         if (cluster.nodes[i].dead)
             continue;
-        r = rs_cmd(&cluster.nodes[i].srv, "INFO commandstats");
-        if (r != NULL && r->type == REDIS_REPLY_STRING &&
-            (p = strstr(r->str, "cmdstat_asking:calls=")) != NULL)
-            total += strtol(p + strlen("cmdstat_asking:calls="), NULL, 10);
-        if (r != NULL)
-            freeReplyObject(r);
+        total += (long)rs_calls(&cluster.nodes[i].srv, "asking");
     }
     return total;
 }
