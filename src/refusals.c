@@ -226,10 +226,16 @@ void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
 void sluice__refusals_forget(sluice__refusals *r, sluice_algo algo,
                              const char *key, size_t len)
 {
-    uint64_t h = hash_key(r->seed, algo, key, len);
-    rshard *sh = &r->shards[h % SHARDS];
+    uint64_t h;
+    rshard *sh;
     refusal **link, *e;
 
+    /* Nothing remembered: nothing to forget, and no lock to take (a note
+       racing with this one is as if it came after). */
+    if (atomic_load(&r->entries) == 0)
+        return;
+    h = hash_key(r->seed, algo, key, len);
+    sh = &r->shards[h % SHARDS];
     pthread_mutex_lock(&sh->lock);
     link = find(sh, h, algo, key, len);
     if ((e = *link) != NULL) {
