@@ -488,12 +488,8 @@ static void batch_run(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
     }
 }
 
-/*
- * Sends request 'e' on 'c' and waits for its reply, leading the I/O of a
- * batch when no other caller is. Answers 0 with e->reply (which may be an
- * error reply), or an error code with its message set for this thread.
- */
-static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+/* Queues request 'e' on 'c'; conn_await() sends it and waits for it. */
+static void conn_submit(vk_conn *c, vk_request *e)
 {
     e->next = NULL;
     e->reply = NULL;
@@ -503,6 +499,17 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
     pthread_mutex_lock(&c->lock);
     *c->tail = e;
     c->tail = &e->next;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Waits for the reply of request 'e', queued on 'c', leading the I/O of a
+ * batch when no other caller is. Answers 0 with e->reply (which may be an
+ * error reply), or an error code with its message set for this thread.
+ */
+static int conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+{
+    pthread_mutex_lock(&c->lock);
     while (!e->done) {
         if (c->busy) {
             pthread_cond_wait(&e->cond, &c->lock);
@@ -533,6 +540,13 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
     if (e->err < 0)
         return sluice__error(e->err, "%s", e->msg);
     return SLUICE_OK;
+}
+
+/* Sends request 'e' on 'c' and waits for its reply (see conn_await). */
+static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+{
+    conn_submit(c, e);
+    return conn_await(v, n, c, e);
 }
 
 /*
@@ -1161,6 +1175,11 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
 /* An error's message, kept for a request decided on another thread. */
 typedef char vk_msg[256];
 
+static void group_answer(vk_store *v, const sluice_limit *limit, bool consume,
+                         bool cached, sluice_request *reqs, const size_t *todo,
+                         size_t n, vk_msg *msgs, const group_args *g, int err,
+                         redisReply *r, uint64_t asked_ms);
+
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
  * script call, and sets each one's 'err' and 'decision' (and, when 'msgs' is
@@ -1183,6 +1202,21 @@ static void vk_decide_group(vk_store *v, const sluice_limit *limit,
     if (err == 0)
         err = vk_call(v, g.argv[3], g.lens[3], limit->algo, g.argc, g.argv,
                       g.lens, &r);
+    group_answer(v, limit, consume, cached, reqs, todo, n, msgs, &g, err, r,
+                 asked_ms);
+    group_args_free(&g, n);
+}
+
+/*
+ * Hands out a script call's answer to its requests reqs[todo[0..n)]: the
+ * reply 'r' (freed here), or the error 'err' (the failure policy's answer
+ * where it applies); then notes refusals in the cache, from 'asked_ms'.
+ */
+static void group_answer(vk_store *v, const sluice_limit *limit, bool consume,
+                         bool cached, sluice_request *reqs, const size_t *todo,
+                         size_t n, vk_msg *msgs, const group_args *g, int err,
+                         redisReply *r, uint64_t asked_ms)
+{
     if (err == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n))
         err = sluice__error(SLUICE_EPROTO, "valkey: the %s script answered "
                             "%s for %zu requests", sluice_algo_name(limit->algo),
@@ -1212,7 +1246,7 @@ static void vk_decide_group(vk_store *v, const sluice_limit *limit,
         if (foreign) {
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
                                    "%s, as sluice writes it there",
-                                   (int)g.lens[3 + i], g.argv[3 + i],
+                                   (int)g->lens[3 + i], g->argv[3 + i],
                                    limit->algo == SLUICE_FIXED
                                        ? "a number"
                                        : limit->algo == SLUICE_SLIDING_LOG
@@ -1234,7 +1268,6 @@ static void vk_decide_group(vk_store *v, const sluice_limit *limit,
     }
     if (r != NULL)
         freeReplyObject(r);
-    group_args_free(&g, n);
 }
 
 static bool refusals_used(const vk_store *v, const sluice_limit *limit)
@@ -1256,6 +1289,141 @@ static int slot_place_cmp(const void *a, const void *b)
     if (x->slot != y->slot)
         return x->slot < y->slot ? -1 : 1;
     return x->place < y->place ? -1 : x->place > y->place;
+}
+
+/* One slot's script call in a cluster's batch. */
+typedef struct slot_call {
+    size_t first, n;  /* its requests: reqs[send[first .. first + n)] */
+    unsigned slot;
+    vk_node *node;    /* NULL: not queued; sent alone, after the others */
+    vk_conn *conn;
+    group_args g;
+    char *cmd;
+    vk_request e;
+} slot_call;
+
+/* A reply that says the script did not run here: sent again alone. */
+static bool not_run_here(const redisReply *r)
+{
+    static const char *const codes[] = {"MOVED ", "ASK ", "TRYAGAIN",
+                                        "NOSCRIPT"};
+
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (r->len >= strlen(codes[i]) &&
+            strncmp(r->str, codes[i], strlen(codes[i])) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * A cluster's batch, its requests reqs[send[0..m)] sorted by slot (sp[i] is
+ * send[i]'s slot): one script call per slot (GROUP_MAX requests at most),
+ * every call queued on its node's connection before any is awaited, so a
+ * batch costs a round trip per node, not per slot. A call that was
+ * redirected or met a node without the script did not run, and is sent
+ * again alone by vk_call(), which follows the cluster; one without a known
+ * node or SHA1 is sent that way from the start.
+ */
+static void cluster_send(vk_store *v, const sluice_limit *limit, bool consume,
+                         bool cached, sluice_request *reqs, size_t *send,
+                         const slot_place *sp, size_t m, vk_msg *msgs)
+{
+    size_t ncalls = 0;
+    slot_call *calls;
+    char sha[41];
+    uint64_t asked_ms = cached ? refusal_now(v) : 0;
+
+    for (size_t s = 0, e; s < m; s = e, ncalls++)
+        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
+            e++;
+    if ((calls = calloc(ncalls, sizeof(*calls))) == NULL) {
+        /* No memory to queue them: one call after another. */
+        for (size_t s = 0, e; s < m; s = e) {
+            for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
+                e++;
+            vk_decide_group(v, limit, consume, cached, reqs, send + s, e - s,
+                            msgs);
+        }
+        return;
+    }
+    pthread_mutex_lock(&v->sha_lock);
+    memcpy(sha, v->sha[limit->algo], sizeof(sha));
+    pthread_mutex_unlock(&v->sha_lock);
+    map_refresh(v, false); /* a failed reread leaves the old map */
+    for (size_t s = 0, e, k = 0; s < m; s = e, k++) {
+        slot_call *c = &calls[k];
+        long long len;
+
+        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
+            e++;
+        c->first = s;
+        c->n = e - s;
+        c->slot = sp[s].slot;
+        if (sha[0] == '\0' || group_args_build(&c->g, NULL, 0, v, limit,
+                                                consume, reqs, send + s,
+                                                c->n) < 0)
+            continue;
+        c->g.argv[1] = sha;
+        len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv, c->g.lens);
+        if (len < 0 || (c->node = node_for_slot(v, c->slot)) == NULL)
+            continue;
+        c->e.cmd = c->cmd;
+        c->e.len = (size_t)len;
+        c->e.ncmds = 1;
+        c->conn = node_pick(c->node);
+        conn_submit(c->conn, &c->e);
+    }
+    for (size_t k = 0; k < ncalls; k++) {
+        slot_call *c = &calls[k];
+        redisReply *r;
+        int err;
+
+        if (c->node == NULL) {
+            vk_decide_group(v, limit, consume, cached, reqs, send + c->first,
+                            c->n, msgs);
+            goto next;
+        }
+        err = conn_await(v, c->node, c->conn, &c->e);
+        r = c->e.reply;
+        if (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) {
+            uint64_t now = monotonic_ms();
+
+            atomic_store(&c->node->failed_ms, now ? now : 1);
+            atomic_store(&v->map_stale, 1); /* a failover? look again */
+        } else if (err == 0 && r->type == REDIS_REPLY_ERROR &&
+                   not_run_here(r)) {
+            bool ask;
+            const char *host;
+            size_t host_len;
+            int port;
+
+            /* MOVED: mend the map first, so the call goes straight there. */
+            if (parse_redirect(r, &ask, &host, &host_len, &port) == 0 &&
+                !ask) {
+                atomic_fetch_add(&v->redirects, 1);
+                map_moved(v, c->slot, host, host_len, port);
+            }
+            freeReplyObject(r);
+            vk_decide_group(v, limit, consume, cached, reqs, send + c->first,
+                            c->n, msgs);
+            goto next;
+        } else if (err == 0) {
+            if (atomic_load(&c->node->failed_ms) != 0)
+                atomic_store(&c->node->failed_ms, 0);
+            if (r->type == REDIS_REPLY_ERROR) {
+                err = reply_error(c->node, r, "EVALSHA");
+                freeReplyObject(r);
+                r = NULL;
+            }
+        }
+        group_answer(v, limit, consume, cached, reqs, send + c->first, c->n,
+                     msgs, &c->g, err, err == 0 ? r : NULL, asked_ms);
+    next:
+        if (c->cmd != NULL)
+            redisFreeCommand(c->cmd);
+        group_args_free(&c->g, c->n);
+    }
+    free(calls);
 }
 
 /*
@@ -1293,11 +1461,9 @@ static int vk_send_many(vk_store *v, const sluice_limit *limit, bool consume,
             free(k);
     }
     qsort(sp, m, sizeof(*sp), slot_place_cmp);
-    for (size_t s = 0, e; s < m; s = e) {
-        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot; e++)
-            send[e - s] = sp[e].place;
-        vk_decide_group(v, limit, consume, cached, reqs, send, e - s, msgs);
-    }
+    for (size_t i = 0; i < m; i++)
+        send[i] = sp[i].place;
+    cluster_send(v, limit, consume, cached, reqs, send, sp, m, msgs);
     free(sp);
     return SLUICE_OK;
 }

@@ -26,7 +26,10 @@
  *      sluice_emq_rate_limit_ttl() / sluice_emq_limiter_incr() answer on
  *      the cluster as on the single server.
  *   3. Live reshard. Four threads hit many ids (fixed and sliding-log,
- *      one-hour windows) and a fifth reads and counts queues, while slots
+ *      one-hour windows; two of them in batches of up to 8 ids with
+ *      sluice_hit_many(), whose per-slot calls are queued together and,
+ *      when redirected, sent again alone) and a fifth reads and counts
+ *      queues, while slots
  *      move: redis-cli --cluster reshard moves 400 slots from one master to
  *      another; four slots are then moved by hand (SETSLOT IMPORTING and
  *      MIGRATING, a pause, MIGRATE one id's keys at a time with pauses, a
@@ -624,10 +627,55 @@ typedef struct hammer {
     int *wide_hits; /* per track */
 } hammer;
 
+#define RESHARD_BATCH 8
+
+/*
+ * The batching threads' turn: up to RESHARD_BATCH tracked ids of one limit,
+ * from track 'k' on, decided by one sluice_hit_many() (one script call per
+ * slot among them, queued together), counted like single hits.
+ */
+static void hammer_batch(hammer *h, int k)
+{
+    sluice_request q[RESHARD_BATCH];
+    int which[RESHARD_BATCH], n = 0;
+    const sluice_limit *lim = &tracks[k].lim;
+
+    for (int j = k; j < ntracks && n < RESHARD_BATCH; j++) {
+        tracked *t = &tracks[j];
+
+        if (t->lim.algo != lim->algo || t->lim.max != lim->max ||
+            t->lim.window_ms != lim->window_ms ||
+            (!t->tight && h->wide_hits[j] >= WIDE_PER_THREAD))
+            continue;
+        if (!t->tight)
+            h->wide_hits[j]++;
+        q[n] = (sluice_request){t->id, strlen(t->id), 1, 0, {0}};
+        which[n++] = j;
+    }
+    if (n > 0)
+        sluice_hit_many(h->st, lim, q, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        tracked *t = &tracks[which[i]];
+
+        h->calls++;
+        if (q[i].err != SLUICE_OK) {
+            if (h->errors++ == 0)
+                snprintf(h->first_error, sizeof(h->first_error),
+                         "hit_many: %s: %s", sluice_err_name(q[i].err),
+                         sluice_last_error());
+            continue;
+        }
+        atomic_fetch_add(&t->attempts, 1);
+        if (q[i].decision.allowed)
+            atomic_fetch_add(&t->admitted, 1);
+    }
+}
+
 /*
  * One thread of traffic: hits every tracked limit in turn (each thread
  * starting elsewhere) until told to stop, a wide limit at most
- * WIDE_PER_THREAD times, and counts attempts, admissions and errors.
+ * WIDE_PER_THREAD times, and counts attempts, admissions and errors. Odd
+ * threads decide batches (hammer_batch).
  */
 static void *hammer_run(void *arg)
 {
@@ -635,6 +683,10 @@ static void *hammer_run(void *arg)
     unsigned i = (unsigned)h->index * 7;
 
     while (!atomic_load(h->stop)) {
+        if (h->index % 2 == 1) {
+            hammer_batch(h, (int)(i++ % (unsigned)ntracks));
+            continue;
+        }
         int k = (int)(i++ % (unsigned)ntracks);
         tracked *t = &tracks[k];
         sluice_decision d;
