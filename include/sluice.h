@@ -303,10 +303,10 @@ typedef struct sluice_request {
  * among their keys, queued together and read node by node), so a thread
  * with many decisions to make at once (a dequeue loop, a fan-out, a
  * gateway's batch of requests) makes them at the server's pace, not the
- * network's. Each request is decided
- * atomically; the batch as a whole is not a transaction. The server's clock
- * is read once per call. The refused cache and the failure policy apply to
- * each request as to a sluice_hit(); telemetry fires once per refusal.
+ * network's. Each request is decided atomically; the batch as a whole is
+ * not a transaction. The server's clock is read once per call. The refused
+ * cache and the failure policy apply to each request as to a sluice_hit();
+ * telemetry fires once per refusal.
  */
 SLUICE_EXTERN int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
                     sluice_request *reqs, size_t n);
