@@ -1291,16 +1291,38 @@ static int slot_place_cmp(const void *a, const void *b)
     return x->place < y->place ? -1 : x->place > y->place;
 }
 
-/* One slot's script call in a cluster's batch. */
+/*
+ * Script calls queued together, then awaited in turn (a call set). Every
+ * call of a set that goes to one node is queued on the same connection, so
+ * the calls of a batch, or of a combining round with several limits, leave
+ * in one write per node and cost about a round trip per node. A call that
+ * was redirected or met a node without the script did not run, and is sent
+ * again alone by vk_call(), which follows the cluster; one without a known
+ * node or SHA1 is sent that way from the start.
+ */
 typedef struct slot_call {
-    size_t first, n;  /* its requests: reqs[send[first .. first + n)] */
+    struct slot_call *next;
+    const sluice_limit *limit;
+    bool consume, cached;
+    const size_t *todo; /* its requests: reqs[todo[0..n)] */
+    size_t n;
     unsigned slot;
-    vk_node *node;    /* NULL: not queued; sent alone, after the others */
+    uint64_t asked_ms;
+    vk_node *node;      /* NULL: not queued; sent alone when awaited */
     vk_conn *conn;
     group_args g;
     char *cmd;
     vk_request e;
 } slot_call;
+
+typedef struct call_set {
+    vk_store *v;
+    sluice_request *reqs;
+    vk_msg *msgs;       /* NULL, or a failed request's message by place */
+    slot_call *head, **tail; /* each call stays put: it may be queued */
+} call_set;
+
+#define CALL_SET_INIT(v, reqs, msgs) {(v), (reqs), (msgs), NULL, NULL}
 
 /* A reply that says the script did not run here: sent again alone. */
 static bool not_run_here(const redisReply *r)
@@ -1316,132 +1338,74 @@ static bool not_run_here(const redisReply *r)
 }
 
 /*
- * A cluster's batch, its requests reqs[send[0..m)] sorted by slot (sp[i] is
- * send[i]'s slot): one script call per slot (GROUP_MAX requests at most),
- * every call queued on its node's connection before any is awaited, so a
- * batch costs a round trip per node, not per slot. A call that was
- * redirected or met a node without the script did not run, and is sent
- * again alone by vk_call(), which follows the cluster; one without a known
- * node or SHA1 is sent that way from the start.
+ * Adds the call for requests reqs[todo[0..n)], whose keys are in 'slot', and
+ * queues it on its node's connection. Out of memory, it is decided at once.
  */
-static void cluster_send(vk_store *v, const sluice_limit *limit, bool consume,
-                         bool cached, sluice_request *reqs, size_t *send,
-                         const slot_place *sp, size_t m, vk_msg *msgs)
+static void calls_add(call_set *cs, const sluice_limit *limit, bool consume,
+                      bool cached, const size_t *todo, size_t n,
+                      unsigned slot)
 {
-    size_t ncalls = 0;
-    slot_call *calls;
+    vk_store *v = cs->v;
+    slot_call *c = calloc(1, sizeof(*c));
     char sha[41];
-    uint64_t asked_ms = cached ? refusal_now(v) : 0;
+    long long len;
 
-    for (size_t s = 0, e; s < m; s = e, ncalls++)
-        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
-            e++;
-    if ((calls = calloc(ncalls, sizeof(*calls))) == NULL) {
-        /* No memory to queue them: one call after another. */
-        for (size_t s = 0, e; s < m; s = e) {
-            for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
-                e++;
-            vk_decide_group(v, limit, consume, cached, reqs, send + s, e - s,
-                            msgs);
-        }
+    if (c == NULL) {
+        vk_decide_group(v, limit, consume, cached, cs->reqs, todo, n,
+                        cs->msgs);
         return;
     }
+    if (cs->tail == NULL)
+        cs->tail = &cs->head;
+    *cs->tail = c;
+    cs->tail = &c->next;
+    c->limit = limit;
+    c->consume = consume;
+    c->cached = cached;
+    c->todo = todo;
+    c->n = n;
+    c->slot = slot;
+    /* A wait counts from when the call was sent: a local refusal never
+       outlasts the server's. */
+    c->asked_ms = cached ? refusal_now(v) : 0;
     pthread_mutex_lock(&v->sha_lock);
     memcpy(sha, v->sha[limit->algo], sizeof(sha));
     pthread_mutex_unlock(&v->sha_lock);
-    map_refresh(v, false); /* a failed reread leaves the old map */
-    for (size_t s = 0, e, k = 0; s < m; s = e, k++) {
-        slot_call *c = &calls[k];
-        long long len;
-
-        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
-            e++;
-        c->first = s;
-        c->n = e - s;
-        c->slot = sp[s].slot;
-        if (sha[0] == '\0' || group_args_build(&c->g, NULL, 0, v, limit,
-                                                consume, reqs, send + s,
-                                                c->n) < 0)
-            continue;
-        c->g.argv[1] = sha;
-        len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv, c->g.lens);
-        if (len < 0 || (c->node = node_for_slot(v, c->slot)) == NULL)
-            continue;
-        c->e.cmd = c->cmd;
-        c->e.len = (size_t)len;
-        c->e.ncmds = 1;
+    if (sha[0] == '\0' || group_args_build(&c->g, NULL, 0, v, limit, consume,
+                                           cs->reqs, todo, n) < 0)
+        return;
+    c->g.argv[1] = sha;
+    len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv, c->g.lens);
+    c->g.argv[1] = NULL; /* 'sha' goes out of scope */
+    if (len < 0 || (c->node = node_for_slot(v, slot)) == NULL)
+        return;
+    c->e.cmd = c->cmd;
+    c->e.len = (size_t)len;
+    c->e.ncmds = 1;
+    for (slot_call *o = cs->head; o != c && c->conn == NULL; o = o->next)
+        if (o->node == c->node)
+            c->conn = o->conn;
+    if (c->conn == NULL)
         c->conn = node_pick(c->node);
-        conn_submit(c->conn, &c->e);
-    }
-    for (size_t k = 0; k < ncalls; k++) {
-        slot_call *c = &calls[k];
-        redisReply *r;
-        int err;
-
-        if (c->node == NULL) {
-            vk_decide_group(v, limit, consume, cached, reqs, send + c->first,
-                            c->n, msgs);
-            goto next;
-        }
-        err = conn_await(v, c->node, c->conn, &c->e);
-        r = c->e.reply;
-        if (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) {
-            uint64_t now = monotonic_ms();
-
-            atomic_store(&c->node->failed_ms, now ? now : 1);
-            atomic_store(&v->map_stale, 1); /* a failover? look again */
-        } else if (err == 0 && r->type == REDIS_REPLY_ERROR &&
-                   not_run_here(r)) {
-            bool ask;
-            const char *host;
-            size_t host_len;
-            int port;
-
-            /* MOVED: mend the map first, so the call goes straight there. */
-            if (parse_redirect(r, &ask, &host, &host_len, &port) == 0 &&
-                !ask) {
-                atomic_fetch_add(&v->redirects, 1);
-                map_moved(v, c->slot, host, host_len, port);
-            }
-            freeReplyObject(r);
-            vk_decide_group(v, limit, consume, cached, reqs, send + c->first,
-                            c->n, msgs);
-            goto next;
-        } else if (err == 0) {
-            if (atomic_load(&c->node->failed_ms) != 0)
-                atomic_store(&c->node->failed_ms, 0);
-            if (r->type == REDIS_REPLY_ERROR) {
-                err = reply_error(c->node, r, "EVALSHA");
-                freeReplyObject(r);
-                r = NULL;
-            }
-        }
-        group_answer(v, limit, consume, cached, reqs, send + c->first, c->n,
-                     msgs, &c->g, err, err == 0 ? r : NULL, asked_ms);
-    next:
-        if (c->cmd != NULL)
-            redisFreeCommand(c->cmd);
-        group_args_free(&c->g, c->n);
-    }
-    free(calls);
+    conn_submit(c->conn, &c->e);
 }
 
 /*
- * Sends requests reqs[send[0..m)] (ascending) to the server, GROUP_MAX to a
- * script call; in a cluster, one call per slot among their keys, so the keys
- * of one call always share a node. 'send' is reordered. Answers an error
- * only when none of them could be sent.
+ * Adds the calls for requests reqs[send[0..m)] against one limit: GROUP_MAX
+ * to a call; in a cluster, one call per slot among their keys (so the keys
+ * of a call share a node), 'send' reordered by slot. Answers an error only
+ * when none could be added.
  */
-static int vk_send_many(vk_store *v, const sluice_limit *limit, bool consume,
-                        bool cached, sluice_request *reqs, size_t *send,
-                        size_t m, vk_msg *msgs)
+static int calls_add_many(call_set *cs, const sluice_limit *limit,
+                          bool consume, bool cached, size_t *send, size_t m)
 {
+    vk_store *v = cs->v;
     slot_place *sp;
 
     if (!v->cluster) {
         for (size_t s = 0; s < m; s += GROUP_MAX)
-            vk_decide_group(v, limit, consume, cached, reqs, send + s,
-                            m - s < GROUP_MAX ? m - s : GROUP_MAX, msgs);
+            calls_add(cs, limit, consume, cached, send + s,
+                      m - s < GROUP_MAX ? m - s : GROUP_MAX, 0);
         return SLUICE_OK;
     }
     if ((sp = malloc(m * sizeof(*sp))) == NULL)
@@ -1449,7 +1413,7 @@ static int vk_send_many(vk_store *v, const sluice_limit *limit, bool consume,
     for (size_t i = 0; i < m; i++) {
         char kbuf[KEY_BUF];
         size_t klen = 0;
-        const sluice_request *q = &reqs[send[i]];
+        const sluice_request *q = &cs->reqs[send[i]];
         char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix,
                                     q->key, q->key_len,
                                     sluice__algos[limit->algo]->name);
@@ -1463,9 +1427,78 @@ static int vk_send_many(vk_store *v, const sluice_limit *limit, bool consume,
     qsort(sp, m, sizeof(*sp), slot_place_cmp);
     for (size_t i = 0; i < m; i++)
         send[i] = sp[i].place;
-    cluster_send(v, limit, consume, cached, reqs, send, sp, m, msgs);
+    map_refresh(v, false); /* a failed reread leaves the old map */
+    for (size_t s = 0, e; s < m; s = e) {
+        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
+            e++;
+        calls_add(cs, limit, consume, cached, send + s, e - s, sp[s].slot);
+    }
     free(sp);
     return SLUICE_OK;
+}
+
+/* Awaits every call of 'cs' in turn, hands out the answers, frees it. */
+static void calls_finish(call_set *cs)
+{
+    vk_store *v = cs->v;
+    slot_call *c, *next;
+
+    for (c = cs->head; c != NULL; c = next) {
+        redisReply *r;
+        int err;
+
+        if (c->node == NULL) {
+            vk_decide_group(v, c->limit, c->consume, c->cached, cs->reqs,
+                            c->todo, c->n, cs->msgs);
+            goto free_call;
+        }
+        err = conn_await(v, c->node, c->conn, &c->e);
+        r = c->e.reply;
+        if (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) {
+            uint64_t now = monotonic_ms();
+
+            atomic_store(&c->node->failed_ms, now ? now : 1);
+            if (v->cluster)
+                atomic_store(&v->map_stale, 1); /* a failover? look again */
+        } else if (err == 0 && r->type == REDIS_REPLY_ERROR &&
+                   not_run_here(r)) {
+            bool ask;
+            const char *host;
+            size_t host_len;
+            int port;
+
+            /* MOVED: mend the map first, so the call goes straight there. */
+            if (v->cluster &&
+                parse_redirect(r, &ask, &host, &host_len, &port) == 0 &&
+                !ask) {
+                atomic_fetch_add(&v->redirects, 1);
+                map_moved(v, c->slot, host, host_len, port);
+            }
+            freeReplyObject(r);
+            vk_decide_group(v, c->limit, c->consume, c->cached, cs->reqs,
+                            c->todo, c->n, cs->msgs);
+            goto free_call;
+        } else if (err == 0) {
+            if (atomic_load(&c->node->failed_ms) != 0)
+                atomic_store(&c->node->failed_ms, 0);
+            if (r->type == REDIS_REPLY_ERROR) {
+                err = reply_error(c->node, r, "EVALSHA");
+                freeReplyObject(r);
+                r = NULL;
+            }
+        }
+        group_answer(v, c->limit, c->consume, c->cached, cs->reqs, c->todo,
+                     c->n, cs->msgs, &c->g, err, err == 0 ? r : NULL,
+                     c->asked_ms);
+    free_call:
+        next = c->next;
+        if (c->cmd != NULL)
+            redisFreeCommand(c->cmd);
+        group_args_free(&c->g, c->n);
+        free(c);
+    }
+    cs->head = NULL;
+    cs->tail = &cs->head;
 }
 
 /* A batch: what the refusal cache does not answer goes to the server. */
@@ -1488,14 +1521,17 @@ static int vk_decide_many(void *impl, const sluice_limit *limit,
         else
             send[m++] = todo[t];
     }
-    if (send == NULL || (err = vk_send_many(v, limit, true, cached, reqs, send,
-                                            m, NULL)) < 0) {
-        if (send == NULL)
-            err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu",
-                                n);
-        for (size_t t = 0; t < (send == NULL ? n : m); t++)
-            reqs[send == NULL ? todo[t] : send[t]].err = err;
+    if (send != NULL) {
+        call_set cs = CALL_SET_INIT(v, reqs, NULL);
+
+        err = calls_add_many(&cs, limit, true, cached, send, m);
+        calls_finish(&cs);
+    } else {
+        err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+        m = n;
     }
+    for (size_t t = 0; t < m && err < 0; t++)
+        reqs[send == NULL ? todo[t] : send[t]].err = err;
     free(send);
     return err;
 }
@@ -1551,6 +1587,7 @@ static void waiter_tell(vk_waiter *w, uint32_t what)
 /* The requests of one round with the same limit and consume. */
 static void combine_round(vk_store *v, vk_waiter *batch)
 {
+    call_set cs = CALL_SET_INIT(v, NULL, NULL);
     size_t n = 0, stack_send[64], *send = stack_send;
     vk_waiter *stack_w[64], **w = stack_w;
     sluice_request stack_q[64], *reqs = stack_q;
@@ -1580,9 +1617,13 @@ static void combine_round(vk_store *v, vk_waiter *batch)
         w[n] = b;
         reqs[n++] = b->req;
     }
-    for (size_t i = 0; i < n; i++) {
+    cs.reqs = reqs;
+    cs.msgs = msgs;
+    /* One group per limit and consume, each its slice of 'send'; all of
+       their calls queued before any is awaited. */
+    for (size_t i = 0, used = 0; i < n; i++) {
         const sluice_limit *lim = w[i]->limit;
-        size_t m = 0;
+        size_t m = 0, *group = send + used;
         int err;
 
         if (sent[i])
@@ -1593,15 +1634,17 @@ static void combine_round(vk_store *v, vk_waiter *batch)
                 w[j]->limit->max == lim->max &&
                 w[j]->limit->window_ms == lim->window_ms) {
                 sent[j] = true;
-                send[m++] = j;
+                group[m++] = j;
             }
-        err = vk_send_many(v, lim, w[i]->consume, refusals_used(v, lim), reqs,
-                           send, m, msgs);
+        used += m;
+        err = calls_add_many(&cs, lim, w[i]->consume, refusals_used(v, lim),
+                             group, m);
         for (size_t k = 0; k < m && err < 0; k++) {
-            reqs[send[k]].err = err;
-            snprintf(msgs[send[k]], sizeof(vk_msg), "%s", sluice_last_error());
+            reqs[group[k]].err = err;
+            snprintf(msgs[group[k]], sizeof(vk_msg), "%s", sluice_last_error());
         }
     }
+    calls_finish(&cs);
     for (size_t i = 0; i < n; i++) {
         w[i]->req = reqs[i];
         memcpy(w[i]->msg, msgs[i], sizeof(vk_msg));
