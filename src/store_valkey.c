@@ -1584,7 +1584,8 @@ static void waiter_tell(vk_waiter *w, uint32_t what)
     sluice__unpark(&w->state); /* by address alone: 'w' may be gone */
 }
 
-/* The requests of one round with the same limit and consume. */
+/* Decides a round: a group of script calls per limit (and consume), all of
+   them queued before any is awaited. */
 static void combine_round(vk_store *v, vk_waiter *batch)
 {
     call_set cs = CALL_SET_INIT(v, NULL, NULL);
