@@ -12,6 +12,8 @@
  *     batch larger than one script call takes is split and still exact;
  *   - a key holding a foreign value fails alone with SLUICE_EPROTO, and the
  *     requests around it are decided and counted;
+ *   - long (1,000-byte), binary and empty keys share a call, each with its
+ *     own budget;
  *   - requests the refused cache knows are answered without the server;
  *   - each refused request emits one "emq.rate_limit.hit" event;
  *   - threads calling sluice_hit() at once on one server store are combined
@@ -205,6 +207,37 @@ static void test_server_calls(sluice_store *st)
     free(count);
     free(keys);
     free(q);
+    test_context(NULL);
+}
+
+/* Long and binary keys in one call: each its own budget, nothing leaked. */
+static void test_odd_keys(sluice_store *st)
+{
+    sluice_limit lim = {SLUICE_SLIDING_LOG, 1, 60000};
+    char long_key[1000], bin_key[] = {'a', '\0', '{', '}', '%', 'z'};
+    sluice_request q[6];
+    sluice_decision d;
+
+    test_context("server: long and binary keys in a batch");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    memset(long_key, 'k', sizeof(long_key));
+    for (int i = 0; i < 6; i++) {
+        q[i] = req("", 1);
+        if (i % 3 == 0) {
+            q[i].key = long_key;
+            q[i].key_len = sizeof(long_key);
+        } else if (i % 3 == 1) {
+            q[i].key = bin_key;
+            q[i].key_len = sizeof(bin_key);
+        } else {
+            q[i].key_len = 0; /* the empty id is a key too */
+        }
+    }
+    CHECK_OK(sluice_hit_many(st, &lim, q, 6));
+    for (int i = 0; i < 6; i++)
+        CHECK(q[i].decision.allowed == (i < 3 ? 1 : 0));
+    CHECK_OK(sluice_peek(&d, st, &lim, bin_key, sizeof(bin_key) - 1, 1));
+    CHECK(d.allowed); /* a prefix is another key, still fresh */
     test_context(NULL);
 }
 
@@ -414,6 +447,7 @@ int main(void)
     test_telemetry(vk, "server");
     test_server_calls(vk);
     test_foreign(vk);
+    test_odd_keys(vk);
     test_refused_cache(vk);
     sluice_store_free(vk);
     test_combining();
