@@ -300,10 +300,10 @@ typedef struct sluice_request {
  *
  * On a server store the batch costs one round trip and one script call for
  * all the requests (512 at most per call; in a cluster, one call per slot
- * among their keys, queued together and read node by node), so a thread
- * with many decisions to make at once (a dequeue loop, a fan-out, a
- * gateway's batch of requests) makes them at the server's pace, not the
- * network's. Each request is decided atomically; the batch as a whole is
+ * among their keys, all written to their nodes before any reply is read),
+ * so a thread with many decisions to make at once (a dequeue loop, a
+ * fan-out, a gateway's batch of requests) makes them at the server's pace,
+ * not the network's. Each request is decided atomically; the batch as a whole is
  * not a transaction. The server's clock is read once per call. The refused
  * cache and the failure policy apply to each request as to a sluice_hit();
  * telemetry fires once per refusal.

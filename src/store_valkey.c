@@ -456,20 +456,30 @@ static void request_fail(vk_request *e, int err)
 }
 
 /*
- * The leader's I/O for a batch: connect if need be, write every request,
- * then read every reply. A broken connection fails the rest of the batch.
+ * The leader's writes for a batch: connect if need be, then send every
+ * request. Answers 0, or the error that failed every request of the batch.
  */
-static void batch_run(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
+static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
 {
-    int err = conn_ready(v, n, c);
+    int err = conn_ready(v, n, c), done = 0;
 
-    for (vk_request *e = batch; e != NULL; e = e->next) {
-        if (err < 0)
-            request_fail(e, err);
-        else if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) !=
-                 REDIS_OK)
-            request_fail(e, err = conn_fail(n, c, "write"));
-    }
+    for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
+        if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) != REDIS_OK)
+            err = conn_fail(n, c, "write");
+    while (err == 0 && !done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
+            err = conn_fail(n, c, "write");
+    for (vk_request *e = batch; e != NULL && err < 0; e = e->next)
+        request_fail(e, err);
+    return err;
+}
+
+/*
+ * The leader's reads for a batch that batch_write() sent ('err' its answer):
+ * every reply, in order. A broken connection fails the rest of the batch.
+ */
+static void batch_read(vk_node *n, vk_conn *c, vk_request *batch, int err)
+{
     for (vk_request *e = batch; e != NULL && err == 0; e = e->next) {
         for (int k = 0; k < e->ncmds; k++) {
             redisReply *r = NULL;
@@ -486,6 +496,39 @@ static void batch_run(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
                 e->reply = r;
         }
     }
+}
+
+/*
+ * Takes the queue of 'c' to lead its I/O, unless another caller leads it or
+ * nothing is queued (then NULL). Under c->lock.
+ */
+static vk_request *conn_take(vk_conn *c)
+{
+    vk_request *batch = c->head;
+
+    if (c->busy || batch == NULL)
+        return NULL;
+    c->busy = true;
+    c->head = NULL;
+    c->tail = &c->head;
+    return batch;
+}
+
+/* Ends a lead: marks the batch done, wakes its callers (not 'self') and the
+   next leader. Under c->lock. */
+static void conn_hand_out(vk_conn *c, vk_request *batch, const vk_request *self)
+{
+    while (batch != NULL) {
+        vk_request *next = batch->next; /* before 'done' frees it */
+
+        batch->done = true;
+        if (batch != self)
+            pthread_cond_signal(&batch->cond);
+        batch = next;
+    }
+    c->busy = false;
+    if (c->head != NULL) /* the first queued caller leads the next */
+        pthread_cond_signal(&c->head->cond);
 }
 
 /* Queues request 'e' on 'c'; conn_await() sends it and waits for it. */
@@ -511,29 +554,16 @@ static int conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
 {
     pthread_mutex_lock(&c->lock);
     while (!e->done) {
-        if (c->busy) {
+        vk_request *batch = conn_take(c);
+
+        if (batch == NULL) { /* another caller leads; 'e' is still queued */
             pthread_cond_wait(&e->cond, &c->lock);
             continue;
         }
-        vk_request *batch = c->head;
-
-        c->busy = true;
-        c->head = NULL;
-        c->tail = &c->head;
         pthread_mutex_unlock(&c->lock);
-        batch_run(v, n, c, batch);
+        batch_read(n, c, batch, batch_write(v, n, c, batch));
         pthread_mutex_lock(&c->lock);
-        while (batch != NULL) {
-            vk_request *next = batch->next; /* before 'done' frees it */
-
-            batch->done = true;
-            if (batch != e)
-                pthread_cond_signal(&batch->cond);
-            batch = next;
-        }
-        c->busy = false;
-        if (c->head != NULL) /* the first queued caller leads the next */
-            pthread_cond_signal(&c->head->cond);
+        conn_hand_out(c, batch, e);
     }
     pthread_mutex_unlock(&c->lock);
     pthread_cond_destroy(&e->cond);
@@ -1310,6 +1340,8 @@ typedef struct slot_call {
     uint64_t asked_ms;
     vk_node *node;      /* NULL: not queued; sent alone when awaited */
     vk_conn *conn;
+    vk_request *led;    /* the batch this call's set wrote on 'conn' */
+    int led_err;        /* and what writing it answered */
     group_args g;
     char *cmd;
     vk_request e;
@@ -1437,12 +1469,39 @@ static int calls_add_many(call_set *cs, const sluice_limit *limit,
     return SLUICE_OK;
 }
 
-/* Awaits every call of 'cs' in turn, hands out the answers, frees it. */
+/*
+ * Sends every call of 'cs', reads their replies, hands out the answers and
+ * frees the set. First each node's queued calls are written (where no other
+ * caller leads that connection), so the nodes work at once; then each
+ * batch written is read, which waits on nothing but the network; only then
+ * are the calls awaited, so a caller never waits for another while it
+ * holds a connection that it wrote to.
+ */
 static void calls_finish(call_set *cs)
 {
     vk_store *v = cs->v;
     slot_call *c, *next;
 
+    for (c = cs->head; c != NULL; c = c->next) {
+        bool first = c->node != NULL;
+
+        for (slot_call *o = cs->head; o != c && first; o = o->next)
+            first = o->conn != c->conn;
+        if (first) {
+            pthread_mutex_lock(&c->conn->lock);
+            c->led = conn_take(c->conn);
+            pthread_mutex_unlock(&c->conn->lock);
+            if (c->led != NULL)
+                c->led_err = batch_write(v, c->node, c->conn, c->led);
+        }
+    }
+    for (c = cs->head; c != NULL; c = c->next)
+        if (c->led != NULL) {
+            batch_read(c->node, c->conn, c->led, c->led_err);
+            pthread_mutex_lock(&c->conn->lock);
+            conn_hand_out(c->conn, c->led, NULL);
+            pthread_mutex_unlock(&c->conn->lock);
+        }
     for (c = cs->head; c != NULL; c = next) {
         redisReply *r;
         int err;
