@@ -1123,7 +1123,8 @@ typedef struct group_args {
     const char **argv;
     size_t *lens;
     char (*keys)[KEY_BUF];
-    char (*nums)[24]; /* numkeys, max, window, now, token, then the costs */
+    char (*nums)[24]; /* numkeys, max, window, now, -, then the costs */
+    char token[40];   /* the store's seed and a count, in hex */
     void *block;
     bool on_heap;
 } group_args;
@@ -1190,9 +1191,10 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
                                       (unsigned long long)t);
     }
     j++;
-    g->argv[j] = num[4];
+    g->argv[j] = g->token;
     g->lens[j++] = (size_t)snprintf(
-        num[4], 24, "%016llx%llx", (unsigned long long)v->token_seed,
+        g->token, sizeof(g->token), "%016llx%llx",
+        (unsigned long long)v->token_seed,
         (unsigned long long)atomic_fetch_add(&v->token_next, 1));
     for (size_t i = 0; i < n; i++) {
         g->argv[j] = num[5 + i];
