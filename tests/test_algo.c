@@ -21,6 +21,7 @@
  * Usage: test_algo [SEED] (or SLUICE_TEST_SEED=N); the seed is printed.
  */
 #include "test.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -194,31 +195,6 @@ static void check_fresh_error_at(const char *file, int line, const char *expr)
         test_check_rc_at((expr), (want), __FILE__, __LINE__, #expr); \
         check_fresh_error_at(__FILE__, __LINE__, #expr);             \
     } while (0)
-
-/* ---- Random numbers ------------------------------------------------------ */
-
-static uint64_t rng_state;
-
-/* splitmix64: small, fast, and every seed is a good one. */
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* A number in 0 .. n - 1 (0 when n is 0). */
-static uint64_t below(uint64_t n)
-{
-    return n == 0 ? 0 : rnd() % n;
-}
-
-static int chance(unsigned percent)
-{
-    return below(100) < percent;
-}
 
 /* ---- Names, messages, durations ------------------------------------------ */
 
@@ -798,7 +774,7 @@ static uint64_t random_dense_trace(sluice_algo algo, uint64_t max, uint64_t w,
     sluice_limit l = limit_of(algo, max, w);
     size_t n = (size_t)(40 * w + 40);
     uint64_t *per_ms = calloc(n, sizeof(*per_ms));
-    uint64_t start = 1000 * w + below(3) * (w / 2); /* aligned, or not */
+    uint64_t start = 1000 * w + rng_below(3) * (w / 2); /* aligned, or not */
     unsigned pattern = 0;
     char key[32];
     uint64_t best;
@@ -811,13 +787,13 @@ static uint64_t random_dense_trace(sluice_algo algo, uint64_t max, uint64_t w,
         int active;
 
         if ((start + i) % w == 0 || i == 0)
-            pattern = (unsigned)below(5);
+            pattern = (unsigned)rng_below(5);
         switch (pattern) {
         case 0:
             active = 0;
             break;
         case 1:
-            active = chance(10);
+            active = rng_pct(10);
             break;
         case 2:
             active = 1;
@@ -826,14 +802,14 @@ static uint64_t random_dense_trace(sluice_algo algo, uint64_t max, uint64_t w,
             active = (start + i) % w + 2 >= w;
             break;
         default:
-            active = chance(50);
+            active = rng_pct(50);
             break;
         }
         if (!active)
             continue;
         at(&fx, start + i);
         for (int tries = 0; tries < 64; tries++) {
-            uint64_t cost = chance(70) ? 1 : 1 + below(max);
+            uint64_t cost = rng_pct(70) ? 1 : 1 + rng_below(max);
             sluice_decision d = HITN(&fx, &l, key, strlen(key), cost);
 
             if (d.allowed)
@@ -1278,29 +1254,29 @@ typedef struct scenario {
 
 static uint64_t pick(const uint64_t *v, size_t n)
 {
-    return v[below(n)];
+    return v[rng_below(n)];
 }
 
 static uint64_t random_gap(uint64_t w)
 {
-    unsigned r = (unsigned)below(100);
+    unsigned r = (unsigned)rng_below(100);
 
     if (r < 30)
         return 0;
     if (r < 45)
         return 1;
     if (r < 70)
-        return below(w);
+        return rng_below(w);
     if (r < 85)
-        return w - 1 + below(3);
+        return w - 1 + rng_below(3);
     if (r < 95)
-        return below(2 * w + 2);
-    return 1 + below(5 * w);
+        return rng_below(2 * w + 2);
+    return 1 + rng_below(5 * w);
 }
 
 static uint64_t random_cost(uint64_t max)
 {
-    unsigned r = (unsigned)below(100);
+    unsigned r = (unsigned)rng_below(100);
 
     if (r < 40)
         return 1;
@@ -1308,7 +1284,7 @@ static uint64_t random_cost(uint64_t max)
         return max;
     if (r < 65)
         return max / 2 + 1;
-    return 1 + below(max);
+    return 1 + rng_below(max);
 }
 
 static void make_scenario(scenario *s, sluice_algo algo)
@@ -1322,27 +1298,27 @@ static void make_scenario(scenario *s, sluice_algo algo)
 
     do {
         s->limit = limit_of(algo, pick(maxes, 9), pick(windows, 12));
-        if (chance(30))
-            s->limit.window_ms = 1 + below(50);
-        if (chance(30))
-            s->limit.max = 1 + below(12);
+        if (rng_pct(30))
+            s->limit.window_ms = 1 + rng_below(50);
+        if (rng_pct(30))
+            s->limit.max = 1 + rng_below(12);
     } while (sluice_limit_check(&s->limit) != SLUICE_OK);
     w = s->limit.window_ms;
-    switch (below(4)) {
+    switch (rng_below(4)) {
     case 0:
-        s->start_ms = below(3);
+        s->start_ms = rng_below(3);
         break;
     case 1:
-        s->start_ms = below(100000);
+        s->start_ms = rng_below(100000);
         break;
     case 2: /* at, or next to, an aligned window's start */
-        s->start_ms = w * (1 + below(1000)) + below(3) - 1;
+        s->start_ms = w * (1 + rng_below(1000)) + rng_below(3) - 1;
         break;
     default:
-        s->start_ms = below(1ULL << 50);
+        s->start_ms = rng_below(1ULL << 50);
         break;
     }
-    s->n = 1 + (int)below(SCN_STEPS);
+    s->n = 1 + (int)rng_below(SCN_STEPS);
     for (int i = 0; i < s->n; i++) {
         s->gap_ms[i] = random_gap(w);
         s->cost[i] = random_cost(s->limit.max);

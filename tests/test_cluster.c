@@ -60,6 +60,7 @@
  */
 #include "sluice_private.h"
 #include "test.h"
+#include "rng.h"
 #include "redis_cluster.h"
 
 #include <inttypes.h>
@@ -79,24 +80,6 @@
 
 static rc_cluster cluster;
 static rs_server single;
-
-/* ---- A seeded generator (splitmix64) ------------------------------------- */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rng_range(uint64_t lo, uint64_t hi)
-{
-    return hi <= lo ? lo : lo + rng_next() % (hi - lo + 1);
-}
 
 /* ---- Helpers ------------------------------------------------------------- */
 

@@ -28,6 +28,7 @@
  */
 #include "sluice_private.h"
 #include "test.h"
+#include "rng.h"
 #include "redis_cluster.h"
 
 #include <inttypes.h>
@@ -38,19 +39,6 @@
 
 static rc_cluster cluster;
 static rs_server *node; /* the one node */
-
-/* ---- A seeded generator (splitmix64) ------------------------------------- */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* ---- Keys against CLUSTER KEYSLOT ---------------------------------------- */
 

@@ -28,6 +28,7 @@
  * Usage: test_model [SEED [ROUNDS]] (or SLUICE_TEST_SEED=N).
  */
 #include "test.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -42,30 +43,6 @@
 #define DEFAULT_ROUNDS 100
 
 typedef unsigned __int128 u128;
-
-/* ---- Random numbers ------------------------------------------------------ */
-
-static uint64_t rng_state;
-
-/* splitmix64. */
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t below(uint64_t n)
-{
-    return n == 0 ? 0 : rnd() % n;
-}
-
-static int chance(unsigned percent)
-{
-    return below(100) < percent;
-}
 
 /* ---- The reference model ------------------------------------------------- */
 
@@ -339,8 +316,8 @@ static sluice_limit random_limit(sluice_algo algo, unsigned profile)
     l.algo = algo;
     do {
         /* Mostly small budgets, which run out. */
-        l.max = chance(75) ? maxes[below(7)] : maxes[below(NMAXES)];
-        l.window_ms = windows[below(NWINDOWS)];
+        l.max = rng_pct(75) ? maxes[rng_below(7)] : maxes[rng_below(NMAXES)];
+        l.window_ms = windows[rng_below(NWINDOWS)];
         if (profile == 0 || profile == 1)
             l.window_ms = 1;
         if (profile == 0 || profile == 2)
@@ -356,7 +333,7 @@ static sluice_limit random_limit(sluice_algo algo, unsigned profile)
  */
 static uint64_t random_gap(unsigned tempo)
 {
-    unsigned r = (unsigned)below(100);
+    unsigned r = (unsigned)rng_below(100);
 
     switch (tempo) {
     case 0:
@@ -365,45 +342,45 @@ static uint64_t random_gap(unsigned tempo)
         if (r < 80)
             return 1;
         if (r < 95)
-            return 1 + below(5);
+            return 1 + rng_below(5);
         if (r < 99)
-            return 1 + below(100);
-        return 1000 + below(4000);
+            return 1 + rng_below(100);
+        return 1000 + rng_below(4000);
     case 1:
         if (r < 35)
             return 0;
         if (r < 50)
             return 1;
         if (r < 70)
-            return 1 + below(10);
+            return 1 + rng_below(10);
         if (r < 90)
-            return 1 + below(50);
+            return 1 + rng_below(50);
         if (r < 99)
-            return 1 + below(500);
-        return 1000 + below(4000);
+            return 1 + rng_below(500);
+        return 1000 + rng_below(4000);
     default:
         if (r < 35)
             return 0;
         if (r < 50)
             return 1;
         if (r < 70)
-            return 1 + below(10);
+            return 1 + rng_below(10);
         if (r < 85)
-            return 1 + below(100);
+            return 1 + rng_below(100);
         if (r < 96)
-            return 1 + below(1000);
-        return 1000 + below(4000);
+            return 1 + rng_below(1000);
+        return 1000 + rng_below(4000);
     }
 }
 
 static uint64_t random_cost(uint64_t max)
 {
-    unsigned r = (unsigned)below(100);
+    unsigned r = (unsigned)rng_below(100);
 
     if (r < 35)
         return 1;
     if (r < 80)
-        return 1 + below(max);
+        return 1 + rng_below(max);
     if (r < 95)
         return max;
     return max < 2 ? max : 2;
@@ -454,25 +431,25 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_vclock *clock = NULL;
     sluice_store *store = NULL;
-    unsigned profile = (unsigned)below(8);
-    unsigned tempo = (unsigned)below(3);
+    unsigned profile = (unsigned)rng_below(8);
+    unsigned tempo = (unsigned)rng_below(3);
     static const int hot_sizes[] = {1, 2, 4, 8};
-    int hot = hot_sizes[below(4)];
+    int hot = hot_sizes[rng_below(4)];
     uint64_t now;
     int ok = 1;
 
-    switch (below(4)) {
+    switch (rng_below(4)) {
     case 0:
         now = 0;
         break;
     case 1:
-        now = below(10000);
+        now = rng_below(10000);
         break;
     case 2:
-        now = 1000 * (1 + below(1000)) - 1; /* just before many seams */
+        now = 1000 * (1 + rng_below(1000)) - 1; /* just before many seams */
         break;
     default:
-        now = below(1ULL << 45);
+        now = rng_below(1ULL << 45);
         break;
     }
     make_keys(keys);
@@ -491,11 +468,11 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
 
     for (unsigned step = 0; step < steps && ok; step++) {
         /* Most requests go to a few hot keys, so budgets run out. */
-        int k = chance(75) ? (int)below((uint64_t)hot) : (int)below(KEYS);
-        int a = (int)below(SLUICE_ALGO_COUNT);
+        int k = rng_pct(75) ? (int)rng_below((uint64_t)hot) : (int)rng_below(KEYS);
+        int a = (int)rng_below(SLUICE_ALGO_COUNT);
         model *m = &models[k][a];
         uint64_t cost = random_cost(m->limit.max);
-        unsigned op = (unsigned)below(100); /* hit, peek or reset */
+        unsigned op = (unsigned)rng_below(100); /* hit, peek or reset */
         sluice_decision got, want;
         const char *opname;
         int rc;

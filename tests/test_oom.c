@@ -22,6 +22,7 @@
  * everything is freed no allocation may be live (ASan's leak check agrees).
  */
 #include "test.h"
+#include "rng.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -50,16 +51,6 @@ static long fail_at;       /* FAIL_ONE, FAIL_FROM: the index that fails */
 static long armed_allocs;  /* allocations asked for while armed */
 static long failed_allocs; /* of those, failed */
 static long live_allocs;   /* allocated and not yet freed, armed or not */
-static uint64_t dice_state;
-
-static uint64_t dice(void)
-{
-    uint64_t z = (dice_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 static int should_fail(void)
 {
@@ -77,7 +68,7 @@ static int should_fail(void)
         fail = i >= fail_at;
         break;
     default:
-        fail = dice() % 8 == 0;
+        fail = rng_next() % 8 == 0;
         break;
     }
     if (fail)
@@ -389,11 +380,11 @@ static void dice_scenario(uint64_t seed)
     sluice_store_stats st;
     char key[32];
 
-    dice_state = seed;
+    rng_state = seed;
     if (!world_open(0, 0)) /* 258 allocations: opening would always fail */
         return;
     for (int i = 0; i < 8000; i++) {
-        uint64_t r = dice();
+        uint64_t r = rng_next();
         sluice_algo algo = (sluice_algo)(r % 3);
         /* One limit per algorithm, so the two stores' states can match. */
         sluice_limit l = limit_of(algo, 5 + (uint64_t)algo,

@@ -34,6 +34,7 @@
  */
 #include "sluice_private.h"
 #include "test.h"
+#include "rng.h"
 #include "redis_server.h"
 
 #include <inttypes.h>
@@ -43,35 +44,6 @@
 #include <string.h>
 
 static rs_server server;
-
-/* ---- A seeded generator (splitmix64) ------------------------------------- */
-
-static uint64_t rng_state;
-
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* A number in lo..hi (inclusive). */
-static uint64_t rng_range(uint64_t lo, uint64_t hi)
-{
-    if (hi <= lo)
-        return lo;
-    if (hi - lo == UINT64_MAX)
-        return rng_next();
-    return lo + rng_next() % (hi - lo + 1);
-}
-
-/* True with probability 'pct' percent. */
-static int rng_pct(unsigned pct)
-{
-    return rng_next() % 100 < pct;
-}
 
 /* ---- Decisions ----------------------------------------------------------- */
 
