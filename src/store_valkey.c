@@ -1263,19 +1263,11 @@ static void group_answer(vk_store *v, const sluice_limit *limit, bool consume,
             q->err = err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT
                          ? decide_fallback(v, limit, err, d)
                          : err;
-            if (q->err < 0 && msgs != NULL)
-                snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
-                         sluice_last_error());
-            continue;
+        } else {
+            d->limit = limit->max;
+            q->err = reply_decision(r, i, d, &foreign);
         }
-        d->limit = limit->max;
-        if ((q->err = reply_decision(r, i, d, &foreign)) < 0) {
-            if (msgs != NULL)
-                snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
-                         sluice_last_error());
-            continue;
-        }
-        if (foreign) {
+        if (q->err == 0 && foreign)
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
                                    "%s, as sluice writes it there",
                                    (int)g->lens[3 + i], g->argv[3 + i],
@@ -1284,19 +1276,19 @@ static void group_answer(vk_store *v, const sluice_limit *limit, bool consume,
                                        : limit->algo == SLUICE_SLIDING_LOG
                                              ? "a sorted set"
                                              : "a hash");
+        if (q->err < 0) {
             if (msgs != NULL)
                 snprintf(msgs[todo[i]], sizeof(vk_msg), "%s",
                          sluice_last_error());
-            continue;
-        }
-        if (cached && !d->allowed)
+        } else if (err == 0 && cached && !d->allowed) {
             sluice__refusals_note(v->refusals, limit, q->key, q->key_len,
                                   q->cost, asked_ms, d);
-        /* A cheaper request admitted here pushes the wait of a refused one
-           further out: ask the server again for it. */
-        else if (cached && consume)
+        } else if (err == 0 && cached && consume) {
+            /* A cheaper request admitted here pushes the wait of a refused
+               one further out: ask the server again for it. */
             sluice__refusals_forget(v->refusals, limit->algo, q->key,
                                     q->key_len);
+        }
     }
     if (r != NULL)
         freeReplyObject(r);
