@@ -38,6 +38,7 @@
  * target is met or not, 1 if the store fails, and 2 on a bad option.
  */
 #include "sluice.h"
+#include "bench_options.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -705,30 +706,6 @@ static int bad_option(const char *fmt, const char *arg)
     fprintf(stderr, "\n");
     usage(stderr);
     return 2;
-}
-
-/*
- * Returns the value of option 'name' at argv[*i], given as "--name V" or
- * "--name=V", advancing '*i' past it; NULL if argv[*i] is not that option.
- * '*missing' is set when the option is there but its value is not.
- */
-static const char *option_value(int argc, char **argv, int *i,
-                                const char *name, bool *missing)
-{
-    size_t len = strlen(name);
-    const char *arg = argv[*i];
-
-    if (strncmp(arg, name, len) != 0)
-        return NULL;
-    if (arg[len] == '=')
-        return arg + len + 1;
-    if (arg[len] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 int main(int argc, char **argv)

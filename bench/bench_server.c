@@ -90,6 +90,7 @@
  * the server fails, 2 on a bad option.
  */
 #include "sluice.h"
+#include "bench_options.h"
 #include "sluice_private.h" /* the embedded scripts and key names */
 #include "redis_server.h"   /* tests/: a private redis-server */
 
@@ -2651,26 +2652,6 @@ static int bad_option(const char *fmt, const char *arg)
     fprintf(stderr, "\n");
     usage(stderr);
     return 2;
-}
-
-/* The value of option 'name' at argv[*i] ("--name V" or "--name=V"). */
-static const char *option_value(int argc, char **argv, int *i,
-                                const char *name, bool *missing)
-{
-    size_t len = strlen(name);
-    const char *arg = argv[*i];
-
-    if (strncmp(arg, name, len) != 0)
-        return NULL;
-    if (arg[len] == '=')
-        return arg + len + 1;
-    if (arg[len] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 /* A whole number in [lo, hi] from 'v', or -1. */
