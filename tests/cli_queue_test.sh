@@ -42,18 +42,8 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-# pass, fail, run, run_in and start_server
+# pass, fail, run, run_in, check, usage_error, expect_eq and start_server
 . "$(dirname "$0")/lib/cli_helpers.sh"
-
-# check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
-check() {
-    if [ "$rc" -eq "$2" ] && printf '%s\n' "$out" | grep -Eq -- "$3"; then
-        pass "$1 (exit $rc: $(printf '%s' "$out" | head -n 1))"
-    else
-        fail "$1" "exit $rc, expected $2; expected /$3/ in: $out
-stderr: $err"
-    fi
-}
 
 # check_err NAME RC PATTERN: the last run exited RC and stderr matches.
 check_err() {
@@ -62,34 +52,6 @@ check_err() {
     else
         fail "$1" "exit $rc, expected $2; expected /$3/ in stderr: $err
 stdout: $out"
-    fi
-}
-
-# usage_error NAME PATTERN ARGS...: exit 2, nothing on stdout, and stderr
-# matching the extended regular expression PATTERN.
-usage_error() {
-    local name=$1 pattern=$2
-    shift 2
-    run "$@"
-    if [ "$rc" -ne 2 ]; then
-        fail "$name: exit 2" "exit $rc; stdout: $out; stderr: $err"
-    elif ! grep -Eq -- "$pattern" "$TMP/err"; then
-        fail "$name: stderr names the problem" \
-             "expected /$pattern/ in: $err"
-    elif [ -n "$out" ]; then
-        fail "$name: nothing on stdout" "stdout: $out"
-    else
-        pass "$name (exit 2: $(head -n 1 "$TMP/err"))"
-    fi
-}
-
-# expect_eq NAME EXPECTED ACTUAL
-expect_eq() {
-    if [ "$2" = "$3" ]; then
-        pass "$1"
-    else
-        fail "$1" "expected: $2
-actual:   $3"
     fi
 }
 

@@ -37,18 +37,8 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-# pass, fail, run, run_in and start_server
+# pass, fail, run, run_in, check, usage_error, expect_eq and start_server
 . "$(dirname "$0")/lib/cli_helpers.sh"
-
-# check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
-check() {
-    if [ "$rc" -eq "$2" ] && printf '%s\n' "$out" | grep -Eq -- "$3"; then
-        pass "$1 (exit $rc: $out)"
-    else
-        fail "$1" "exit $rc, expected $2; expected /$3/ in: $out
-stderr: $err"
-    fi
-}
 
 # ---- The server -----------------------------------------------------------------
 

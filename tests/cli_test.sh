@@ -19,36 +19,8 @@ failed=0
 
 # ---- Helpers ------------------------------------------------------------------
 
-# pass, fail, run and run_in
+# pass, fail, run, run_in, check, usage_error and expect_eq
 . "$(dirname "$0")/lib/cli_helpers.sh"
-
-# usage_error NAME PATTERN ARGS...: exit 2, nothing on stdout, and stderr
-# matching the extended regular expression PATTERN.
-usage_error() {
-    local name=$1 pattern=$2
-    shift 2
-    run "$@"
-    if [ "$rc" -ne 2 ]; then
-        fail "$name: exit 2" "exit $rc; stderr: $err"
-    elif ! grep -Eq -- "$pattern" "$TMP/err"; then
-        fail "$name: stderr names the problem" \
-             "expected /$pattern/ in: $err"
-    elif [ -n "$out" ]; then
-        fail "$name: nothing on stdout" "stdout: $out"
-    else
-        pass "$name (exit 2: $(head -n 1 "$TMP/err"))"
-    fi
-}
-
-# expect_eq NAME EXPECTED ACTUAL
-expect_eq() {
-    if [ "$2" = "$3" ]; then
-        pass "$1"
-    else
-        fail "$1" "expected: $2
-actual:   $3"
-    fi
-}
 
 # expect_rc NAME EXPECTED: compares $rc from the last run.
 expect_rc() {

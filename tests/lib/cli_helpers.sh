@@ -35,6 +35,44 @@ run_in() {
     err=$(cat "$TMP/err")
 }
 
+# check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
+check() {
+    if [ "$rc" -eq "$2" ] && printf '%s\n' "$out" | grep -Eq -- "$3"; then
+        pass "$1 (exit $rc: $(printf '%s' "$out" | head -n 1))"
+    else
+        fail "$1" "exit $rc, expected $2; expected /$3/ in: $out
+stderr: $err"
+    fi
+}
+
+# usage_error NAME PATTERN ARGS...: exit 2, nothing on stdout, and stderr
+# matching the extended regular expression PATTERN.
+usage_error() {
+    local name=$1 pattern=$2
+    shift 2
+    run "$@"
+    if [ "$rc" -ne 2 ]; then
+        fail "$name: exit 2" "exit $rc; stdout: $out; stderr: $err"
+    elif ! grep -Eq -- "$pattern" "$TMP/err"; then
+        fail "$name: stderr names the problem" \
+             "expected /$pattern/ in: $err"
+    elif [ -n "$out" ]; then
+        fail "$name: nothing on stdout" "stdout: $out"
+    else
+        pass "$name (exit 2: $(head -n 1 "$TMP/err"))"
+    fi
+}
+
+# expect_eq NAME EXPECTED ACTUAL
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        pass "$1"
+    else
+        fail "$1" "expected: $2
+actual:   $3"
+    fi
+}
+
 # start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
 # so that two runs at once do not meet, in $TMP, and waits until it takes
 # connections. Sets $port and $server_pid (the caller's trap kills it). On
