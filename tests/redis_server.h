@@ -623,25 +623,37 @@ static inline redisReply *rs_cmdargv(rs_server *s, int argc,
     return NULL;
 }
 
-/* Runs one printf-style command (hiredis' format: %s, %b for binary). */
-static inline redisReply *rs_cmd(rs_server *s, const char *fmt, ...)
+/* rs_cmd() with a va_list: reconnects and sends it once more if it broke. */
+static inline redisReply *rs_vcmd(rs_server *s, const char *fmt, va_list ap)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         redisContext *c = rs_conn(s);
         redisReply *r;
-        va_list ap;
+        va_list aq;
 
         if (c == NULL)
             return NULL;
-        va_start(ap, fmt);
-        r = redisvCommand(c, fmt, ap);
-        va_end(ap);
+        va_copy(aq, ap);
+        r = redisvCommand(c, fmt, aq);
+        va_end(aq);
         if (r != NULL)
             return r;
         redisFree(s->ctx);
         s->ctx = NULL;
     }
     return NULL;
+}
+
+/* Runs one printf-style command (hiredis' format: %s, %b for binary). */
+static inline redisReply *rs_cmd(rs_server *s, const char *fmt, ...)
+{
+    redisReply *r;
+    va_list ap;
+
+    va_start(ap, fmt);
+    r = rs_vcmd(s, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /*
@@ -651,22 +663,12 @@ static inline redisReply *rs_cmd(rs_server *s, const char *fmt, ...)
 static inline long long rs_int(rs_server *s, const char *fmt, ...)
 {
     long long v = INT64_MIN;
-    redisReply *r = NULL;
+    redisReply *r;
+    va_list ap;
 
-    for (int attempt = 0; attempt < 2 && r == NULL; attempt++) {
-        redisContext *c = rs_conn(s);
-        va_list ap;
-
-        if (c == NULL)
-            return v;
-        va_start(ap, fmt);
-        r = redisvCommand(c, fmt, ap);
-        va_end(ap);
-        if (r == NULL) {
-            redisFree(s->ctx);
-            s->ctx = NULL;
-        }
-    }
+    va_start(ap, fmt);
+    r = rs_vcmd(s, fmt, ap);
+    va_end(ap);
     if (r == NULL)
         return v;
     if (r->type == REDIS_REPLY_INTEGER)
@@ -703,23 +705,13 @@ static inline long long rs_calls(rs_server *s, const char *command)
 /* Runs a command and returns 0 if it answered anything but an error. */
 static inline int rs_ok(rs_server *s, const char *fmt, ...)
 {
-    redisReply *r = NULL;
+    redisReply *r;
     int ok = -1;
+    va_list ap;
 
-    for (int attempt = 0; attempt < 2 && r == NULL; attempt++) {
-        redisContext *c = rs_conn(s);
-        va_list ap;
-
-        if (c == NULL)
-            return -1;
-        va_start(ap, fmt);
-        r = redisvCommand(c, fmt, ap);
-        va_end(ap);
-        if (r == NULL) {
-            redisFree(s->ctx);
-            s->ctx = NULL;
-        }
-    }
+    va_start(ap, fmt);
+    r = rs_vcmd(s, fmt, ap);
+    va_end(ap);
     if (r == NULL)
         return -1;
     if (r->type != REDIS_REPLY_ERROR)
