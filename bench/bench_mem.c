@@ -195,7 +195,7 @@ typedef struct case_result {
     double cpu_share;         /* CPU time / elapsed time, all threads */
 } case_result;
 
-static const sluice_algo algos[SLUICE_ALGO_COUNT] = {
+static const sluice_algo algos[BENCH_ALGO_N] = {
     SLUICE_FIXED, SLUICE_SLIDING_COUNTER, SLUICE_SLIDING_LOG
 };
 
@@ -290,8 +290,8 @@ static void *worker_main(void *arg)
 static int run_once(case_result *r, unsigned run, sluice_algo algo,
                     const bench_case *c, const keyset *sets, double seconds)
 {
-    sluice_limit limit = {algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
-                          WINDOW_MS};
+    sluice_limit limit = SLUICE_LIMIT(algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
+                          WINDOW_MS);
     worker w[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     pthread_barrier_t start;
@@ -394,11 +394,11 @@ static long long rss_now_bytes(void)
  */
 static int measure_memory(mem_result *out, const keyset *keys)
 {
-    sluice_store *stores[SLUICE_ALGO_COUNT] = {NULL};
+    sluice_store *stores[BENCH_ALGO_N] = {NULL};
     int err = 0;
 
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT && err == 0; a++) {
-        sluice_limit limit = {algos[a], ADMIT_MAX, WINDOW_MS};
+    for (unsigned a = 0; a < BENCH_ALGO_N && err == 0; a++) {
+        sluice_limit limit = SLUICE_LIMIT(algos[a], ADMIT_MAX, WINDOW_MS);
         sluice_store_stats st;
         sluice_decision d;
         long long before, after;
@@ -428,7 +428,7 @@ static int measure_memory(mem_result *out, const keyset *keys)
     if (err < 0)
         fprintf(stderr, "sluice_bench_mem: loading keys failed: %s\n",
                 sluice_last_error());
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         sluice_store_free(stores[a]);
     return err;
 }
@@ -478,8 +478,8 @@ typedef struct report {
     double seconds;
     unsigned repeats;
     long cpus;
-    case_result res[SLUICE_ALGO_COUNT][NCASES];
-    mem_result mem[SLUICE_ALGO_COUNT];
+    case_result res[BENCH_ALGO_N][NCASES];
+    mem_result mem[BENCH_ALGO_N];
     long max_rss_kib;
 } report;
 
@@ -536,7 +536,7 @@ static unsigned busy_rows(const report *rp)
 {
     unsigned n = 0;
 
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned c = 0; c < NCASES; c++)
             if (!cases[c].same_keys &&
                 rp->res[a][c].cpu_share < BUSY_CPU_SHARE)
@@ -566,7 +566,7 @@ static void print_summary(const report *rp)
            "target \u2265 %.0f M/s (\u2264 %.0f ns): %s\n",
            fh->median / 1e6, fh->ns_per_call, TARGET_FIXED_HOT_PER_S / 1e6,
            TARGET_FIXED_HOT_NS, met(fixed_hot_met(rp)));
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned q = 0; q < NRATIOS; q++) {
             double v = ratio_of(rp, a, &ratios[q]);
 
@@ -582,13 +582,13 @@ static void print_summary(const report *rp)
         if (ratios[q].target != 0)
             continue;
         printf("  %-44s", ratios[q].label);
-        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
             printf("  %s %.2f\u00d7", sluice_algo_name(algos[a]),
                    ratio_of(rp, a, &ratios[q]));
         printf("\n");
     }
     printf("\nMemory after one hit on each of %u keys\n", MANY_KEYS);
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++) {
         const mem_result *m = &rp->mem[a];
 
         printf("  %-16s stats %6.1f bytes/key; resident set grew ",
@@ -613,7 +613,7 @@ static void print_json(const report *rp)
     printf("  \"window_ms\": %u,\n  \"admit_max\": %llu,\n"
            "  \"refuse_max\": %u,\n  \"cases\": [",
            WINDOW_MS, (unsigned long long)ADMIT_MAX, REFUSE_MAX);
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned c = 0; c < NCASES; c++) {
             const case_result *r = &rp->res[a][c];
 
@@ -640,7 +640,7 @@ static void print_json(const report *rp)
            "\"target_ns_max\": %.0f, \"met\": %s}",
            fh->median, TARGET_FIXED_HOT_PER_S, fh->ns_per_call,
            TARGET_FIXED_HOT_NS, fixed_hot_met(rp) ? "true" : "false");
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned q = 0; q < NRATIOS; q++) {
             double v = ratio_of(rp, a, &ratios[q]);
 
@@ -653,7 +653,7 @@ static void print_json(const report *rp)
         }
     printf("\n  ],\n  \"ratios\": [");
     first = true;
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned q = 0; q < NRATIOS; q++) {
             if (ratios[q].target != 0)
                 continue;
@@ -663,7 +663,7 @@ static void print_json(const report *rp)
             first = false;
         }
     printf("\n  ],\n  \"memory\": [");
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++) {
         const mem_result *m = &rp->mem[a];
 
         printf("%s\n    {\"algo\": \"%s\", \"keys\": %llu, "
@@ -766,7 +766,7 @@ int main(int argc, char **argv)
         return 1;
 
     for (unsigned run = 0; run < rp.repeats; run++) {
-        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
             for (unsigned c = 0; c < NCASES; c++)
                 if (run_once(&rp.res[a][c], run, algos[a], &cases[c],
                              cases[c].nkeys == 1 ? hot : many,
@@ -776,7 +776,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "sluice_bench_mem: pass %u of %u done\n",
                     run + 1, rp.repeats);
     }
-    for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned c = 0; c < NCASES; c++)
             case_finish(&rp.res[a][c], &cases[c], rp.repeats);
     rp.max_rss_kib = max_rss_kib();
@@ -784,7 +784,7 @@ int main(int argc, char **argv)
         print_json(&rp);
     } else {
         print_header(&rp);
-        for (unsigned a = 0; a < SLUICE_ALGO_COUNT; a++)
+        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
             for (unsigned c = 0; c < NCASES; c++)
                 print_row(&rp, a, c);
         print_summary(&rp);

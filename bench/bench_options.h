@@ -7,6 +7,12 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "sluice.h"
+
+/* How many algorithms the library has, counted from its one list. */
+#define BENCH__ALGO_PLUS_ONE(name, val, folder) +1
+enum { BENCH_ALGO_N = 0 SLUICE_ALGO_MAP(BENCH__ALGO_PLUS_ONE) };
+
 /*
  * Returns the value of option 'name' at argv[*i], given as "--name V" or
  * "--name=V", advancing '*i' past it; NULL if argv[*i] is not that option.

@@ -794,11 +794,11 @@ typedef struct report {
     double wall_s;
     double empty_usec, empty_cpu_us; /* the empty script's; < 0 unknown */
     /* workload index -> case index of each sluice algorithm */
-    int sluice_case[4][SLUICE_ALGO_COUNT];
+    int sluice_case[4][BENCH_ALGO_N];
     int rb_case[4], rlf_case[4], limits_fixed_case[4], limits_moving_case[4];
     /* the hit_many rows (-1 for 1 caller): 1 thread, each algorithm; and
        2 threads, fixed window */
-    int many_case[4][SLUICE_ALGO_COUNT], many2_case[4];
+    int many_case[4][BENCH_ALGO_N], many2_case[4];
     int refused_case, refused_off_case; /* the hot refused key */
 } report;
 
@@ -848,7 +848,7 @@ static void cases_build_more(report *rp, int w, size_t keys)
     char id[64], label[96];
     bench_case *c;
 
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < BENCH_ALGO_N; a++) {
         snprintf(id, sizeof(id), "sluice_%s_hit_many", sluice_algo_name(a));
         snprintf(label, sizeof(label), "sluice %s, 1 thread, hit_many "
                  "\u00d7%u", sluice_algo_name(a), n);
@@ -902,7 +902,7 @@ static void cases_build(report *rp)
         bench_case *c;
         int first = rp->ncases;
 
-        for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        for (int a = 0; a < BENCH_ALGO_N; a++) {
             snprintf(id, sizeof(id), "sluice_%s", sluice_algo_name(a));
             snprintf(label, sizeof(label), "sluice %s", sluice_algo_name(a));
             c = case_add(rp, HOW_SLUICE, id, label, callers, keys);
@@ -1306,7 +1306,7 @@ static int run_threads(report *rp, bench_case *c, const keyset *ids,
 {
     unsigned threads = c->threads;
     bool lib = c->how == HOW_SLUICE || c->how == HOW_SLUICE_MANY;
-    sluice_limit limit = {c->algo, c->max, c->window_ms};
+    sluice_limit limit = SLUICE_LIMIT(c->algo, c->max, c->window_ms);
     sluice_store *store = NULL;
     caller *w = calloc(threads, sizeof(*w));
     pthread_t *tid = calloc(threads, sizeof(*tid));
@@ -1818,7 +1818,7 @@ typedef struct mem_row {
     double entries;    /* sliding log: its entries; else 0 */
 } mem_row;
 
-#define NCPU_ROWS (3 * SLUICE_ALGO_COUNT)
+#define NCPU_ROWS (3 * BENCH_ALGO_N)
 #define CPU_BATCH 50u
 #define NMEM_ROWS 6
 
@@ -1830,7 +1830,7 @@ typedef struct mem_row {
 static int cpu_measure(report *rp, cpu_row *row, const keyset *ids,
                        const keyset *incr_keys)
 {
-    sluice_limit limit = {row->algo, ADMIT_MAX, WINDOW_MS};
+    sluice_limit limit = SLUICE_LIMIT(row->algo, ADMIT_MAX, WINDOW_MS);
     sluice_store *store = NULL;
     redisContext *c;
     char url[1200];
@@ -1984,15 +1984,15 @@ static int memory_measure(report *rp, mem_row *rows)
     sluice_url_for(&rp->srv, 1, NULL, url, sizeof(url));
     if ((err = sluice_store_open(&store, url, NULL)) < 0)
         return -1;
-    for (int a = 0; a < SLUICE_ALGO_COUNT && err == 0; a++) {
+    for (int a = 0; a < BENCH_ALGO_N && err == 0; a++) {
         unsigned n_sizes = a == SLUICE_SLIDING_LOG ? 3 : 1;
 
         for (unsigned s = 0; s < n_sizes && err == 0; s++) {
             /* a minute (an hour for the log): nothing expires while
                measured; 10^6 admits every hit here */
-            sluice_limit limit = {(sluice_algo)a, 1000000u,
+            sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, 1000000u,
                                   a == SLUICE_SLIDING_LOG ? 3600000u
-                                                          : 60000u};
+                                                          : 60000u);
             unsigned hits = a == SLUICE_SLIDING_LOG ? log_entries[s] : 1;
             int idlen = snprintf(id, sizeof(id), "bench:mem:%d", row);
 
@@ -2825,7 +2825,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "%sserver CPU per decision (commandstats)...%s",
             isatty(STDERR_FILENO) ? "\r\033[K" : "",
             isatty(STDERR_FILENO) ? "" : "\n");
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (int a = 0; a < BENCH_ALGO_N; a++)
         for (int k = 0; k < 3; k++) {
             cpu_row *row = &cpu[ncpu];
 

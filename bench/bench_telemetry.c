@@ -50,8 +50,8 @@ static void on_hit(const sluice_event *event, void *payload)
 static double measure(int refused)
 {
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
-    sluice_limit limit = {SLUICE_FIXED, refused ? 1 : SLUICE_MAX_MAX,
-                          3600u * 1000u};
+    sluice_limit limit = SLUICE_LIMIT(SLUICE_FIXED, refused ? 1 : SLUICE_MAX_MAX,
+                          3600u * 1000u);
     sluice_vclock *clock = NULL;
     sluice_store *store = NULL;
     sluice_decision d;

@@ -20,6 +20,10 @@
 #define CLI_PRINTF(fmt, args)
 #endif
 
+/* How many algorithms the library has, counted from its one list. */
+#define CLI__ALGO_PLUS_ONE(name, val, folder) +1
+enum { CLI_ALGO_N = 0 SLUICE_ALGO_MAP(CLI__ALGO_PLUS_ONE) };
+
 /* ---- Exit status ----------------------------------------------------------- */
 
 /* The one list of exit codes; 'sluice --help' repeats it for users. */

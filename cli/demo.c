@@ -207,7 +207,7 @@ static int play(outcome *out, const sluice_limit *limit, const trace *tr)
  */
 static int key_bytes(uint64_t *out, sluice_algo algo, uint64_t max)
 {
-    sluice_limit limit = {algo, max, DEMO_WINDOW_MS};
+    sluice_limit limit = SLUICE_LIMIT(algo, max, DEMO_WINDOW_MS);
     sluice_store_stats before, after;
     sluice_store *store;
     sluice_vclock *vclock;
@@ -287,7 +287,7 @@ static void print_peak(const palette *p, size_t peak, int width, bool last)
  * but the opener at index 0, of 'attack_seam'), the peaks, the memory and
  * the steady traffic admitted.
  */
-static void print_table(const palette *p, const report r[SLUICE_ALGO_COUNT],
+static void print_table(const palette *p, const report r[CLI_ALGO_N],
                         size_t attack_seam)
 {
     char small[16], big[16];
@@ -299,7 +299,7 @@ static void print_table(const palette *p, const report r[SLUICE_ALGO_COUNT],
     printf("%s%-17s %-9s %-13s %-9s %-13s %-10s %s%s\n", p->bold,
            "algorithm", "admitted", "peak in 1 s", small, big, "admitted",
            "peak in 1 s", p->off);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < CLI_ALGO_N; a++) {
         printf("%-17s %2zu of %-3zu  ", sluice_algo_name(r[a].algo),
                r[a].attack.admitted - r[a].attack.allowed[0], attack_seam);
         print_peak(p, r[a].attack.peak, 13, false);
@@ -319,7 +319,7 @@ static void print_table(const palette *p, const report r[SLUICE_ALGO_COUNT],
 }
 
 /* The attack instant by instant: admitted/sent at each distinct time. */
-static void print_seam(const palette *p, const report r[SLUICE_ALGO_COUNT],
+static void print_seam(const palette *p, const report r[CLI_ALGO_N],
                        const trace *tr)
 {
     printf("%s%-17s", p->bold, "the attack at");
@@ -327,7 +327,7 @@ static void print_seam(const palette *p, const report r[SLUICE_ALGO_COUNT],
         if (i == 0 || tr->t[i] != tr->t[i - 1])
             printf("  t=%-6llu", (unsigned long long)tr->t[i]);
     printf("   (admitted/sent)%s\n", p->off);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < CLI_ALGO_N; a++) {
         printf("%-17s", sluice_algo_name(r[a].algo));
         for (size_t i = 0; i < tr->n;) {
             size_t sent = 0, ok = 0;
@@ -367,7 +367,7 @@ static void print_row(const char *label, const char *sign, const char *color,
 }
 
 static void print_timeline(const palette *p,
-                           const report r[SLUICE_ALGO_COUNT], const trace *tr)
+                           const report r[CLI_ALGO_N], const trace *tr)
 {
     size_t columns = (size_t)(tr->t[tr->n - 1] / BUCKET_MS) + 1;
     size_t per_window = DEMO_WINDOW_MS / BUCKET_MS;
@@ -386,7 +386,7 @@ static void print_timeline(const palette *p,
     for (size_t end = strlen(axis); end > 0 && axis[end - 1] == ' '; end--)
         axis[end - 1] = '\0';
     printf("%-17s %s\n", "", axis);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < CLI_ALGO_N; a++) {
         print_row(sluice_algo_name(r[a].algo), "+", p->green, p, tr,
                   r[a].steady.allowed, true, columns);
         print_row("", "-", p->red, p, tr, r[a].steady.allowed, false, columns);
@@ -409,7 +409,7 @@ static size_t admitted_at(const outcome *o, const trace *tr, uint64_t t,
     return ok;
 }
 
-static void print_meaning(const palette *p, const report r[SLUICE_ALGO_COUNT],
+static void print_meaning(const palette *p, const report r[CLI_ALGO_N],
                           const trace *attack)
 {
     const report *fx = &r[SLUICE_FIXED];
@@ -459,7 +459,7 @@ static int demo_chat_flag(int argc, char **argv, int at)
 
 int cli_demo(int argc, char **argv)
 {
-    report r[SLUICE_ALGO_COUNT];
+    report r[CLI_ALGO_N];
     trace attack, steady;
     palette p = palette_pick();
     cli_args args;
@@ -479,8 +479,9 @@ int cli_demo(int argc, char **argv)
         return status;
     attack_trace(&attack);
     steady_trace(&steady);
-    for (int a = 0; a < SLUICE_ALGO_COUNT && err == 0; a++) {
-        sluice_limit limit = {(sluice_algo)a, DEMO_MAX, DEMO_WINDOW_MS};
+    for (int a = 0; a < CLI_ALGO_N && err == 0; a++) {
+        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, DEMO_MAX,
+                                          DEMO_WINDOW_MS);
 
         r[a].algo = (sluice_algo)a;
         if ((err = play(&r[a].attack, &limit, &attack)) < 0 ||

@@ -139,7 +139,7 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
     snprintf(handler, sizeof(handler), "demo-chat-%u", n);
     wopts.lease_ms = LEASE_MS;
     if ((err = sluice_store_open(&store, url, NULL)) < 0 ||
-        (err = sluice_worker_new(&w, store, queues, CHATS, &wopts)) < 0 ||
+        (err = sluice_worker_new(&w, store, queues, NULL, CHATS, &wopts)) < 0 ||
         (err = sluice_telemetry_attach(handler, SLUICE_EVENT_RATE_LIMIT_HIT,
                                        count_deferred, &deferred)) < 0) {
         fprintf(out, "E worker %u: %s (%s)\n", n, sluice_last_error(),
@@ -153,7 +153,7 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
         unsigned long long add_us;
         uint64_t take_us;
 
-        if ((err = sluice_worker_next(&job, &queue, w, deadline_ms - now)) < 0)
+        if ((err = sluice_worker_next(&job, &queue, NULL, w, deadline_ms - now)) < 0)
             break;
         if (job.id == 0)
             continue;

@@ -504,21 +504,23 @@ static int sub_fail(sluice_store *store, qargs *a)
 
 static int sub_retry(sluice_store *store, qargs *a)
 {
-    int err = sluice_queue_retry(store, a->queue, a->queue_len, a->id);
+    int retried = 0;
+    int err = sluice_queue_retry(&retried, store, a->queue, a->queue_len,
+                                 a->id);
 
-    /* EINVAL is the library's answer for a job that is not failed. */
-    if (err < 0 && err != SLUICE_EINVAL)
-        return lib_error(a->cmd, err);
     if (err < 0)
-        cli_error("%s: %s", a->cmd, sluice_last_error());
+        return lib_error(a->cmd, err);
+    if (!retried)
+        cli_error("%s: job %llu is not a failed job", a->cmd,
+                  (unsigned long long)a->id);
     if (a->json) {
         json_open(a);
         printf(",\"id\":%llu,\"retried\":%s}\n", (unsigned long long)a->id,
-               err == 0 ? "true" : "false");
-    } else if (err == 0) {
+               retried ? "true" : "false");
+    } else if (retried) {
         printf("retried\n");
     }
-    return err == 0 ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+    return retried ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
 }
 
 static int sub_failed(sluice_store *store, qargs *a)
@@ -757,7 +759,7 @@ static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
             if (a->timeout_ms - idle < slice)
                 slice = a->timeout_ms - idle;
         }
-        if ((err = sluice_worker_next(&job, &queue, w, slice)) < 0) {
+        if ((err = sluice_worker_next(&job, &queue, NULL, w, slice)) < 0) {
             st = lib_error("work", err);
             break;
         }
@@ -844,7 +846,7 @@ int cli_work(int argc, char **argv)
     }
     wopts.lease_ms = a.lease_ms;
     wopts.pattern = a.pattern;
-    err = sluice_worker_new(&w, store, queues, nqueues, &wopts);
+    err = sluice_worker_new(&w, store, queues, NULL, nqueues, &wopts);
     free(queues);
     if (err < 0) {
         sluice_store_free(store);

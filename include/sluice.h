@@ -87,12 +87,26 @@ SLUICE_EXTERN const char *sluice_last_error(void);
 
 /* ---- Limits -------------------------------------------------------------- */
 
+/*
+ * The one list of algorithms: (NAME, value, folder). The enum below is
+ * generated from it, and so is everything else that names an algorithm: the
+ * library's table (src/algo/FOLDER/ holds the algorithm: its pure C, its Lua
+ * mirror and its reference model), the build, the command line and the tests.
+ * Values are part of the ABI: a new algorithm takes the next free one.
+ */
+#define SLUICE_ALGO_MAP(X)                 \
+    X(FIXED,           0, fixed)           \
+    X(SLIDING_COUNTER, 1, sliding_counter) \
+    X(SLIDING_LOG,     2, sliding_log)
+
 typedef enum sluice_algo {
-    SLUICE_FIXED = 0,
-    SLUICE_SLIDING_COUNTER = 1,
-    SLUICE_SLIDING_LOG = 2,
-    SLUICE_ALGO_COUNT = 3
+#define SLUICE__ALGO_ENUM(name, val, folder) SLUICE_##name = (val),
+    SLUICE_ALGO_MAP(SLUICE__ALGO_ENUM)
+#undef SLUICE__ALGO_ENUM
 } sluice_algo;
+
+/* How many algorithms this library has: they are 0 .. count - 1. */
+SLUICE_EXTERN unsigned sluice_algo_count(void);
 
 /*
  * Documented bounds. Every count stays an exact integer in a double (so Lua
@@ -114,12 +128,20 @@ typedef struct sluice_limit {
     sluice_algo algo;
     uint64_t max;       /* units admitted per window */
     uint64_t window_ms; /* window length in milliseconds */
+    /* Room for algorithms with a burst: 0 means the algorithm's default.
+       fixed, sliding-counter and sliding-log have no burst and take only 0
+       (anything else is SLUICE_EINVAL). */
+    uint64_t burst;
 } sluice_limit;
+
+/* A limit as an expression: SLUICE_LIMIT(SLUICE_FIXED, 10, 1000). */
+#define SLUICE_LIMIT(algo_, max_, window_ms_) \
+    ((sluice_limit){.algo = (algo_), .max = (max_), .window_ms = (window_ms_)})
 
 /* Checks 'limit' against the bounds above; SLUICE_ERANGE/EINVAL if off. */
 SLUICE_EXTERN int sluice_limit_check(const sluice_limit *limit);
 
-/* "fixed", "sliding-counter", "sliding-log"; NULL for an unknown value. */
+/* The algorithm's name, e.g. "sliding-log"; NULL for an unknown value. */
 SLUICE_EXTERN const char *sluice_algo_name(sluice_algo algo);
 /* Parses a name from sluice_algo_name(); SLUICE_EINVAL if unknown. */
 SLUICE_EXTERN int sluice_algo_parse(sluice_algo *out, const char *name);
@@ -132,6 +154,13 @@ SLUICE_EXTERN int sluice_duration_parse(uint64_t *out_ms, const char *text);
 
 /* ---- Decisions ------------------------------------------------------------ */
 
+/* Who decided: the store, or a failure policy standing in for it. */
+typedef enum sluice_fallback {
+    SLUICE_ANSWERED = 0,      /* the store decided */
+    SLUICE_FELL_OPEN = 1,     /* the store failed; admitted by policy */
+    SLUICE_FELL_CLOSED = 2    /* the store failed; refused by policy */
+} sluice_fallback;
+
 typedef struct sluice_decision {
     int allowed;             /* 1 admitted, 0 refused */
     uint64_t limit;          /* the limit's max */
@@ -142,14 +171,8 @@ typedef struct sluice_decision {
     uint64_t reset_after_ms; /* wait until the key's budget is whole again */
     /* SLUICE_ANSWERED normally; with a fail-open or fail-closed policy, which
        of them stood in for a store that could not answer (see on_error). */
-    int fallback;
+    sluice_fallback fallback;
 } sluice_decision;
-
-enum {
-    SLUICE_ANSWERED = 0,      /* the store decided */
-    SLUICE_FELL_OPEN = 1,     /* the store failed; admitted by policy */
-    SLUICE_FELL_CLOSED = 2    /* the store failed; refused by policy */
-};
 
 /* ---- Clocks --------------------------------------------------------------- */
 
@@ -177,14 +200,37 @@ SLUICE_EXTERN uint64_t sluice_vclock_now_ms(void *vclock);
 
 /* ---- Stores --------------------------------------------------------------- */
 
+/*
+ * A store holds the budgets. One store may be shared by any number of
+ * threads: every call on it is thread-safe (the embedded store locks per
+ * shard of keys; a server store shares its connections). Free it once, after
+ * the last call on it has returned.
+ */
 typedef struct sluice_store sluice_store;
-
-#define SLUICE_STORE_OPTS_VERSION 1
 
 /*
  * Options for sluice_store_open(). Initialise with SLUICE_STORE_OPTS_INIT so
- * that fields added later get their defaults.
+ * that fields added later get their defaults. 'version' says which fields
+ * the caller knows: the library takes every version from 1 to
+ * SLUICE_STORE_OPTS_VERSION, reads only that version's fields, and gives
+ * the later ones their defaults.
  */
+#define SLUICE_STORE_OPTS_VERSION 1
+
+/* What a server store's call answers when the server cannot. */
+typedef enum sluice_on_error {
+    SLUICE_ON_ERROR_FAIL = 0,   /* the error (SLUICE_ECONN, _ETIMEDOUT) */
+    SLUICE_ON_ERROR_OPEN = 1,   /* admit */
+    SLUICE_ON_ERROR_CLOSED = 2  /* refuse */
+} sluice_on_error;
+
+/* Which algorithms' refusals a server store remembers (refused_cache). */
+typedef enum sluice_refused_cache {
+    SLUICE_REFUSED_CACHE_DEFAULT = 0, /* each algorithm's own default */
+    SLUICE_REFUSED_CACHE_OFF = 1,     /* none */
+    SLUICE_REFUSED_CACHE_ALL = 2      /* every algorithm */
+} sluice_refused_cache;
+
 typedef struct sluice_store_opts {
     unsigned int version;
     /* The clock; NULL means sluice_clock_realtime_ms. */
@@ -219,34 +265,22 @@ typedef struct sluice_store_opts {
        says which stood in, and the stats count them. Replies that are
        wrong (SLUICE_EPROTO) are always errors. URL: on_error=error|open|
        closed. */
-    int on_error;
+    sluice_on_error on_error;
     /* Server stores: once the server refuses a key with a wait of N ms,
        refuse the same request (same key, limit and cost) in this process
        for those N ms without asking the server, so refused traffic costs
        it nothing. Requests of another cost, and any after one of them was
        admitted here, ask the server.
-       SLUICE_REFUSED_CACHE_DEFAULT (fixed and sliding-log), _OFF, or _ALL
-       (the sliding counter too). A locally refused decision repeats the
+       SLUICE_REFUSED_CACHE_DEFAULT (the algorithms whose refusals are
+       certain to stand: fixed and sliding-log), _OFF, or _ALL (the
+       sliding counter too). A locally refused decision repeats the
        server's 'remaining' of that refusal, and does not see a reset made
        by another process before the wait ends. URL:
        refused_cache=default|off|all. */
-    int refused_cache;
+    sluice_refused_cache refused_cache;
 } sluice_store_opts;
 
-enum {
-    SLUICE_REFUSED_CACHE_DEFAULT = 0,
-    SLUICE_REFUSED_CACHE_OFF = 1,
-    SLUICE_REFUSED_CACHE_ALL = 2
-};
-
-enum {
-    SLUICE_ON_ERROR_FAIL = 0,
-    SLUICE_ON_ERROR_OPEN = 1,
-    SLUICE_ON_ERROR_CLOSED = 2
-};
-
-#define SLUICE_STORE_OPTS_INIT \
-    { SLUICE_STORE_OPTS_VERSION, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0 }
+#define SLUICE_STORE_OPTS_INIT {.version = SLUICE_STORE_OPTS_VERSION}
 
 /*
  * Opens a store. 'url' selects it: NULL, "" or "mem://" is the embedded store.
@@ -430,9 +464,14 @@ SLUICE_EXTERN int sluice_queue_fail(int *dead, sluice_store *store,
                                     uint64_t id, uint64_t lease,
                                     uint64_t max_attempts, uint64_t backoff_ms);
 
-/* Moves a failed job back to wait, its attempts counted afresh. */
-SLUICE_EXTERN int sluice_queue_retry(sluice_store *store, const char *queue,
-                                     size_t queue_len, uint64_t id);
+/*
+ * Moves a failed job back to wait, its attempts counted afresh. '*retried'
+ * (may be NULL) is 1 when it did, 0 when 'id' is not a failed job of the
+ * queue (nothing changes): a result, not an error.
+ */
+SLUICE_EXTERN int sluice_queue_retry(int *retried, sluice_store *store,
+                                     const char *queue, size_t queue_len,
+                                     uint64_t id);
 
 /* Lists up to '*n' failed jobs' ids, oldest first; '*n' becomes the count. */
 SLUICE_EXTERN int sluice_queue_failed(uint64_t *ids, size_t *n,
@@ -467,6 +506,11 @@ SLUICE_EXTERN int sluice_queue_stats_get(sluice_queue_stats *out,
  */
 typedef struct sluice_worker sluice_worker;
 
+/* A worker is not thread-safe: one thread at a time calls it (its store may
+   be shared with other threads and workers). A pattern names queues by
+   their text: queues whose names hold a NUL byte are served only by name. */
+
+/* Versions as for sluice_store_opts: 1 .. SLUICE_WORKER_OPTS_VERSION. */
 #define SLUICE_WORKER_OPTS_VERSION 1
 
 typedef struct sluice_worker_opts {
@@ -477,20 +521,28 @@ typedef struct sluice_worker_opts {
     const char *pattern;
 } sluice_worker_opts;
 
-#define SLUICE_WORKER_OPTS_INIT { SLUICE_WORKER_OPTS_VERSION, 0, NULL }
+#define SLUICE_WORKER_OPTS_INIT {.version = SLUICE_WORKER_OPTS_VERSION}
 
+/*
+ * A worker for the 'nqueues' queues 'queues', each 'queue_lens[i]' bytes
+ * long (binary-safe), or NUL-terminated when 'queue_lens' is NULL. The
+ * worker copies the names.
+ */
 SLUICE_EXTERN int sluice_worker_new(sluice_worker **out, sluice_store *store,
-                                    const char *const *queues, size_t nqueues,
+                                    const char *const *queues,
+                                    const size_t *queue_lens, size_t nqueues,
                                     const sluice_worker_opts *opts);
 SLUICE_EXTERN void sluice_worker_free(sluice_worker *worker);
 
 /*
  * The next job from any of the worker's queues, waiting at most
- * 'timeout_ms'. On a job, '*queue' points at its queue's name (valid while
- * the worker lives); on a time-out, job->id is 0. 'job' as for take.
+ * 'timeout_ms'. On a job, '*queue' points at its queue's name and
+ * '*queue_len' (may be NULL) is its length; the name stays valid while the
+ * worker lives. On a time-out, job->id is 0. 'job' as for take.
  */
 SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
-                                     sluice_worker *worker, uint64_t timeout_ms);
+                                     size_t *queue_len, sluice_worker *worker,
+                                     uint64_t timeout_ms);
 
 /* ---- Telemetry ---------------------------------------------------------------
  *

@@ -9,15 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-const sluice__algo *const sluice__algos[SLUICE_ALGO_COUNT] = {
+const sluice__algo *const sluice__algos[SLUICE__ALGO_N] = {
     [SLUICE_FIXED] = &sluice__algo_fixed,
     [SLUICE_SLIDING_COUNTER] = &sluice__algo_counter,
     [SLUICE_SLIDING_LOG] = &sluice__algo_log,
 };
 
+unsigned sluice_algo_count(void)
+{
+    return SLUICE__ALGO_N;
+}
+
 const char *sluice_algo_name(sluice_algo algo)
 {
-    if ((unsigned)algo >= SLUICE_ALGO_COUNT)
+    if ((unsigned)algo >= SLUICE__ALGO_N)
         return NULL;
     return sluice__algos[algo]->name;
 }
@@ -26,7 +31,7 @@ int sluice_algo_parse(sluice_algo *out, const char *name)
 {
     if (out == NULL || name == NULL)
         return sluice__error(SLUICE_EINVAL, "algorithm name is NULL");
-    for (int i = 0; i < SLUICE_ALGO_COUNT; i++) {
+    for (int i = 0; i < SLUICE__ALGO_N; i++) {
         if (strcmp(name, sluice__algos[i]->name) == 0) {
             *out = (sluice_algo)i;
             return SLUICE_OK;
@@ -43,7 +48,7 @@ int sluice_limit_check(const sluice_limit *limit)
 
     if (limit == NULL)
         return sluice__error(SLUICE_EINVAL, "limit is NULL");
-    if ((unsigned)limit->algo >= SLUICE_ALGO_COUNT)
+    if ((unsigned)limit->algo >= SLUICE__ALGO_N)
         return sluice__error(SLUICE_EINVAL, "unknown algorithm %d",
                              (int)limit->algo);
     if (limit->max < 1 || limit->max > SLUICE_MAX_MAX)
@@ -56,6 +61,11 @@ int sluice_limit_check(const sluice_limit *limit)
                              "window %llu ms is out of range 1..%llu ms",
                              (unsigned long long)limit->window_ms,
                              (unsigned long long)SLUICE_WINDOW_MAX_MS);
+    if (limit->burst != 0)
+        return sluice__error(SLUICE_EINVAL,
+                             "%s has no burst (burst %llu; only 0 is taken)",
+                             sluice__algos[limit->algo]->name,
+                             (unsigned long long)limit->burst);
     if (limit->algo == SLUICE_SLIDING_COUNTER &&
         (sluice__mul_overflows(limit->max, limit->window_ms, &product) ||
          product > SLUICE_COUNTER_PRODUCT_MAX))

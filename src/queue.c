@@ -400,7 +400,7 @@ static int admin(redisReply **out, sluice_store *store, const char *queue,
     return err;
 }
 
-int sluice_queue_retry(sluice_store *store, const char *queue,
+int sluice_queue_retry(int *retried, sluice_store *store, const char *queue,
                        size_t queue_len, uint64_t id)
 {
     char ids[24];
@@ -408,17 +408,22 @@ int sluice_queue_retry(sluice_store *store, const char *queue,
     size_t lens[2] = {5, u64_arg(ids, id)};
     redisReply *r = NULL;
     uint64_t moved = 0;
-    int err = admin(&r, store, queue, queue_len, 2, args, lens);
+    int err;
 
-    if (err < 0)
+    if (retried != NULL)
+        *retried = 0;
+    if ((err = admin(&r, store, queue, queue_len, 2, args, lens)) < 0)
         return err;
     err = reply_int(r, 0, &moved);
     freeReplyObject(r);
-    if (err == 0 && moved == 0)
-        err = sluice__error(SLUICE_EINVAL, "job %llu is not a failed job",
-                            (unsigned long long)id);
-    if (err == 0)
+    if (err == 0 && moved > 1)
+        err = sluice__error(SLUICE_EPROTO, "queue retry: the script answered "
+                            "%llu", (unsigned long long)moved);
+    if (err == 0 && moved == 1) {
+        if (retried != NULL)
+            *retried = 1;
         wake_workers(store, queue, queue_len);
+    }
     return err;
 }
 
@@ -670,9 +675,14 @@ static void worker_sleep(sluice_worker *w, uint64_t deadline)
     }
 }
 
+/* The leading bytes of sluice_worker_opts that each version has. */
+static const size_t worker_opts_size[SLUICE_WORKER_OPTS_VERSION + 1] = {
+    [1] = sizeof(sluice_worker_opts),
+};
+
 int sluice_worker_new(sluice_worker **out, sluice_store *store,
-                      const char *const *queues, size_t nqueues,
-                      const sluice_worker_opts *opts)
+                      const char *const *queues, const size_t *queue_lens,
+                      size_t nqueues, const sluice_worker_opts *opts)
 {
     sluice_worker_opts o = SLUICE_WORKER_OPTS_INIT;
     sluice_worker *w;
@@ -681,13 +691,11 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
     if (out == NULL)
         return sluice__error(SLUICE_EINVAL, "out is NULL");
     *out = NULL;
-    if (opts != NULL) {
-        if (opts->version != SLUICE_WORKER_OPTS_VERSION)
-            return sluice__error(SLUICE_EINVAL, "worker options version %u is "
-                                 "not %u", opts->version,
-                                 SLUICE_WORKER_OPTS_VERSION);
-        o = *opts;
-    }
+    if (opts != NULL &&
+        (err = sluice__opts_copy(&o, opts, opts->version, worker_opts_size,
+                                 SLUICE_WORKER_OPTS_VERSION,
+                                 "worker options")) < 0)
+        return err;
     if (store == NULL || sluice__server_emq_prefix(store) == NULL)
         return sluice__error(SLUICE_ENOTSUP, "a worker needs a server store "
                              "(valkey://...)");
@@ -709,7 +717,9 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
     for (size_t i = 0; i < nqueues && err == 0; i++)
         err = queues[i] == NULL
                   ? sluice__error(SLUICE_EINVAL, "queue %zu is NULL", i)
-                  : worker_add(w, queues[i], strlen(queues[i]));
+                  : worker_add(w, queues[i], queue_lens != NULL
+                                                 ? queue_lens[i]
+                                                 : strlen(queues[i]));
     if (err < 0) {
         sluice_worker_free(w);
         return err;
@@ -731,8 +741,8 @@ void sluice_worker_free(sluice_worker *w)
     free(w);
 }
 
-int sluice_worker_next(sluice_job *job, const char **queue, sluice_worker *w,
-                       uint64_t timeout_ms)
+int sluice_worker_next(sluice_job *job, const char **queue, size_t *queue_len,
+                       sluice_worker *w, uint64_t timeout_ms)
 {
     uint64_t start = mono_ms(), deadline = start + timeout_ms;
 
@@ -740,6 +750,8 @@ int sluice_worker_next(sluice_job *job, const char **queue, sluice_worker *w,
         return sluice__error(SLUICE_EINVAL, "job, queue or worker is NULL");
     sluice_job_clear(job);
     *queue = NULL;
+    if (queue_len != NULL)
+        *queue_len = 0;
     worker_subscribe(w); /* before looking, so no add is missed */
     for (;;) {
         uint64_t now = mono_ms(), wake = deadline;
@@ -765,6 +777,8 @@ int sluice_worker_next(sluice_job *job, const char **queue, sluice_worker *w,
             if (status == SLUICE_TAKE_JOB) {
                 w->next = at + 1;
                 *queue = q->name;
+                if (queue_len != NULL)
+                    *queue_len = q->len;
                 return SLUICE_OK;
             }
             if (status == SLUICE_TAKE_DEFERRED) {

@@ -24,6 +24,15 @@ int sluice__error(int err, const char *fmt, ...)
 #endif
     ;
 
+/*
+ * Copies caller options of any version from 1 to 'current' into 'dst', which
+ * holds the defaults: 'sizes[v]' is how many leading bytes version v has, so
+ * an older caller's struct is never read past its end and the fields it does
+ * not know keep their defaults. 'what' names the options in the message.
+ */
+int sluice__opts_copy(void *dst, const void *src, unsigned version,
+                      const size_t *sizes, unsigned current, const char *what);
+
 /* ---- Overflow-checked arithmetic (checked before adding, as Valkey does) --- */
 
 static inline bool sluice__add_overflows(uint64_t a, uint64_t b, uint64_t *sum)
@@ -55,6 +64,10 @@ extern _Atomic size_t sluice__telemetry_attached;
 #endif
 
 /* ---- Algorithms ------------------------------------------------------------ */
+
+/* How many algorithms there are (SLUICE_ALGO_MAP), as a constant. */
+#define SLUICE__ALGO_PLUS_ONE(name, val, folder) +1
+enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
 
 /*
  * One algorithm, as a table of pure functions: no I/O, no clock, no locks.
@@ -94,7 +107,7 @@ extern const sluice__algo sluice__algo_counter;
 extern const sluice__algo sluice__algo_log;
 
 /* The table, indexed by sluice_algo. */
-extern const sluice__algo *const sluice__algos[SLUICE_ALGO_COUNT];
+extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
 
 /*
  * Checks a request before any store sees it: a valid limit, 1 <= cost <= max.
@@ -184,7 +197,7 @@ unsigned sluice__key_slot(const char *key, size_t len);
 
 /* The scripts beyond the algorithms', by id (algorithms come first). */
 enum {
-    SLUICE__SCRIPT_EMQ_TTL = SLUICE_ALGO_COUNT,
+    SLUICE__SCRIPT_EMQ_TTL = SLUICE__ALGO_N,
     SLUICE__SCRIPT_EMQ_INCR,
     SLUICE__SCRIPT_QUEUE_ADD,
     SLUICE__SCRIPT_QUEUE_TAKE,

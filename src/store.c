@@ -11,6 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The leading bytes of sluice_store_opts that each version has. */
+static const size_t store_opts_size[SLUICE_STORE_OPTS_VERSION + 1] = {
+    [1] = sizeof(sluice_store_opts),
+};
+
+int sluice__opts_copy(void *dst, const void *src, unsigned version,
+                      const size_t *sizes, unsigned current, const char *what)
+{
+    if (version < 1 || version > current)
+        return sluice__error(SLUICE_EINVAL,
+                             "%s version %u is not one of 1..%u; initialise "
+                             "them with their _INIT macro", what, version,
+                             current);
+    memcpy(dst, src, sizes[version]);
+    return SLUICE_OK;
+}
+
 int sluice_store_open(sluice_store **out, const char *url,
                       const sluice_store_opts *opts)
 {
@@ -21,14 +38,11 @@ int sluice_store_open(sluice_store **out, const char *url,
     if (out == NULL)
         return sluice__error(SLUICE_EINVAL, "sluice_store_open: out is NULL");
     *out = NULL;
-    if (opts != NULL) {
-        if (opts->version != SLUICE_STORE_OPTS_VERSION)
-            return sluice__error(SLUICE_EINVAL,
-                                 "store options version %u is not %u; "
-                                 "initialise with SLUICE_STORE_OPTS_INIT",
-                                 opts->version, SLUICE_STORE_OPTS_VERSION);
-        o = *opts;
-    }
+    if (opts != NULL &&
+        (err = sluice__opts_copy(&o, opts, opts->version, store_opts_size,
+                                 SLUICE_STORE_OPTS_VERSION,
+                                 "store options")) < 0)
+        return err;
     if (o.clock_ms == NULL) {
         o.clock_ms = sluice_clock_realtime_ms;
         o.clock_payload = NULL;

@@ -485,7 +485,7 @@ int sluice__store_mem_open(void **impl, const sluice__store_ops **ops,
     mem_store *m;
     unsigned i;
 
-    for (i = 0; i < SLUICE_ALGO_COUNT; i++)
+    for (i = 0; i < SLUICE__ALGO_N; i++)
         if (sluice__algos[i]->state_size > STATE_MAX)
             return sluice__error(SLUICE_EINVAL,
                                  "algorithm %s keeps %zu bytes of state; the "

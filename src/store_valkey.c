@@ -177,18 +177,18 @@ typedef struct vk_store {
 static const char *script_text(int id)
 {
     static const char *const others[] = {
-        [SLUICE__SCRIPT_EMQ_TTL - SLUICE_ALGO_COUNT] = sluice__lua_emq_ttl,
-        [SLUICE__SCRIPT_EMQ_INCR - SLUICE_ALGO_COUNT] = sluice__lua_emq_incr,
-        [SLUICE__SCRIPT_QUEUE_ADD - SLUICE_ALGO_COUNT] = sluice__lua_queue_add,
-        [SLUICE__SCRIPT_QUEUE_TAKE - SLUICE_ALGO_COUNT] = sluice__lua_queue_take,
-        [SLUICE__SCRIPT_QUEUE_DONE - SLUICE_ALGO_COUNT] = sluice__lua_queue_done,
-        [SLUICE__SCRIPT_QUEUE_ADMIN - SLUICE_ALGO_COUNT] =
+        [SLUICE__SCRIPT_EMQ_TTL - SLUICE__ALGO_N] = sluice__lua_emq_ttl,
+        [SLUICE__SCRIPT_EMQ_INCR - SLUICE__ALGO_N] = sluice__lua_emq_incr,
+        [SLUICE__SCRIPT_QUEUE_ADD - SLUICE__ALGO_N] = sluice__lua_queue_add,
+        [SLUICE__SCRIPT_QUEUE_TAKE - SLUICE__ALGO_N] = sluice__lua_queue_take,
+        [SLUICE__SCRIPT_QUEUE_DONE - SLUICE__ALGO_N] = sluice__lua_queue_done,
+        [SLUICE__SCRIPT_QUEUE_ADMIN - SLUICE__ALGO_N] =
             sluice__lua_queue_admin,
     };
 
-    if (id < SLUICE_ALGO_COUNT)
+    if (id < SLUICE__ALGO_N)
         return sluice__algos[id]->lua;
-    return others[id - SLUICE_ALGO_COUNT];
+    return others[id - SLUICE__ALGO_N];
 }
 
 static uint64_t monotonic_ms(void)
@@ -2171,17 +2171,20 @@ static int url_query(url_parts *u, const char *q, const char *url)
             /* In the order of SLUICE_ON_ERROR_FAIL, _OPEN, _CLOSED. */
             static const char *const words[] = {"error", "open", "closed",
                                                 NULL};
+            int i;
 
-            if ((err = url_word(&u->o.on_error, words, val, vlen, url,
-                                "on_error")) < 0)
+            if ((err = url_word(&i, words, val, vlen, url, "on_error")) < 0)
                 return err;
+            u->o.on_error = (sluice_on_error)i;
         } else if (NAME_IS("refused_cache")) {
             /* In the order of SLUICE_REFUSED_CACHE_DEFAULT, _OFF, _ALL. */
             static const char *const words[] = {"default", "off", "all", NULL};
+            int i;
 
-            if ((err = url_word(&u->o.refused_cache, words, val, vlen, url,
+            if ((err = url_word(&i, words, val, vlen, url,
                                 "refused_cache")) < 0)
                 return err;
+            u->o.refused_cache = (sluice_refused_cache)i;
         } else if (NAME_IS("prefix") || NAME_IS("emq_prefix")) {
             if ((text = decode(val, vlen, url, "prefix", &err)) == NULL)
                 return err;
@@ -2439,7 +2442,7 @@ int sluice__store_valkey_open(void **impl, const sluice__store_ops **ops,
         err = prefix_check(v->emq_prefix, "queue prefix");
     if (err == 0 && u.o.refused_cache != SLUICE_REFUSED_CACHE_OFF) {
         v->refusal_algos = u.o.refused_cache == SLUICE_REFUSED_CACHE_ALL
-                               ? (1u << SLUICE_ALGO_COUNT) - 1
+                               ? (1u << SLUICE__ALGO_N) - 1
                                : (1u << SLUICE_FIXED) |
                                      (1u << SLUICE_SLIDING_LOG);
         err = sluice__refusals_new(&v->refusals, REFUSALS_CAP, v->token_seed);

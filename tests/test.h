@@ -29,6 +29,10 @@
 
 #define TEST_MAX_PRINTED 50
 
+/* How many algorithms the library has, counted from its one list. */
+#define TEST__ALGO_PLUS_ONE(name, val, folder) +1
+enum { TEST_ALGO_N = 0 SLUICE_ALGO_MAP(TEST__ALGO_PLUS_ONE) };
+
 static atomic_long test_checks;
 static atomic_long test_failures;
 static _Thread_local char test_context_line[512];

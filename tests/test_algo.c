@@ -67,7 +67,7 @@ static void at(fixture *fx, uint64_t now_ms)
 static sluice_limit limit_of(sluice_algo algo, uint64_t max,
                              uint64_t window_ms)
 {
-    sluice_limit l;
+    sluice_limit l = {0};
 
     l.algo = algo;
     l.max = max;
@@ -244,8 +244,8 @@ static void test_algo_names(void)
                                         "sliding-log"};
     sluice_algo a;
 
-    CHECK_EQ_U64(SLUICE_ALGO_COUNT, 3);
-    for (int i = 0; i < SLUICE_ALGO_COUNT; i++) {
+    CHECK_EQ_U64(sluice_algo_count(), TEST_ALGO_N);
+    for (int i = 0; i < TEST_ALGO_N; i++) {
         const char *name = sluice_algo_name((sluice_algo)i);
 
         CHECK(name != NULL && strcmp(name, names[i]) == 0);
@@ -253,7 +253,7 @@ static void test_algo_names(void)
         CHECK_OK(sluice_algo_parse(&a, names[i]));
         CHECK_EQ_U64(a, i);
     }
-    CHECK(sluice_algo_name(SLUICE_ALGO_COUNT) == NULL);
+    CHECK(sluice_algo_name((sluice_algo)TEST_ALGO_N) == NULL);
     CHECK(sluice_algo_name((sluice_algo)-1) == NULL);
     CHECK_FAILS(sluice_algo_parse(&a, "Fixed"), SLUICE_EINVAL);
     CHECK_FAILS(sluice_algo_parse(&a, ""), SLUICE_EINVAL);
@@ -358,6 +358,16 @@ static void test_store_open_errors(void)
     opts.version = SLUICE_STORE_OPTS_VERSION + 1;
     CHECK_FAILS(sluice_store_open(&s, NULL, &opts), SLUICE_EINVAL);
     CHECK(s == NULL);
+    /* Every version from 1 up is taken (a caller built against an older
+       header keeps working). */
+    for (unsigned v = 1; v <= SLUICE_STORE_OPTS_VERSION; v++) {
+        opts.version = v;
+        CHECK_OK(sluice_store_open(&s, NULL, &opts));
+        CHECK(s != NULL);
+        sluice_store_free(s);
+        s = NULL;
+    }
+    opts.version = SLUICE_STORE_OPTS_VERSION;
 
     /* NULL, "" and "mem://" are all the embedded store; opts may be NULL
        (the wall clock). */
@@ -386,12 +396,12 @@ static void test_argument_errors(void)
 {
     fixture fx;
     sluice_decision d;
-    sluice_limit l;
+    sluice_limit l = {0};
     char big[16] = "k";
     const char *msg;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit ok = limit_of((sluice_algo)a, 10, 1000);
 
         test_context("algo %s", sluice_algo_name((sluice_algo)a));
@@ -475,12 +485,23 @@ static void test_argument_errors(void)
     test_context(NULL);
 
     /* An unknown algorithm. */
-    l = limit_of((sluice_algo)SLUICE_ALGO_COUNT, 10, 1000);
+    l = limit_of((sluice_algo)TEST_ALGO_N, 10, 1000);
     CHECK_FAILS(sluice_hit(&d, fx.store, &l, "k", 1, 1), SLUICE_EINVAL);
     CHECK_FAILS(sluice_reset(fx.store, &l, "k", 1), SLUICE_EINVAL);
     l.algo = (sluice_algo)-1;
     CHECK_FAILS(sluice_peek(&d, fx.store, &l, "k", 1, 1), SLUICE_EINVAL);
     CHECK_FAILS(sluice_limit_check(NULL), SLUICE_EINVAL);
+
+    /* A burst: none of these algorithms has one, so only 0 is taken. */
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        l = limit_of((sluice_algo)a, 10, 1000);
+        CHECK_OK(sluice_limit_check(&l));
+        l.burst = 10;
+        CHECK_FAILS(sluice_limit_check(&l), SLUICE_EINVAL);
+        CHECK(strstr(sluice_last_error(), "burst") != NULL);
+        CHECK_FAILS(sluice_hit(&d, fx.store, &l, "k", 1, 1), SLUICE_EINVAL);
+        CHECK(SLUICE_LIMIT((sluice_algo)a, 10, 1000).burst == 0);
+    }
 
     /* The sliding counter's product bound: max x window <= 2^53. */
     l = limit_of(SLUICE_SLIDING_COUNTER, 1u << 13, SLUICE_WINDOW_MAX_MS);
@@ -829,7 +850,7 @@ static void test_seam(void)
     static const uint64_t maxes[] = {1, 2, 3, 5, 10, 17};
     static const uint64_t windows[] = {1, 2, 3, 5, 10, 40, 100};
     fixture fx;
-    sluice_limit l;
+    sluice_limit l = {0};
     uint64_t per_ms[300];
     unsigned id = 0;
 
@@ -894,7 +915,7 @@ static void test_seam(void)
 
     /* Dense random clients never pass the bound (and the log's and the
        counter's bounds are met by some). */
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         for (size_t i = 0; i < sizeof(maxes) / sizeof(maxes[0]); i++) {
             for (size_t j = 0; j < sizeof(windows) / sizeof(windows[0]);
                  j++) {
@@ -945,7 +966,7 @@ static void test_peek_does_not_consume(void)
     fixture fx;
 
     fx_open(&fx, 777);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 3, 100);
         sluice_decision first, p, h;
 
@@ -979,7 +1000,7 @@ static void test_reset(void)
     sluice_store_stats st;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 2, 1000);
 
         test_context("algo %s", sluice_algo_name((sluice_algo)a));
@@ -1012,13 +1033,13 @@ static void test_algorithms_independent(void)
     fixture fx;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit full = limit_of((sluice_algo)a, 5, 1000);
 
         test_context("filled %s", sluice_algo_name((sluice_algo)a));
         CHECK(HIT(&fx, &full, "shared", 5).allowed);
         CHECK(!PEEK(&fx, &full, "shared", 1).allowed);
-        for (int b = a + 1; b < SLUICE_ALGO_COUNT; b++) {
+        for (int b = a + 1; b < TEST_ALGO_N; b++) {
             sluice_limit other = limit_of((sluice_algo)b, 5, 1000);
 
             EXPECT(PEEK(&fx, &other, "shared", 5), &other, 1, 0, 0,
@@ -1046,7 +1067,7 @@ static void test_shared_budget(void)
     fixture fx;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit big = limit_of((sluice_algo)a, 10, 100);
         sluice_limit small = limit_of((sluice_algo)a, 5, 100);
         sluice_decision d;
@@ -1082,7 +1103,7 @@ static void test_binary_keys(void)
     fixture fx;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 1, 1000);
 
         test_context("algo %s", sluice_algo_name((sluice_algo)a));
@@ -1108,7 +1129,7 @@ static void test_binary_keys(void)
     longkey = malloc(100000);
     if (longkey == NULL)
         exit(2);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 1, 1000);
 
         test_context("algo %s, generated keys",
@@ -1149,7 +1170,7 @@ static void test_clock_backwards(void)
     fixture fx;
 
     fx_open(&fx, 1000);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 2, 100);
         uint64_t admitted = 0;
         uint64_t reset_1000 = a == SLUICE_SLIDING_COUNTER ? 200 : 100;
@@ -1200,10 +1221,10 @@ static void test_large_values(void)
 {
     fixture fx;
     const uint64_t W = SLUICE_WINDOW_MAX_MS, T = 1ULL << 52;
-    sluice_limit l;
+    sluice_limit l = {0};
 
     fx_open(&fx, T);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a += 2) { /* fixed, log */
+    for (int a = 0; a < TEST_ALGO_N; a += 2) { /* fixed, log */
         l = limit_of((sluice_algo)a, SLUICE_MAX_MAX, W);
         test_context("algo %s", sluice_algo_name((sluice_algo)a));
         at(&fx, T);
@@ -1440,7 +1461,7 @@ static void test_random_scenarios(unsigned per_algo)
 {
     unsigned id = 0;
 
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         fixture fx;
 
         fx_open(&fx, 0);

@@ -62,7 +62,7 @@ static sluice_request req(const char *key, uint64_t cost)
 /* Repeats in one batch; bad requests fail alone. */
 static void test_order_and_errors(sluice_store *st, const char *kind)
 {
-    sluice_limit lim = {SLUICE_FIXED, 3, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 3, 60000);
     sluice_request q[] = {
         req("a", 1), req("b", 2), req("a", 1), req("a", 0), req("a", 1),
         req("a", 1), req("b", 1), req(NULL, 1), req("b", 1), req("c", 4),
@@ -113,7 +113,7 @@ static void test_order_and_errors(sluice_store *st, const char *kind)
     CHECK_RC(sluice_hit_many(st, &lim, NULL, 1), SLUICE_EINVAL);
     CHECK_RC(sluice_hit_many(NULL, &lim, q, 1), SLUICE_EINVAL);
     {
-        sluice_limit bad = {SLUICE_FIXED, 0, 1000};
+        sluice_limit bad = SLUICE_LIMIT(SLUICE_FIXED, 0, 1000);
         sluice_request one = req("a", 1);
 
         CHECK_RC(sluice_hit_many(st, &bad, &one, 1), SLUICE_ERANGE);
@@ -141,7 +141,7 @@ static void on_hit(const sluice_event *ev, void *payload)
 /* One "emq.rate_limit.hit" per refused request, none for the others. */
 static void test_telemetry(sluice_store *st, const char *kind)
 {
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 2, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 2, 60000);
     sluice_request q[] = {req("t1", 1), req("t1", 1), req("t1", 1),
                           req("t2", 1), req("t1", 2), req("t2", 3)};
     seen s = {0, ""};
@@ -165,7 +165,7 @@ static void test_telemetry(sluice_store *st, const char *kind)
 static void test_server_calls(sluice_store *st)
 {
     enum { N = 1500, KEYS = 700 };
-    sluice_limit lim = {SLUICE_FIXED, 2, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 2, 60000);
     sluice_request *q = calloc(N, sizeof(*q));
     char (*keys)[16] = calloc(KEYS, sizeof(*keys));
     unsigned *count = calloc(KEYS, sizeof(*count));
@@ -213,7 +213,7 @@ static void test_server_calls(sluice_store *st)
 /* Long and binary keys in one call: each its own budget, nothing leaked. */
 static void test_odd_keys(sluice_store *st)
 {
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 1, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 1, 60000);
     char long_key[1000], bin_key[] = {'a', '\0', '{', '}', '%', 'z'};
     sluice_request q[6];
     sluice_decision d;
@@ -250,7 +250,7 @@ static void test_foreign(sluice_store *st)
                                         "sliding-log"};
 
     for (size_t a = 0; a < 3; a++) {
-        sluice_limit lim = {algos[a], 5, 60000};
+        sluice_limit lim = SLUICE_LIMIT(algos[a], 5, 60000);
         sluice_request q[] = {req("f1", 1), req("junk", 1), req("f1", 2),
                               req("junk", 1)};
         sluice_decision d;
@@ -277,7 +277,7 @@ static void test_foreign(sluice_store *st)
 /* Requests the refused cache knows never reach the server. */
 static void test_refused_cache(sluice_store *st)
 {
-    sluice_limit lim = {SLUICE_FIXED, 1, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1, 60000);
     sluice_request q[8];
     uint64_t before, refusals_before;
     sluice_store_stats stats;
@@ -324,9 +324,9 @@ typedef struct combine_arg {
 } combine_arg;
 
 static const sluice_limit combine_limits[3] = {
-    {SLUICE_FIXED, 7, 60000},
-    {SLUICE_SLIDING_COUNTER, 5, 60000},
-    {SLUICE_SLIDING_LOG, 9, 60000},
+    SLUICE_LIMIT(SLUICE_FIXED, 7, 60000),
+    SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 60000),
+    SLUICE_LIMIT(SLUICE_SLIDING_LOG, 9, 60000),
 };
 
 static void *combine_thread(void *p)

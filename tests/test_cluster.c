@@ -199,7 +199,7 @@ static void test_seed_down(void)
 {
     sluice_store *st;
     sluice_decision d;
-    sluice_limit lim = {SLUICE_FIXED, 5, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 5, 60000);
     char base[600];
 
     test_context("the first seed is down");
@@ -297,7 +297,7 @@ static long batch_step(sluice_store *mem, sluice_store *one, sluice_store *cl,
 {
     /* One limit per algorithm, so each key keeps its window. */
     static const uint64_t maxes[] = {6, 5, 4};
-    sluice_limit lim = {algo, maxes[algo], 120000};
+    sluice_limit lim = SLUICE_LIMIT(algo, maxes[algo], 120000);
     sluice_request qm[BATCH_MAX], q1[BATCH_MAX], qc[BATCH_MAX];
     char keys[BATCH_MAX][24];
     size_t n = (size_t)rng_range(1, BATCH_MAX);
@@ -400,7 +400,7 @@ static void test_differential(uint64_t seed)
                            : p < 80 ? SLUICE_SLIDING_LOG
                                     : SLUICE_FIXED;
         const limit_cfg *cfg = &cfgs[(k + (int)algo) % ncfg];
-        sluice_limit lim = {algo, cfg->max, cfg->window_ms};
+        sluice_limit lim = SLUICE_LIMIT(algo, cfg->max, cfg->window_ms);
         sluice_decision dm, d1, dc;
         unsigned op = (unsigned)(rng_next() % 100), g;
         uint64_t cost;
@@ -1285,7 +1285,7 @@ typedef struct fo_thread {
 static void *fo_run(void *arg)
 {
     fo_thread *t = arg;
-    sluice_limit lim = {SLUICE_FIXED, 1000000000, 3600000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1000000000, 3600000);
     int i = 0;
 
     while (!atomic_load(t->stop) && t->n < FO_MAX_CALLS) {
@@ -1361,7 +1361,7 @@ static void test_failover(int stall)
     st = open_store(cluster.url, "timeout=300&connect_timeout=300", NULL);
     /* Warm up: connections and the map. */
     for (int i = 0; i < 16; i++) {
-        sluice_limit lim = {SLUICE_FIXED, 1000000000, 3600000};
+        sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1000000000, 3600000);
         sluice_decision d;
 
         CHECK_OK(sluice_hit(&d, st, &lim, dead_ids[i], strlen(dead_ids[i]),

@@ -500,7 +500,7 @@ static sluice_store *open_on(int i)
     return open_cluster(seed, NULL);
 }
 
-static const sluice_limit lim = {SLUICE_FIXED, 10, 60000};
+static const sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
 
 /* One timed hit on 'key'; '*ms' is how long it took. */
 static int timed_hit(sluice_decision *d, sluice_store *st, const char *key,

@@ -419,7 +419,7 @@ static void test_scripts_on_cluster(void)
         int all = 1;
 
         for (size_t a = 0; a < 3; a++) {
-            sluice_limit lim = {algos[a], 10, 60000};
+            sluice_limit lim = SLUICE_LIMIT(algos[a], 10, 60000);
 
             all &= CHECK_OK(sluice_hit(&d, st, &lim, ids[i].bytes, ids[i].len,
                                        1));

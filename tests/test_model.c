@@ -311,7 +311,7 @@ static const uint64_t windows[] = {1, 2, 3, 5, 7, 10, 16, 50, 100, 1000};
  */
 static sluice_limit random_limit(sluice_algo algo, unsigned profile)
 {
-    sluice_limit l;
+    sluice_limit l = {0};
 
     l.algo = algo;
     do {
@@ -426,7 +426,7 @@ typedef struct round_stats {
 static int run_round(uint64_t seed, unsigned round, unsigned steps,
                      round_stats *st)
 {
-    static model models[KEYS][SLUICE_ALGO_COUNT];
+    static model models[KEYS][TEST_ALGO_N];
     key keys[KEYS];
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_vclock *clock = NULL;
@@ -454,7 +454,7 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
     }
     make_keys(keys);
     for (int k = 0; k < KEYS; k++)
-        for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+        for (int a = 0; a < TEST_ALGO_N; a++) {
             sluice_limit l = random_limit((sluice_algo)a, profile);
 
             model_init(&models[k][a], &l);
@@ -469,7 +469,7 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
     for (unsigned step = 0; step < steps && ok; step++) {
         /* Most requests go to a few hot keys, so budgets run out. */
         int k = rng_pct(75) ? (int)rng_below((uint64_t)hot) : (int)rng_below(KEYS);
-        int a = (int)rng_below(SLUICE_ALGO_COUNT);
+        int a = (int)rng_below(TEST_ALGO_N);
         model *m = &models[k][a];
         uint64_t cost = random_cost(m->limit.max);
         unsigned op = (unsigned)rng_below(100); /* hit, peek or reset */
@@ -527,7 +527,7 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
         now += 2 * 1000 + 1;
         sluice_vclock_set(clock, now);
         for (int k = 0; k < KEYS && ok; k++)
-            for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+            for (int a = 0; a < TEST_ALGO_N; a++) {
                 model *m = &models[k][a];
                 sluice_decision got, want;
 
@@ -554,7 +554,7 @@ static int run_round(uint64_t seed, unsigned round, unsigned steps,
  */
 static void test_model_by_hand(void)
 {
-    sluice_limit l;
+    sluice_limit l = {0};
     sluice_decision d;
     model m;
 

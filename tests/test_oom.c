@@ -221,7 +221,7 @@ static void reset(const sluice_limit *l, const char *key, size_t len)
 static sluice_limit limit_of(sluice_algo algo, uint64_t max,
                              uint64_t window_ms)
 {
-    sluice_limit l;
+    sluice_limit l = {0};
 
     l.algo = algo;
     l.max = max;

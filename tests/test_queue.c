@@ -272,6 +272,29 @@ static void test_payloads(void)
     check_roundtrip(bin_name, sizeof(bin_name), "bin", 3, "binary name");
     CHECK_EQ_U64(rs_int(&server, "EXISTS %s",
                         "emq:{q%00%7Bx%7D%FF}:meta"), 1);
+    {
+        /* A worker serves it by name too, and says which queue (and how
+           long its name is) gave the job. */
+        const char *names[] = {bin_name, "bytes"};
+        const size_t lens[] = {sizeof(bin_name), 5};
+        sluice_worker *w = NULL;
+        sluice_job job = {0};
+        const char *got = NULL;
+        size_t got_len = 0;
+
+        uint64_t id = 0;
+
+        CHECK_OK(sluice_queue_add(&id, st, bin_name, sizeof(bin_name), "w", 1,
+                                  0));
+        CHECK_OK(sluice_worker_new(&w, st, names, lens, 2, NULL));
+        CHECK_OK(sluice_worker_next(&job, &got, &got_len, w, 2000));
+        CHECK(job.id != 0 && got != NULL && got_len == sizeof(bin_name) &&
+              memcmp(got, bin_name, sizeof(bin_name)) == 0);
+        CHECK_OK(sluice_queue_complete(st, bin_name, sizeof(bin_name), job.id,
+                                       job.lease));
+        sluice_job_clear(&job);
+        sluice_worker_free(w);
+    }
     /* The empty name is a queue too ("%" between the braces). */
     check_roundtrip("", 0, "e", 1, "empty name");
     check_roundtrip(NULL, 0, "e", 1, "NULL name of length 0");
@@ -356,7 +379,7 @@ static void test_fail_retry(void)
     sluice_job job = {0};
     uint64_t ids[4] = {0}, wait = 0, lease1, elapsed, j, k, l;
     size_t n;
-    int dead = -1;
+    int dead = -1, retried = -1;
 
     fresh("fail and retry");
     j = add(q, "payload-j", 0);
@@ -407,12 +430,17 @@ static void test_fail_retry(void)
     CHECK_EQ_U64(n, 0);
 
     /* Retried: back to wait, attempts counted afresh, payload kept. */
-    CHECK_OK(sluice_queue_retry(st, q, strlen(q), j));
+    CHECK_OK(sluice_queue_retry(&retried, st, q, strlen(q), j));
+    CHECK_EQ_U64(retried, 1);
     CHECK_EQ_U64(stats(q).failed, 0);
     CHECK_EQ_U64(stats(q).waiting, 1);
-    CHECK_RC(sluice_queue_retry(st, q, strlen(q), j), SLUICE_EINVAL);
-    CHECK(strlen(sluice_last_error()) > 0);
-    CHECK_RC(sluice_queue_retry(st, q, strlen(q), 999), SLUICE_EINVAL);
+    /* Not a failed job (any more, or ever): a result, not an error. */
+    CHECK_OK(sluice_queue_retry(&retried, st, q, strlen(q), j));
+    CHECK_EQ_U64(retried, 0);
+    CHECK_EQ_U64(stats(q).waiting, 1);
+    CHECK_OK(sluice_queue_retry(NULL, st, q, strlen(q), 999));
+    CHECK_OK(sluice_queue_retry(&retried, st, q, strlen(q), 999));
+    CHECK_EQ_U64(retried, 0);
     CHECK_EQ_U64(take(NULL, &job, q, 30000), SLUICE_TAKE_JOB);
     CHECK_EQ_U64(job.id, j);
     CHECK_EQ_U64(job.attempt, 1);
@@ -850,9 +878,9 @@ static void test_long_prefix(void)
         sluice_worker_opts o = SLUICE_WORKER_OPTS_INIT;
 
         o.pattern = "lo*";
-        CHECK_OK(sluice_worker_new(&w, other, NULL, 0, &o));
+        CHECK_OK(sluice_worker_new(&w, other, NULL, NULL, 0, &o));
         if (w != NULL) {
-            CHECK_OK(sluice_worker_next(&job, &qname, w, 3000));
+            CHECK_OK(sluice_worker_next(&job, &qname, NULL, w, 3000));
             CHECK_EQ_U64(job.id, id);
             CHECK(qname != NULL && strcmp(qname, q) == 0);
         }
@@ -888,12 +916,12 @@ static void test_embedded(void)
     CHECK_RC(sluice_queue_complete(mem, "q", 1, 1, 1), SLUICE_ENOTSUP);
     CHECK_RC(sluice_queue_fail(NULL, mem, "q", 1, 1, 1, 3, 10),
              SLUICE_ENOTSUP);
-    CHECK_RC(sluice_queue_retry(mem, "q", 1, 1), SLUICE_ENOTSUP);
+    CHECK_RC(sluice_queue_retry(NULL, mem, "q", 1, 1), SLUICE_ENOTSUP);
     CHECK_RC(sluice_queue_failed(ids, &n, mem, "q", 1), SLUICE_ENOTSUP);
     CHECK_RC(sluice_queue_set_cap(mem, "q", 1, 5, 1000), SLUICE_ENOTSUP);
     CHECK_RC(sluice_queue_stats_get(&s, mem, "q", 1), SLUICE_ENOTSUP);
     CHECK_RC(sluice_emq_rate_limit_ttl(&wait, mem, "q", 1, 0), SLUICE_ENOTSUP);
-    CHECK_RC(sluice_worker_new(&w, mem, names, 1, NULL), SLUICE_ENOTSUP);
+    CHECK_RC(sluice_worker_new(&w, mem, names, NULL, 1, NULL), SLUICE_ENOTSUP);
     CHECK(w == NULL);
     sluice_store_free(mem);
     test_context(NULL);
@@ -947,28 +975,28 @@ static void test_bad_args(void)
               SLUICE_ERANGE);
     CHECK_ERR(sluice_queue_fail(NULL, st, "q", 1, 1, 1, 3,
                                 SLUICE_WINDOW_MAX_MS + 1), SLUICE_ERANGE);
-    CHECK_ERR(sluice_queue_retry(NULL, "q", 1, 1), SLUICE_EINVAL);
+    CHECK_ERR(sluice_queue_retry(NULL, NULL, "q", 1, 1), SLUICE_EINVAL);
     CHECK_ERR(sluice_queue_failed(ids, NULL, st, "q", 1), SLUICE_EINVAL);
     CHECK_ERR(sluice_queue_failed(NULL, &n, st, "q", 1), SLUICE_EINVAL);
     CHECK_ERR(sluice_queue_set_cap(NULL, "q", 1, 5, 10), SLUICE_EINVAL);
     CHECK_ERR(sluice_queue_stats_get(NULL, st, "q", 1), SLUICE_EINVAL);
     CHECK_ERR(sluice_queue_stats_get(&s, NULL, "q", 1), SLUICE_EINVAL);
 
-    CHECK_ERR(sluice_worker_new(NULL, st, names, 1, NULL), SLUICE_EINVAL);
-    CHECK_ERR(sluice_worker_new(&w, st, NULL, 0, NULL), SLUICE_EINVAL);
-    CHECK_ERR(sluice_worker_new(&w, st, names, 2, NULL), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_new(NULL, st, names, NULL, 1, NULL), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_new(&w, st, NULL, NULL, 0, NULL), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_new(&w, st, names, NULL, 2, NULL), SLUICE_EINVAL);
     CHECK(w == NULL);
     o.version = 99;
-    CHECK_ERR(sluice_worker_new(&w, st, names, 1, &o), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_new(&w, st, names, NULL, 1, &o), SLUICE_EINVAL);
     CHECK(w == NULL);
     o.version = SLUICE_WORKER_OPTS_VERSION;
     o.lease_ms = SLUICE_WINDOW_MAX_MS + 1;
-    CHECK_ERR(sluice_worker_new(&w, st, names, 1, &o), SLUICE_ERANGE);
+    CHECK_ERR(sluice_worker_new(&w, st, names, NULL, 1, &o), SLUICE_ERANGE);
     CHECK(w == NULL);
-    CHECK_OK(sluice_worker_new(&w, st, names, 1, NULL));
-    CHECK_ERR(sluice_worker_next(NULL, &qname, w, 0), SLUICE_EINVAL);
-    CHECK_ERR(sluice_worker_next(&job, NULL, w, 0), SLUICE_EINVAL);
-    CHECK_ERR(sluice_worker_next(&job, &qname, NULL, 0), SLUICE_EINVAL);
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, 1, NULL));
+    CHECK_ERR(sluice_worker_next(NULL, &qname, NULL, w, 0), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_next(&job, NULL, NULL, w, 0), SLUICE_EINVAL);
+    CHECK_ERR(sluice_worker_next(&job, &qname, NULL, NULL, 0), SLUICE_EINVAL);
     sluice_worker_free(w);
     sluice_worker_free(NULL);
     sluice_job_clear(NULL);

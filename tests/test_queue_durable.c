@@ -177,13 +177,13 @@ static void api_worker(int me)
     uint64_t deadline = rs_mono_ms() + RUN_BOUND_MS;
 
     o.lease_ms = LEASE_MS;
-    if (sluice_worker_new(&w, st, names, 1, &o) != 0) {
+    if (sluice_worker_new(&w, st, names, NULL, 1, &o) != 0) {
         atomic_fetch_add(&sh->errors, 1);
         _exit(1);
     }
     while (rs_mono_ms() < deadline) {
         const char *q = NULL;
-        int rc = sluice_worker_next(&job, &q, w, 200);
+        int rc = sluice_worker_next(&job, &q, NULL, w, 200);
 
         if (unavailable(rc)) {
             atomic_fetch_add(&sh->unavailable, 1);

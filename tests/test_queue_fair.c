@@ -131,7 +131,7 @@ static void run_fair(sluice_worker *w, int late)
 
     while ((now = rs_mono_ms()) < t0 + RUN_MS) {
         const char *q = NULL;
-        int rc = sluice_worker_next(&job, &q, w, t0 + RUN_MS - now);
+        int rc = sluice_worker_next(&job, &q, NULL, w, t0 + RUN_MS - now);
 
         if (rc != 0) {
             if (errors++ < 3)
@@ -199,7 +199,7 @@ static void test_fair_named(void)
     printf("  fairness, named queues:\n");
     fill_all();
     o.lease_ms = 60000;
-    CHECK_OK(sluice_worker_new(&w, st, names, SMALL_QUEUES + 1, &o));
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, &o));
     if (w == NULL)
         return;
     run_fair(w, 0);
@@ -217,7 +217,7 @@ static void test_fair_pattern(void)
     fill_all();
     o.lease_ms = 60000;
     o.pattern = "chat:*";
-    CHECK_OK(sluice_worker_new(&w, st, NULL, 0, &o));
+    CHECK_OK(sluice_worker_new(&w, st, NULL, NULL, 0, &o));
     if (w == NULL)
         return;
     run_fair(w, 1);
@@ -262,7 +262,7 @@ static void check_wake(sluice_worker *w, wake_shared *ws, const char *want_q,
     const char *q = NULL;
     uint64_t t0 = rs_mono_ms(), latency;
 
-    CHECK_OK(sluice_worker_next(&job, &q, w, 5000));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 5000));
     latency = rs_mono_ms() - atomic_load(&ws->add_ms);
     if (!CHECK(job.id != 0 && q != NULL && strcmp(q, want_q) == 0))
         return;
@@ -286,16 +286,16 @@ static void test_idle_and_wake(void)
     test_context("an idle worker");
     printf("  idle worker:\n");
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    CHECK_OK(sluice_worker_new(&w, st, names, SMALL_QUEUES + 1, NULL));
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, NULL));
     if (w == NULL)
         return;
     /* Connected and subscribed first, so only the sleep is measured. */
-    CHECK_OK(sluice_worker_next(&job, &q, w, 0));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 0));
     CHECK_EQ_U64(job.id, 0);
 
     c0 = cpu_ms();
     t0 = rs_mono_ms();
-    CHECK_OK(sluice_worker_next(&job, &q, w, 1000));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 1000));
     took = rs_mono_ms() - t0;
     cpu = cpu_ms() - c0;
     printf("    1 s on 21 empty queues: %" PRIu64 " ms CPU, returned after %"
@@ -345,14 +345,14 @@ static void test_idle_and_wake(void)
      */
     sluice_worker_free(w);
     w = NULL;
-    CHECK_OK(sluice_worker_new(&w, st, names, SMALL_QUEUES + 1, NULL));
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, NULL));
     if (w == NULL)
         return;
-    CHECK_OK(sluice_worker_next(&job, &q, w, 0));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 0));
     CHECK_EQ_U64(job.id, 0);
     t0 = rs_mono_ms();
     CHECK_OK(sluice_queue_add(&id, st, "chat:s03", 8, "d", 1, 300));
-    CHECK_OK(sluice_worker_next(&job, &q, w, 5000));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 5000));
     took = rs_mono_ms() - t0;
     printf("    a job delayed 300 ms came after %" PRIu64 " ms\n", took);
     CHECK_EQ_U64(job.id, id);
@@ -385,14 +385,14 @@ static void test_round_robin(void)
     /* rr:a has 4 more than the others; that must not matter. */
     for (int j = 0; j < 4; j++)
         CHECK_OK(sluice_queue_add(&id, st, qs[0], 4, qs[0], 4, 0));
-    CHECK_OK(sluice_worker_new(&w, st, qs, 3, NULL));
+    CHECK_OK(sluice_worker_new(&w, st, qs, NULL, 3, NULL));
     if (w == NULL)
         return;
     for (int round = 0; round < 4; round++) {
         int in_round[3] = {0, 0, 0};
 
         for (int k = 0; k < 3; k++) {
-            CHECK_OK(sluice_worker_next(&job, &q, w, 1000));
+            CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 1000));
             if (!CHECK(job.id != 0 && q != NULL))
                 continue;
             for (int i = 0; i < 3; i++)
@@ -407,12 +407,12 @@ static void test_round_robin(void)
             CHECK_EQ_U64(in_round[i], 1);
     }
     for (int j = 0; j < 4; j++) {
-        CHECK_OK(sluice_worker_next(&job, &q, w, 1000));
+        CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 1000));
         CHECK(job.id != 0 && q != NULL && strcmp(q, "rr:a") == 0);
         if (job.id != 0)
             CHECK_OK(sluice_queue_complete(st, q, 4, job.id, job.lease));
     }
-    CHECK_OK(sluice_worker_next(&job, &q, w, 50));
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 50));
     CHECK_EQ_U64(job.id, 0);
     sluice_job_clear(&job);
     sluice_worker_free(w);

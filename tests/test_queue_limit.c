@@ -473,11 +473,11 @@ static void test_deferral(sluice_store *st)
     CHECK(wait_is_pttl(wait2, lim, t0));
 
     /* A worker's deferred take emits too; it then skips the queue. */
-    CHECK_OK(sluice_worker_new(&w, st, names, 1, NULL));
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, 1, NULL));
     if (w != NULL) {
         long before = h.n;
 
-        CHECK_OK(sluice_worker_next(&job, &qname, w, 100));
+        CHECK_OK(sluice_worker_next(&job, &qname, NULL, w, 100));
         CHECK_EQ_U64(job.id, 0);
         CHECK_EQ_U64(h.n, before + 1);
         CHECK(h.delay_ms > 0 && h.delay_ms <= (double)wait2);

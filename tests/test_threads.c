@@ -62,7 +62,7 @@ static void fx_close(fixture *fx)
 static sluice_limit limit_of(sluice_algo algo, uint64_t max,
                              uint64_t window_ms)
 {
-    sluice_limit l;
+    sluice_limit l = {0};
 
     l.algo = algo;
     l.max = max;
@@ -200,7 +200,7 @@ static void test_hot_key(sluice_algo algo)
 
 typedef struct many {
     fixture *fx;
-    _Atomic uint64_t shared_admitted[SLUICE_ALGO_COUNT][SHARED_KEYS];
+    _Atomic uint64_t shared_admitted[TEST_ALGO_N][SHARED_KEYS];
 } many;
 
 typedef struct many_arg {
@@ -217,7 +217,7 @@ static void *many_thread(void *p)
     sluice_decision d;
 
     /* Keys of its own: each admits max of its 2 x max tries. */
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, MANY_MAX, 60000);
 
         for (int k = 0; k < OWN_KEYS; k++) {
@@ -232,10 +232,10 @@ static void *many_thread(void *p)
     }
     /* Keys every thread hits, each thread in its own order. */
     for (int round = 0; round < MANY_MAX / 2 + 2; round++) {
-        for (int j = 0; j < SHARED_KEYS * SLUICE_ALGO_COUNT; j++) {
+        for (int j = 0; j < SHARED_KEYS * TEST_ALGO_N; j++) {
             int idx = (j * 7 + arg->id * 13 + round) %
-                      (SHARED_KEYS * SLUICE_ALGO_COUNT);
-            int a = idx % SLUICE_ALGO_COUNT, k = idx / SLUICE_ALGO_COUNT;
+                      (SHARED_KEYS * TEST_ALGO_N);
+            int a = idx % TEST_ALGO_N, k = idx / TEST_ALGO_N;
             sluice_limit l = limit_of((sluice_algo)a, MANY_MAX, 60000);
             int n = snprintf(key, sizeof(key), "shared-%d", k);
 
@@ -260,7 +260,7 @@ static void test_many_keys(void)
     test_context("many keys");
     fx_open(&fx, 5000, 0);
     m->fx = &fx;
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (int a = 0; a < TEST_ALGO_N; a++)
         for (int k = 0; k < SHARED_KEYS; k++)
             atomic_init(&m->shared_admitted[a][k], 0);
     memset(args, 0, sizeof(args));
@@ -272,13 +272,13 @@ static void test_many_keys(void)
     join_threads(tids);
     for (int i = 0; i < THREADS; i++)
         CHECK_EQ_U64(args[i].own_admitted,
-                     (uint64_t)OWN_KEYS * SLUICE_ALGO_COUNT * MANY_MAX);
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++)
+                     (uint64_t)OWN_KEYS * TEST_ALGO_N * MANY_MAX);
+    for (int a = 0; a < TEST_ALGO_N; a++)
         for (int k = 0; k < SHARED_KEYS; k++)
             CHECK_EQ_U64(atomic_load(&m->shared_admitted[a][k]), MANY_MAX);
     st = stats_of(fx.store);
     CHECK_EQ_U64(st.keys, (uint64_t)(THREADS * OWN_KEYS + SHARED_KEYS) *
-                              SLUICE_ALGO_COUNT);
+                              TEST_ALGO_N);
     fx_close(&fx);
     free(m);
     test_context(NULL);
@@ -320,7 +320,7 @@ static void test_costs(void)
     fixture fx;
     costly c;
 
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_decision d;
         uint64_t units;
 
@@ -437,7 +437,7 @@ static void test_memory_comes_back(void)
     fx_open(&fx, T, 0);
     empty = stats_of(fx.store);
     for (int i = 0; i < 500; i++) {
-        sluice_limit l = limit_of((sluice_algo)(i % SLUICE_ALGO_COUNT), 50,
+        sluice_limit l = limit_of((sluice_algo)(i % TEST_ALGO_N), 50,
                                   1000);
 
         n = snprintf(key, sizeof(key), "mem-%d", i);
@@ -484,7 +484,7 @@ typedef struct capped_arg {
 static void *capped_thread(void *p)
 {
     capped_arg *arg = p;
-    sluice_limit l = limit_of((sluice_algo)(arg->id % SLUICE_ALGO_COUNT), 3,
+    sluice_limit l = limit_of((sluice_algo)(arg->id % TEST_ALGO_N), 3,
                               1000);
     char key[32];
 
@@ -576,7 +576,7 @@ static void test_error_per_thread(void)
 int main(void)
 {
     test_error_per_thread();
-    for (int a = 0; a < SLUICE_ALGO_COUNT; a++)
+    for (int a = 0; a < TEST_ALGO_N; a++)
         test_hot_key((sluice_algo)a);
     test_many_keys();
     test_costs();

@@ -182,7 +182,7 @@ static void do_diff_run(const diff_run *run, uint64_t seed, diff_totals *tot)
     for (int step = 0; step < run->nsteps; step++) {
         int k = (int)(rng_next() % (uint64_t)run->nkeys);
         const limit_cfg *cfg = &run->cfgs[k % run->ncfg];
-        sluice_limit limit;
+        sluice_limit limit = {0};
         sluice_decision dm, dv;
         char key[32];
         size_t klen;
@@ -400,7 +400,7 @@ static void test_log_top_of_range(void)
     const uint64_t MAX = SLUICE_MAX_MAX, W = SLUICE_WINDOW_MAX_MS;
     /* Entries made at T live past 2^53 (T + W > 2^53). */
     const uint64_t T = SLUICE_NOW_MAX_MS - W + 500;
-    sluice_limit lim = {SLUICE_SLIDING_LOG, MAX, W};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, MAX, W);
     sluice_vclock *clock = NULL;
     sluice_store *st[2] = {NULL, NULL};
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
@@ -514,7 +514,7 @@ static int hit_then_pttl(sluice_decision *d, sluice_store *st,
 static void test_fixed_server_clock(void)
 {
     const uint64_t W = 300;
-    sluice_limit lim = {SLUICE_FIXED, 3, W};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 3, W);
     sluice_store *st = NULL;
     sluice_vclock *clock = NULL;
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
@@ -601,7 +601,7 @@ static void test_fixed_server_clock(void)
 
     /* A cost above 1 counts as that many units. */
     {
-        sluice_limit l10 = {SLUICE_FIXED, 10, 5000};
+        sluice_limit l10 = SLUICE_LIMIT(SLUICE_FIXED, 10, 5000);
 
         CHECK_OK(sluice_hit(&d, st, &l10, "fx-cost", 7, 7));
         CHECK(d.allowed);
@@ -627,7 +627,7 @@ static void test_fixed_server_clock(void)
 static void test_fixed_seam(void)
 {
     const uint64_t W = 300, MAX = 5;
-    sluice_limit lim = {SLUICE_FIXED, MAX, W};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, MAX, W);
     sluice_store *st = NULL;
     sluice_decision d;
     char key[128], url[160];
@@ -693,7 +693,7 @@ static void test_fixed_seam(void)
  */
 static void test_fixed_expiry_instant(void)
 {
-    sluice_limit lim = {SLUICE_FIXED, 4, 200};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 4, 200);
     sluice_store *st = NULL;
     sluice_decision d;
     char key[128], url[160];
@@ -735,9 +735,9 @@ static void test_fixed_expiry_instant(void)
 /* Keys the script did not write: no TTL, or not a counter at all. */
 static void test_fixed_foreign_values(void)
 {
-    sluice_limit lim = {SLUICE_FIXED, 5, 4000};
-    sluice_limit counter = {SLUICE_SLIDING_COUNTER, 5, 4000};
-    sluice_limit logl = {SLUICE_SLIDING_LOG, 5, 4000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 5, 4000);
+    sluice_limit counter = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 4000);
+    sluice_limit logl = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, 4000);
     sluice_store *st = NULL;
     sluice_decision d;
     char key[128], url[160];

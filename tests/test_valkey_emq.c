@@ -423,7 +423,7 @@ static void on_other(const sluice_event *ev, void *payload)
 /* One store's telemetry: a refused hit emits once; nothing else does. */
 static void telemetry_on(sluice_store *st, const char *kind)
 {
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 2, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 2, 60000);
     static const char key[] = "tele\0metry"; /* binary: an embedded NUL */
     const size_t klen = sizeof(key) - 1;
     seen_events seen;

@@ -72,7 +72,7 @@ static int timed_hit(sluice_decision *d, sluice_store *st,
 
 static void test_killed_and_restarted(void)
 {
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 1000000, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 1000000, 60000);
     sluice_store *st = open_store("timeout=200&connect_timeout=200&pool=2");
     sluice_store_stats stats;
     sluice_decision d;
@@ -127,7 +127,7 @@ static void test_killed_and_restarted(void)
 
 static void test_stalled(void)
 {
-    sluice_limit lim = {SLUICE_FIXED, 1000000, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1000000, 60000);
     sluice_store *st = open_store("timeout=200&connect_timeout=200&pool=2");
     sluice_store *fresh = NULL;
     sluice_decision d;
@@ -184,7 +184,7 @@ static void test_stalled(void)
  */
 static void test_busy_script(void)
 {
-    sluice_limit lim = {SLUICE_FIXED, 10, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
     sluice_store *st = open_store("timeout=500&connect_timeout=200");
     sluice_store *open = open_store("timeout=500&on_error=open");
     sluice_decision d;
@@ -235,9 +235,9 @@ static void test_busy_script(void)
 
 static void test_script_flush(void)
 {
-    sluice_limit lims[3] = {{SLUICE_FIXED, 100, 60000},
-                            {SLUICE_SLIDING_COUNTER, 100, 60000},
-                            {SLUICE_SLIDING_LOG, 100, 60000}};
+    sluice_limit lims[3] = {SLUICE_LIMIT(SLUICE_FIXED, 100, 60000),
+                            SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 100, 60000),
+                            SLUICE_LIMIT(SLUICE_SLIDING_LOG, 100, 60000)};
     sluice_store *st = open_store("timeout=2000&pool=3");
     sluice_decision d;
     uint64_t wait, count;
@@ -264,7 +264,7 @@ static void test_script_flush(void)
 
 static void test_policies(void)
 {
-    sluice_limit lim = {SLUICE_SLIDING_COUNTER, 5, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 60000);
     sluice_store *open =
         open_store("timeout=200&connect_timeout=200&on_error=open");
     sluice_store *closed =
@@ -411,7 +411,7 @@ typedef struct run_thread {
 static void *run_worker(void *arg)
 {
     run_thread *t = arg;
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 1000000000, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 1000000000, 60000);
     char key[16];
 
     snprintf(key, sizeof(key), "run%d", t->index % 2);
@@ -618,7 +618,7 @@ static void test_urls(void)
 static void test_auth(void)
 {
     static const char *const args[] = {"--requirepass", "secret", NULL};
-    sluice_limit lim = {SLUICE_FIXED, 10, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
     rs_server as;
     sluice_store *st = NULL;
     sluice_decision d;
@@ -701,7 +701,7 @@ static void test_auth(void)
 
 static void test_database(void)
 {
-    sluice_limit lim = {SLUICE_FIXED, 10, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
     sluice_store *st = NULL;
     sluice_decision d;
     char url[256];
@@ -754,8 +754,8 @@ static void *share_worker(void *arg)
     for (int i = 0; i < SHARE_CALLS; i++) {
         sluice_algo algo = (sluice_algo)((i + t->index) % 3);
         /* One shared key per algorithm, max 1000 against 8 x 400 / 3. */
-        sluice_limit shared = {algo, 1000, 600000};
-        sluice_limit own = {algo, 5, 600000};
+        sluice_limit shared = SLUICE_LIMIT(algo, 1000, 600000);
+        sluice_limit own = SLUICE_LIMIT(algo, 5, 600000);
         sluice_decision d;
         char key[24];
         int rc;

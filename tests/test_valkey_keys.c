@@ -261,7 +261,7 @@ static void test_hostile_ids(void)
        after each, every id not yet spent must still be admitted. */
     for (size_t i = 0; i < n; i++) {
         for (int a = 0; a < 3; a++) {
-            sluice_limit lim = {(sluice_algo)a, 1, 600000};
+            sluice_limit lim = SLUICE_LIMIT((sluice_algo)a, 1, 600000);
             sluice_decision d;
 
             CHECK_OK(sluice_hit(&d, st, &lim, ids[i].bytes, ids[i].len, 1));
@@ -321,7 +321,7 @@ static void test_hostile_ids(void)
 
     /* Reset removes exactly its own key. */
     {
-        sluice_limit lim = {SLUICE_FIXED, 1, 600000};
+        sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1, 600000);
 
         CHECK_OK(sluice_reset(st, &lim, "a{b", 3));
         CHECK(rs_int(&server, "EXISTS sluice:{a%%7Bb}:fixed") == 0);
@@ -341,7 +341,7 @@ static void test_hostile_ids(void)
 static void test_prefix(void)
 {
     sluice_store *st = NULL;
-    sluice_limit lim = {SLUICE_FIXED, 5, 60000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 5, 60000);
     sluice_decision d;
     char url[200];
 

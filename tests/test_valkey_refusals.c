@@ -55,7 +55,7 @@ static uint64_t local_refusals(sluice_store *st)
 static void test_refused_locally(sluice_algo algo, const char *name)
 {
     sluice_vclock *clock = NULL;
-    sluice_limit lim = {algo, 3, 1000};
+    sluice_limit lim = SLUICE_LIMIT(algo, 3, 1000);
     sluice_decision d, first;
     sluice_store *st;
     uint64_t calls;
@@ -110,7 +110,7 @@ static void test_refused_locally(sluice_algo algo, const char *name)
 static void test_cheaper_and_reset(void)
 {
     sluice_vclock *clock = NULL;
-    sluice_limit lim = {SLUICE_SLIDING_LOG, 5, 1000};
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, 1000);
     sluice_decision d;
     sluice_store *st;
     uint64_t calls;
@@ -158,7 +158,7 @@ static void test_settings(void)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sluice_vclock *clock = NULL;
-        sluice_limit lim = {cases[i].algo, 1, 1000};
+        sluice_limit lim = SLUICE_LIMIT(cases[i].algo, 1, 1000);
         sluice_decision d;
         sluice_store *st;
         char options[128];

@@ -82,7 +82,7 @@ static uint64_t recording_clock(void *payload)
 static void *hammer(void *arg)
 {
     sluice_store *st = arg;
-    sluice_limit lim = {phase_algo, MAX, WINDOW_MS};
+    sluice_limit lim = SLUICE_LIMIT(phase_algo, MAX, WINDOW_MS);
     sluice_decision d;
 
     /* Connect and load the scripts before the start. */
