@@ -289,6 +289,12 @@ typedef struct sluice_store_opts {
 SLUICE_EXTERN int sluice_store_open(sluice_store **out, const char *url,
                       const sluice_store_opts *opts);
 SLUICE_EXTERN void sluice_store_free(sluice_store *store);
+/*
+ * The names of the options a server store's URL takes in its query, as a
+ * comma-separated list ("timeout, connect_timeout, ..."); each is also a
+ * field of sluice_store_opts, documented there.
+ */
+SLUICE_EXTERN const char *sluice_store_url_options(void);
 /* The store's kind, e.g. "mem". */
 SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *store);
 

@@ -2197,10 +2197,8 @@ static int url_query(url_parts *u, const char *q, const char *url)
             }
         } else {
             return sluice__error(SLUICE_EURL, "store URL '%s': unknown option "
-                                 "'%.*s' (known: timeout, connect_timeout, "
-                                 "prefix, emq_prefix, clock, pool, on_error, "
-                                 "refused_cache)",
-                                 url, (int)nlen, q);
+                                 "'%.*s' (known: %s)", url, (int)nlen, q,
+                                 sluice_store_url_options());
         }
 #undef NAME_IS
         q += n;
@@ -2208,6 +2206,12 @@ static int url_query(url_parts *u, const char *q, const char *url)
             q++;
     }
     return SLUICE_OK;
+}
+
+const char *sluice_store_url_options(void)
+{
+    return "timeout, connect_timeout, prefix, emq_prefix, clock, pool, "
+           "on_error, refused_cache";
 }
 
 /*
