@@ -91,7 +91,7 @@
  */
 #include "sluice.h"
 #include "bench_options.h"
-#include "sluice_private.h" /* the embedded scripts and key names */
+#include "store/store.h" /* the embedded scripts and key names */
 #include "redis_server.h"   /* tests/: a private redis-server */
 
 #include <hiredis/hiredis.h>
@@ -1286,7 +1286,7 @@ static double quantile_us(uint32_t *v, size_t n, double q)
 /* The SHA1 of the algorithm's script, loaded on the server. */
 static int script_sha(server *s, sluice_algo algo, char sha[41])
 {
-    redisReply *r = ctl_cmd(s, "SCRIPT LOAD %s", sluice__algos[algo]->lua);
+    redisReply *r = ctl_cmd(s, "SCRIPT LOAD %s", sluice__algos[algo]->script->text);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
 
     if (ok)

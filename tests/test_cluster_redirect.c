@@ -9,7 +9,7 @@
  *
  *   CLUSTER SLOTS  a reply the test chose (raw RESP, so it may be malformed),
  *                  and another one once the node has sent a MOVED;
- *   SCRIPT LOAD    a fixed 40-character SHA1;
+ *   SCRIPT LOAD    the script's SHA1 (the library's, built in);
  *   ASKING         +OK, and the connection's next command is marked "asked";
  *   EVALSHA        per the node's mode: a decision (*4 :1 :9 :0 :60000),
  *                  -MOVED or -ASK to another fake node, -TRYAGAIN a number of
@@ -31,13 +31,13 @@
  *     message, quickly;
  *   - TRYAGAIN then a decision: retried, answered; TRYAGAIN forever: a
  *     bounded number of sends, within the command timeout, then an error;
- *   - NOSCRIPT: SCRIPT LOAD on that connection, and the call again;
+ *   - NOSCRIPT: SCRIPT LOAD at that node, and the call again;
  *   - malformed CLUSTER SLOTS replies and redirections: a clear error, no
  *     crash, no hang; a master with an empty host means the node asked;
  *   - URLs: several seeds, a first seed that is down, every seed down, /0
  *     and /1 on a cluster, several hosts without +cluster, empty seeds.
  */
-#include "sluice_private.h"
+#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 #include "test.h"
 #include "redis_server.h"
 
@@ -53,7 +53,7 @@
 
 /* A call must come back within its timeout plus this much slack. */
 #define CALL_BOUND_MS 2000
-#define MAX_HOPS 5 /* src/store_valkey.c */
+#define MAX_HOPS 5 /* MAX_SENDS, src/valkey/cluster.c */
 #define FAKE_SHA "0123456789abcdef0123456789abcdef01234567"
 
 /* ---- The fake nodes ------------------------------------------------------ */
@@ -182,6 +182,17 @@ static int arg_is(const char *arg, size_t len, const char *word)
     return 1;
 }
 
+/* The SHA1 that SCRIPT LOAD answers for 'text', as a server would compute
+   it: the library's own, built in, for its scripts; FAKE_SHA for others. */
+static const char *script_sha(const char *text, size_t len)
+{
+    for (size_t i = 0; sluice__scripts[i] != NULL; i++)
+        if (sluice__scripts[i]->len == len &&
+            memcmp(sluice__scripts[i]->text, text, len) == 0)
+            return sluice__scripts[i]->sha1;
+    return FAKE_SHA;
+}
+
 /* Answers one command of client 'c'; returns -1 to hang up. */
 static int answer(client *c, int argc, const char **argv, const size_t *lens)
 {
@@ -210,7 +221,8 @@ static int answer(client *c, int argc, const char **argv, const size_t *lens)
         hang_up = n->close_after_slots;
     } else if (arg_is(argv[0], lens[0], "SCRIPT")) {
         n->n_load++;
-        snprintf(out, sizeof(out), "$40\r\n" FAKE_SHA "\r\n");
+        snprintf(out, sizeof(out), "$40\r\n%s\r\n",
+                 script_sha(argc > 2 ? argv[2] : "", argc > 2 ? lens[2] : 0));
     } else if (arg_is(argv[0], lens[0], "ASKING")) {
         n->n_asking++;
         c->asked = 1;

@@ -26,7 +26,7 @@
  * Usage: test_cluster_slots [SEED] (or SLUICE_TEST_SEED=N); the seed is
  * printed.
  */
-#include "sluice_private.h"
+#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 #include "test.h"
 #include "rng.h"
 #include "redis_cluster.h"

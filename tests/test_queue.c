@@ -32,7 +32,6 @@
  * bounds only allow for millisecond rounding between this clock and the
  * server's, which is the same machine's.
  */
-#include "sluice_private.h"
 #include "test.h"
 #include "redis_server.h"
 

@@ -27,7 +27,7 @@
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
-#include "sluice_private.h"
+#include "queue/queue.h" /* the queue's scripts */
 #include "test.h"
 #include "redis_server.h"
 
@@ -69,7 +69,7 @@ static void fill_pipelined(const char *q, int n)
     char wait[64], delayed[64], data[64], meta[64], sha[41];
     struct timeval tv = {30, 0};
     redisContext *c;
-    redisReply *r = rs_cmd(&server, "SCRIPT LOAD %s", sluice__lua_queue_add);
+    redisReply *r = rs_cmd(&server, "SCRIPT LOAD %s", sluice__script_queue_add.text);
     long long last = 0;
 
     if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {

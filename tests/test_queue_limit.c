@@ -39,7 +39,6 @@
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
-#include "sluice_private.h"
 #include "test.h"
 #include "redis_server.h"
 

@@ -32,7 +32,7 @@
  *
  * Usage: test_valkey_diff [SEED] (or SLUICE_TEST_SEED=N); the seed is printed.
  */
-#include "sluice_private.h"
+#include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "rng.h"
 #include "redis_server.h"

@@ -16,7 +16,7 @@
  * only be lower, by at most the time the two calls took. The only sleeps are
  * for short real windows, whose clock is the server's.
  */
-#include "sluice_private.h"
+#include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "redis_server.h"
 

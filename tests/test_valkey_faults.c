@@ -21,7 +21,7 @@
  * the database number, and eight threads sharing a pool of two connections,
  * which must neither fail nor over-admit (run under TSan too).
  */
-#include "sluice_private.h"
+#include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "redis_server.h"
 

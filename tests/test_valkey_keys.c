@@ -20,7 +20,7 @@
  * library; it is checked on the specification's vectors and against a
  * server started with cluster support (CLUSTER KEYSLOT).
  */
-#include "sluice_private.h"
+#include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "redis_server.h"
 

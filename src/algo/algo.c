@@ -1,0 +1,140 @@
+/*
+ * algo.c - the table of algorithms, their names, and the checks every request
+ * passes before a store sees it.
+ */
+#include "algo/algo.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const sluice__algo *const sluice__algos[SLUICE__ALGO_N] = {
+#define SLUICE__ALGO_ENTRY(name, val, folder) \
+    [SLUICE_##name] = &sluice__algo_##folder,
+    SLUICE_ALGO_MAP(SLUICE__ALGO_ENTRY)
+#undef SLUICE__ALGO_ENTRY
+};
+
+unsigned sluice_algo_count(void)
+{
+    return SLUICE__ALGO_N;
+}
+
+const char *sluice_algo_name(sluice_algo algo)
+{
+    if ((unsigned)algo >= SLUICE__ALGO_N)
+        return NULL;
+    return sluice__algos[algo]->name;
+}
+
+int sluice_algo_parse(sluice_algo *out, const char *name)
+{
+    char known[256] = "";
+
+    if (out == NULL || name == NULL)
+        return sluice__error(SLUICE_EINVAL, "algorithm name is NULL");
+
+    for (int i = 0; i < SLUICE__ALGO_N; i++) {
+        if (strcmp(name, sluice__algos[i]->name) == 0) {
+            *out = (sluice_algo)i;
+            return SLUICE_OK;
+        }
+        snprintf(known + strlen(known), sizeof(known) - strlen(known),
+                 "%s%s", i == 0 ? "" : i + 1 == SLUICE__ALGO_N ? " or " : ", ",
+                 sluice__algos[i]->name);
+    }
+    return sluice__error(SLUICE_EINVAL,
+                         "unknown algorithm '%s' (expected %s)", name, known);
+}
+
+int sluice_limit_check(const sluice_limit *limit)
+{
+    const sluice__algo *algo;
+
+    if (limit == NULL)
+        return sluice__error(SLUICE_EINVAL, "limit is NULL");
+    if ((unsigned)limit->algo >= SLUICE__ALGO_N)
+        return sluice__error(SLUICE_EINVAL, "unknown algorithm %d",
+                             (int)limit->algo);
+    if (limit->max < 1 || limit->max > SLUICE_MAX_MAX)
+        return sluice__error(SLUICE_ERANGE,
+                             "max %llu is out of range 1..%llu",
+                             (unsigned long long)limit->max,
+                             (unsigned long long)SLUICE_MAX_MAX);
+    if (limit->window_ms < 1 || limit->window_ms > SLUICE_WINDOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE,
+                             "window %llu ms is out of range 1..%llu ms",
+                             (unsigned long long)limit->window_ms,
+                             (unsigned long long)SLUICE_WINDOW_MAX_MS);
+    algo = sluice__algos[limit->algo];
+    if (limit->burst != 0 && !algo->has_burst)
+        return sluice__error(SLUICE_EINVAL,
+                             "%s has no burst (burst %llu; only 0 is taken)",
+                             algo->name, (unsigned long long)limit->burst);
+    return algo->check != NULL ? algo->check(limit) : SLUICE_OK;
+}
+
+int sluice__request_check(const sluice_limit *limit, uint64_t cost)
+{
+    int err = sluice_limit_check(limit);
+
+    if (err < 0)
+        return err;
+    if (cost < 1)
+        return sluice__error(SLUICE_ERANGE, "cost must be at least 1");
+    if (cost > limit->max)
+        return sluice__error(SLUICE_ECOST,
+                             "cost %llu exceeds max %llu: it can never be "
+                             "admitted",
+                             (unsigned long long)cost,
+                             (unsigned long long)limit->max);
+    return SLUICE_OK;
+}
+
+/*
+ * Durations: a whole number followed by no unit (milliseconds) or one of
+ * "ms", "s", "m", "h". Signs, spaces, fractions and overflow are refused.
+ */
+int sluice_duration_parse(uint64_t *out_ms, const char *text)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    unsigned long long n;
+    const char *p = text;
+    char *end;
+    uint64_t ms;
+
+    if (out_ms == NULL || text == NULL)
+        return sluice__error(SLUICE_EINVAL, "duration is NULL");
+    if (!isdigit((unsigned char)*p))
+        return sluice__error(SLUICE_EINVAL,
+                             "invalid duration '%s' (expected e.g. 250ms, 1s, "
+                             "1m, 1h or a number of milliseconds)", text);
+    errno = 0;
+    n = strtoull(p, &end, 10);
+    if (errno == ERANGE)
+        return sluice__error(SLUICE_ERANGE, "duration '%s' is too large",
+                             text);
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].suffix) != 0)
+            continue;
+        if (sluice__mul_overflows(n, units[i].ms, &ms) ||
+            ms > SLUICE_WINDOW_MAX_MS)
+            return sluice__error(SLUICE_ERANGE,
+                                 "duration '%s' is too large (at most %llu ms)",
+                                 text,
+                                 (unsigned long long)SLUICE_WINDOW_MAX_MS);
+        if (ms == 0)
+            return sluice__error(SLUICE_ERANGE,
+                                 "duration '%s' must be at least 1 ms", text);
+        *out_ms = ms;
+        return SLUICE_OK;
+    }
+    return sluice__error(SLUICE_EINVAL,
+                         "invalid duration '%s' (expected e.g. 250ms, 1s, 1m, "
+                         "1h or a number of milliseconds)", text);
+}

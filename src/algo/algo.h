@@ -1,0 +1,81 @@
+/*
+ * algo.h - an algorithm, as a table of pure functions, and the table of
+ * every algorithm.
+ *
+ * An algorithm lives in one folder, src/algo/NAME/:
+ *
+ *   NAME.c    its table (below), a 'const sluice__algo sluice__algo_NAME':
+ *             pure functions of (state, limit, now, cost), no I/O, no clock
+ *   NAME.lua  the same decision as a server script, between the shared
+ *             src/algo/prelude.lua and src/algo/epilogue.lua (which give every
+ *             algorithm's script the same ARGV and reply)
+ *   model.c   a plain reference model of it, for the tests
+ *
+ * and one line in SLUICE_ALGO_MAP (include/sluice.h), from which the enum,
+ * the table below, the build (CMakeLists.txt) and the tests derive.
+ */
+#ifndef SLUICE_ALGO_H
+#define SLUICE_ALGO_H
+
+#include "core/core.h"
+
+/* How many algorithms there are (SLUICE_ALGO_MAP), as a constant. */
+#define SLUICE__ALGO_PLUS_ONE(name, val, folder) +1
+enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
+
+/*
+ * One algorithm. 'now_ms' is a parameter and must not decrease from one call
+ * to the next on the same state (stores clamp it). The state is 'state_size'
+ * bytes that the store owns; 'init' makes it fresh and 'release' frees what
+ * it points to.
+ *
+ * decide()   answers the request of 'cost' at 'now_ms' into 'out' and, when
+ *            'consume' is true and it is admitted, counts it. 'limit' and
+ *            'cost' have been checked (1 <= cost <= max). Returns 0 or a
+ *            negative SLUICE_E* (only SLUICE_ENOMEM, where the state grows).
+ * idle_at()  the time from which the state is equivalent to a fresh one, so a
+ *            store may drop it; 0 when it is fresh already. Asked right
+ *            after decide() with the same limit.
+ * bytes()    memory the state holds beyond 'state_size', for stats.
+ */
+typedef struct sluice__algo {
+    const char *name;              /* "sliding-log": the public name */
+    const sluice__script *script;  /* its Lua mirror, for server stores */
+    /* What its key holds on a server ("a sorted set"), for the message when
+       a key holds something else. */
+    const char *server_value;
+    /* Whether a server store remembers its refusals by default
+       (refused_cache=default): only where a refusal is certain to stand
+       until its wait ends, whatever else arrives meanwhile. */
+    bool refused_cache_default;
+    /* Whether it takes a burst; without, only burst 0 is a valid limit. */
+    bool has_burst;
+    /* Bounds of its own beyond the common ones (sluice_limit_check()), or
+       NULL: answers 0, or an error with its message set. */
+    int (*check)(const sluice_limit *limit);
+    size_t state_size;
+    void (*init)(void *state);
+    int (*decide)(void *state, const sluice_limit *limit, uint64_t now_ms,
+                  uint64_t cost, bool consume, sluice_decision *out);
+    uint64_t (*idle_at)(const void *state, const sluice_limit *limit);
+    size_t (*bytes)(const void *state);
+    void (*release)(void *state);
+} sluice__algo;
+
+/* Each algorithm's table and script, named after its folder. */
+#define SLUICE__ALGO_DECLARE(name, val, folder)          \
+    extern const sluice__algo sluice__algo_##folder;      \
+    extern const sluice__script sluice__script_##folder;
+SLUICE_ALGO_MAP(SLUICE__ALGO_DECLARE)
+#undef SLUICE__ALGO_DECLARE
+
+/* The table, indexed by sluice_algo. */
+extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
+
+/*
+ * Checks a request before any store sees it: a valid limit, 1 <= cost <= max.
+ * Sets sluice_last_error() on failure.
+ */
+int sluice__request_check(const sluice_limit *limit, uint64_t cost);
+
+#endif /* SLUICE_ALGO_H */

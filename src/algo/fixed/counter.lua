@@ -1,0 +1,31 @@
+--[[ counter.lua - the fixed window's counter step: shared by the fixed
+algorithm's script and by the queue's (queue_take.lua, emq_incr.lua), so
+the two can never drift apart.
+
+counter_incr(key, by, window) adds 'by' to the counter at 'key' and answers
+its count and remaining lifetime (its PTTL) after that. The window is armed
+with PEXPIRE only by the increment that creates the key, never again, so it
+rolls. A key met in the very millisecond of its expiry (PTTL 0: the server
+drops it only after that millisecond) begins a new window now, as the C
+code takes it; one found without an expiry (left by something else) is
+given one, so it can never block forever. When the key holds something else
+than a number, answers nil and the server's error. Numbers go to the server
+as %.0f text: Lua's default form would write a large one as 1e+15. ]]
+local function counter_incr(key, by, window)
+  local n = redis.pcall('INCRBY', key, string.format('%.0f', by))
+  if type(n) ~= 'number' then return nil, n end
+  if n == by then -- this increment created the key: arm its window
+    redis.call('PEXPIRE', key, string.format('%.0f', window))
+    return n, window
+  end
+  local ttl = redis.call('PTTL', key)
+  if ttl == 0 then
+    redis.call('SET', key, string.format('%.0f', by), 'PX',
+               string.format('%.0f', window))
+    return by, window
+  elseif ttl < 0 then
+    redis.call('PEXPIRE', key, string.format('%.0f', window))
+    ttl = window
+  end
+  return n, ttl
+end

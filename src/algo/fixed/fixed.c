@@ -1,0 +1,100 @@
+/*
+ * fixed.c - the fixed window.
+ *
+ * One counter per key. The first admitted request, at t0, creates it and arms
+ * its expiry at t0 + window; the expiry is never moved. From that instant on
+ * (now >= t0 + window) the counter is gone and the next admitted request
+ * starts a fresh window. A request of 'cost' is admitted iff
+ * count + cost <= max; only admitted requests add to the count.
+ *
+ *        t0                      t0 + window
+ *        |<------- window ------->|
+ *   hits ^  ^ ^    ^      ^   x x |^ <- fresh window, count = cost
+ *        count grows to max, then refusals wait (t0 + window - now) ms
+ *
+ * This is the reference design's INCR + PEXPIRE-once + PTTL, kept in memory:
+ * 'expires_ms' is the key's expiry, and (expires_ms - now) its PTTL.
+ */
+#include "algo/algo.h"
+
+typedef struct fixed_state {
+    uint64_t count;      /* units admitted in the live window; 0 = no key */
+    uint64_t expires_ms; /* t0 + window: when the key vanishes */
+} fixed_state;
+
+static void fixed_init(void *state)
+{
+    fixed_state *s = state;
+
+    s->count = 0;
+    s->expires_ms = 0;
+}
+
+static int fixed_decide(void *state, const sluice_limit *limit,
+                        uint64_t now_ms, uint64_t cost, bool consume,
+                        sluice_decision *out)
+{
+    fixed_state *s = state;
+    uint64_t count = s->count;
+    uint64_t expires_ms = s->expires_ms;
+
+    if (count > 0 && now_ms >= expires_ms)
+        count = 0; /* the key has expired */
+    if (count == 0)
+        expires_ms = now_ms + limit->window_ms; /* would be armed by this hit */
+
+    out->limit = limit->max;
+    /* 'count' <= max (or a lowered max) and cost <= max: no overflow. */
+    if (count + cost <= limit->max) {
+        out->allowed = 1;
+        out->remaining = limit->max - count - cost;
+        out->retry_after_ms = 0;
+        out->reset_after_ms = expires_ms - now_ms;
+        if (consume) {
+            s->count = count + cost;
+            s->expires_ms = expires_ms;
+        }
+    } else {
+        /* Refused: wait for the PTTL. At expires_ms the key is gone and the
+           request (cost <= max) fits a fresh window; one ms before, the
+           count is unchanged and it does not. */
+        out->allowed = 0;
+        out->remaining = count >= limit->max ? 0 : limit->max - count;
+        out->retry_after_ms = expires_ms - now_ms;
+        out->reset_after_ms = expires_ms - now_ms;
+    }
+    return SLUICE_OK;
+}
+
+static uint64_t fixed_idle_at(const void *state, const sluice_limit *limit)
+{
+    (void)limit;
+    const fixed_state *s = state;
+
+    return s->count == 0 ? 0 : s->expires_ms;
+}
+
+static size_t fixed_bytes(const void *state)
+{
+    (void)state;
+    return 0;
+}
+
+static void fixed_release(void *state)
+{
+    (void)state;
+}
+
+const sluice__algo sluice__algo_fixed = {
+    .name = "fixed",
+    .script = &sluice__script_fixed,
+    .server_value = "a number",
+    /* Its count only grows until the key expires: a refusal stands. */
+    .refused_cache_default = true,
+    .state_size = sizeof(fixed_state),
+    .init = fixed_init,
+    .decide = fixed_decide,
+    .idle_at = fixed_idle_at,
+    .bytes = fixed_bytes,
+    .release = fixed_release,
+};

@@ -1,0 +1,6 @@
+-- now.lua - the server's clock in whole milliseconds, for the queue's
+-- scripts (included by them).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end

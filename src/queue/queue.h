@@ -1,0 +1,59 @@
+/*
+ * queue.h - what the files of src/queue/ share: the job queue (queue.c),
+ * its worker (worker.c) and the queue limiter (limiter.c).
+ *
+ * Every key of queue 'q' shares the hashtag {q} (src/store/keys.c): EMQ
+ * ":{" q "}:" and wait, active, delayed, data, meta, limiter, attempts or
+ * failed. Each operation is one script of src/queue/lua/, run through the
+ * store's server interface (src/store/store.h): the queue knows the server
+ * only as "run this script on these keys".
+ */
+#ifndef SLUICE_QUEUE_H
+#define SLUICE_QUEUE_H
+
+#include "store/store.h"
+
+#include <hiredis/hiredis.h>
+
+/* The queue's scripts (src/queue/lua/NAME.lua), embedded at build time. */
+extern const sluice__script sluice__script_emq_ttl;
+extern const sluice__script sluice__script_emq_incr;
+extern const sluice__script sluice__script_queue_add;
+extern const sluice__script sluice__script_queue_take;
+extern const sluice__script sluice__script_queue_done;
+extern const sluice__script sluice__script_queue_admin;
+
+/* A store's server, as the queue uses it. */
+typedef struct sluice__qserver {
+    const sluice__server_ops *ops;
+    void *impl;
+    const char *prefix; /* the queue keys' prefix, "emq" by default */
+} sluice__qserver;
+
+/*
+ * The server of 'store', for the queue call 'call' (named in the message
+ * when the store has none: SLUICE_ENOTSUP).
+ */
+int sluice__qserver_of(sluice__qserver *out, const sluice_store *store,
+                       const char *call);
+
+/*
+ * The name of the registry of queue names, EMQ ":queues", in 'buf' or, when
+ * the prefix is too long for it, in memory the caller frees; NULL if out of
+ * memory. Queues are registered as they are added or capped, so that a
+ * worker serving a pattern finds them.
+ */
+char *sluice__queue_registry(char *buf, size_t cap, size_t *len,
+                             const sluice__qserver *s);
+
+/* The channel every add publishes its queue's name on, EMQ ":added", so
+   that idle workers wake. */
+#define SLUICE__CHANNEL_MAX (SLUICE__PREFIX_MAX + 8)
+void sluice__queue_channel(char *buf, const sluice__qserver *s);
+
+/* Reads element 'i' of an array reply (or the reply itself, when it is no
+   array) as an integer >= 0; 'what' names the call in the message. */
+int sluice__queue_reply_u64(const redisReply *r, size_t i, const char *what,
+                            uint64_t *out);
+
+#endif /* SLUICE_QUEUE_H */

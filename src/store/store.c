@@ -1,0 +1,303 @@
+/*
+ * store.c - opening a store by URL, and the calls every store answers.
+ *
+ * The checks that do not depend on the store (a valid limit, a cost within
+ * 1..max, arguments present) are made here once, so each store's table only
+ * carries what is its own.
+ */
+#include "store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Opening ------------------------------------------------------------------ */
+
+/* The leading bytes of sluice_store_opts that each version has. */
+static const size_t store_opts_size[SLUICE_STORE_OPTS_VERSION + 1] = {
+    [1] = sizeof(sluice_store_opts),
+};
+
+/* The stores, by the start of their URL: a new store is one line here. */
+static const struct backend {
+    const char *scheme; /* "" stands for a NULL URL too */
+    bool whole;         /* the URL is the scheme and nothing more */
+    sluice__open_fn open;
+} backends[] = {
+    {"", true, sluice__mem_open},
+    {"mem://", true, sluice__mem_open},
+    {"valkey://", false, sluice__valkey_open},
+    {"redis://", false, sluice__valkey_open},
+    {"valkey+cluster://", false, sluice__valkey_open},
+    {"redis+cluster://", false, sluice__valkey_open},
+};
+
+static const struct backend *backend_of(const char *url)
+{
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        const struct backend *b = &backends[i];
+        size_t n = strlen(b->scheme);
+
+        if (b->whole ? strcmp(url, b->scheme) == 0
+                     : strncmp(url, b->scheme, n) == 0)
+            return b;
+    }
+    return NULL;
+}
+
+int sluice_store_open(sluice_store **out, const char *url,
+                      const sluice_store_opts *opts)
+{
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    const struct backend *b = backend_of(url != NULL ? url : "");
+    sluice_store *store;
+    int err;
+
+    if (out == NULL)
+        return sluice__error(SLUICE_EINVAL, "sluice_store_open: out is NULL");
+    *out = NULL;
+    if (opts != NULL &&
+        (err = sluice__opts_copy(&o, opts, opts->version, store_opts_size,
+                                 SLUICE_STORE_OPTS_VERSION,
+                                 "store options")) < 0)
+        return err;
+    if (o.clock_ms == NULL) {
+        o.clock_ms = sluice_clock_realtime_ms;
+        o.clock_payload = NULL;
+    }
+    if (b == NULL) {
+        char shown[160];
+
+        sluice__url_shown(shown, sizeof(shown), url);
+        return sluice__error(SLUICE_EURL,
+                             "unsupported store URL '%s' (expected mem://, "
+                             "valkey://host:port, redis://host:port or "
+                             "valkey+cluster://host:port,...)",
+                             shown);
+    }
+    if ((store = calloc(1, sizeof(*store))) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate a store");
+    if ((err = b->open(&store->backend, &o, url)) == 0) {
+        store->ops = store->backend.ops;
+        store->impl = store->backend.impl;
+        if (store->backend.remote && (err = sluice__guard_wrap(store, &o)) < 0)
+            store->backend.ops->free(store->backend.impl);
+    }
+    if (err < 0) {
+        free(store);
+        return err;
+    }
+    *out = store;
+    return SLUICE_OK;
+}
+
+void sluice_store_free(sluice_store *store)
+{
+    if (store == NULL)
+        return;
+    store->ops->free(store->impl);
+    free(store);
+}
+
+const char *sluice_store_kind(const sluice_store *store)
+{
+    return store == NULL ? NULL : store->backend.kind;
+}
+
+int sluice__store_server(const sluice__server_ops **ops, void **impl,
+                         const sluice_store *store, const char *call)
+{
+    if (store == NULL)
+        return sluice__error(SLUICE_EINVAL, "store is NULL");
+    if (store->backend.server == NULL)
+        return sluice__error(SLUICE_ENOTSUP,
+                             "%s needs a server store (valkey://...); the %s "
+                             "store has no queues", call,
+                             store->backend.kind);
+    *ops = store->backend.server;
+    *impl = store->backend.impl;
+    return SLUICE_OK;
+}
+
+/*
+ * Writes 'url' into 'out' as it may be shown in a message: the password
+ * replaced by "***", bytes outside printable ASCII by '?', cut to fit.
+ */
+void sluice__url_shown(char *out, size_t cap, const char *url)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *start = scheme_end ? scheme_end + 3 : url;
+    const char *at = NULL, *colon = NULL, *s;
+    size_t n = 0;
+
+    for (s = start; *s != '\0' && *s != '/' && *s != '?'; s++)
+        if (*s == '@')
+            at = s;
+    if (at != NULL)
+        colon = memchr(start, ':', (size_t)(at - start));
+    for (s = url; *s != '\0' && n + 4 < cap; s++) {
+        if (colon != NULL && s == colon + 1) {
+            memcpy(out + n, "***", 3);
+            n += 3;
+            s = at - 1;
+            continue;
+        }
+        out[n++] = (*s > 0x20 && *s < 0x7f) ? *s : '?';
+    }
+    if (*s != '\0' && n + 4 >= cap)
+        memcpy(out + n - 3, "...", 3);
+    out[n] = '\0';
+}
+
+/* ---- Deciding ------------------------------------------------------------------ */
+
+static int key_check(const sluice_store *store, const char *key,
+                     size_t key_len)
+{
+    if (store == NULL)
+        return sluice__error(SLUICE_EINVAL, "store is NULL");
+    if (key == NULL && key_len > 0)
+        return sluice__error(SLUICE_EINVAL, "key is NULL");
+    if (key_len > UINT32_MAX)
+        return sluice__error(SLUICE_ERANGE, "key of %zu bytes is too long",
+                             key_len);
+    return SLUICE_OK;
+}
+
+static int decide(sluice_decision *out, sluice_store *store,
+                  const sluice_limit *limit, const char *key, size_t key_len,
+                  uint64_t cost, bool consume)
+{
+    int err;
+
+    if (out == NULL)
+        return sluice__error(SLUICE_EINVAL, "decision is NULL");
+    memset(out, 0, sizeof(*out));
+    if ((err = key_check(store, key, key_len)) < 0 ||
+        (err = sluice__request_check(limit, cost)) < 0)
+        return err;
+    err = store->ops->decide(store->impl, limit, key, key_len, cost, consume,
+                             out);
+    if (err < 0)
+        memset(out, 0, sizeof(*out)); /* an error never reads as a decision */
+    return err;
+}
+
+/*
+ * The "emq.rate_limit.hit" receipt for a refused hit. Only reached when a
+ * handler is attached, so the hot path pays one relaxed load.
+ */
+static void emit_hit(const sluice_store *store, const sluice_limit *limit,
+                     const char *key, size_t key_len,
+                     const sluice_decision *d)
+{
+    char max[24], window[24];
+    const char *algo = sluice_algo_name(limit->algo);
+    sluice_measurement m[] = {{"delay_ms", (double)d->retry_after_ms}};
+    sluice_metadata md[] = {
+        {"key", key, key_len},
+        {"algorithm", algo, strlen(algo)},
+        {"limit", max, 0},
+        {"window_ms", window, 0},
+        {"store", store->backend.kind, strlen(store->backend.kind)},
+    };
+    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 5};
+
+    md[2].value_len = sluice__u64_text(max, limit->max);
+    md[3].value_len = sluice__u64_text(window, limit->window_ms);
+    sluice_telemetry_emit(&ev);
+}
+
+int sluice_hit(sluice_decision *out, sluice_store *store,
+               const sluice_limit *limit, const char *key, size_t key_len,
+               uint64_t cost)
+{
+    int err = decide(out, store, limit, key, key_len, cost, true);
+
+    /* A refusal by a fail-closed policy is no limit being hit. */
+    if (err == SLUICE_OK && !out->allowed && sluice__telemetry_active() &&
+        out->fallback == SLUICE_ANSWERED)
+        emit_hit(store, limit, key, key_len, out);
+    return err;
+}
+
+int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
+                    sluice_request *reqs, size_t n)
+{
+    size_t stack[64], *todo = stack, ntodo = 0;
+    int err;
+
+    if (store == NULL)
+        return sluice__error(SLUICE_EINVAL, "store is NULL");
+    if (reqs == NULL && n > 0)
+        return sluice__error(SLUICE_EINVAL, "requests are NULL");
+    if (n > sizeof(stack) / sizeof(stack[0]) &&
+        (todo = malloc(n * sizeof(*todo))) == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+        for (size_t i = 0; i < n; i++) {
+            memset(&reqs[i].decision, 0, sizeof(reqs[i].decision));
+            reqs[i].err = err;
+        }
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[i];
+
+        memset(&q->decision, 0, sizeof(q->decision));
+        if ((q->err = key_check(store, q->key, q->key_len)) == 0 &&
+            (q->err = sluice__request_check(limit, q->cost)) == 0)
+            todo[ntodo++] = i;
+    }
+    if (store->ops->decide_many != NULL && ntodo > 0)
+        store->ops->decide_many(store->impl, limit, reqs, todo, ntodo);
+    else
+        for (size_t t = 0; t < ntodo; t++) {
+            sluice_request *q = &reqs[todo[t]];
+
+            q->err = store->ops->decide(store->impl, limit, q->key,
+                                        q->key_len, q->cost, true,
+                                        &q->decision);
+        }
+    err = SLUICE_OK;
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[i];
+
+        if (q->err < 0) {
+            memset(&q->decision, 0, sizeof(q->decision));
+            if (err == SLUICE_OK)
+                err = q->err;
+        } else if (!q->decision.allowed && sluice__telemetry_active() &&
+                   q->decision.fallback == SLUICE_ANSWERED) {
+            emit_hit(store, limit, q->key, q->key_len, &q->decision);
+        }
+    }
+    if (todo != stack)
+        free(todo);
+    return err;
+}
+
+int sluice_peek(sluice_decision *out, sluice_store *store,
+                const sluice_limit *limit, const char *key, size_t key_len,
+                uint64_t cost)
+{
+    return decide(out, store, limit, key, key_len, cost, false);
+}
+
+int sluice_reset(sluice_store *store, const sluice_limit *limit,
+                 const char *key, size_t key_len)
+{
+    int err;
+
+    if ((err = key_check(store, key, key_len)) < 0 ||
+        (err = sluice_limit_check(limit)) < 0)
+        return err;
+    return store->ops->reset(store->impl, limit, key, key_len);
+}
+
+int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store)
+{
+    if (out == NULL || store == NULL)
+        return sluice__error(SLUICE_EINVAL, "stats or store is NULL");
+    memset(out, 0, sizeof(*out));
+    return store->ops->stats(store->impl, out);
+}

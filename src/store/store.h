@@ -1,0 +1,165 @@
+/*
+ * store.h - a store as a small table of functions (after hiredis'
+ * transports), the server interface that only stores on a server fill in,
+ * and what every store shares: key names, and the guard that wraps a remote
+ * store.
+ *
+ *   sluice_hit() ...  store.c: checks the arguments once, then calls
+ *        |
+ *        v
+ *   store->ops        the guard (guard.c), for a store on a server: the
+ *        |            refused-key cache and the failure policy
+ *        v
+ *   backend ops       mem.c (the embedded store), valkey/ (a server or a
+ *                     cluster); and beside them, for the queue (queue/),
+ *   store->server     the server interface: run a script, run a command,
+ *                     a connection of its own
+ *
+ * A new store is one file (or folder) with a backend open function and a
+ * line in the table of backends (store.c).
+ */
+#ifndef SLUICE_STORE_H
+#define SLUICE_STORE_H
+
+#include "algo/algo.h"
+
+struct redisReply;
+struct redisContext;
+
+/* ---- A store's table ---------------------------------------------------------- */
+
+/*
+ * What every store answers. The generic calls (store.c) have checked the
+ * arguments: a valid limit, 1 <= cost <= max, a key present. 'impl' is the
+ * store's own data.
+ */
+typedef struct sluice__store_ops {
+    int (*decide)(void *impl, const sluice_limit *limit, const char *key,
+                  size_t key_len, uint64_t cost, bool consume,
+                  sluice_decision *out);
+    /* Decides reqs[todo[0..n)] (ascending places, arguments checked) and
+       sets each one's 'err' and 'decision'. NULL: decide() each. */
+    int (*decide_many)(void *impl, const sluice_limit *limit,
+                       sluice_request *reqs, const size_t *todo, size_t n);
+    int (*reset)(void *impl, const sluice_limit *limit, const char *key,
+                 size_t key_len);
+    /* Fills what it counts of 'out' (zeroed by the caller). */
+    int (*stats)(void *impl, sluice_store_stats *out);
+    void (*free)(void *impl);
+} sluice__store_ops;
+
+/*
+ * The server interface: what the queue (queue/) needs of a store on a
+ * server, and nothing of the queue is known on the other side. Keys are
+ * routed by their first key (a cluster's slot); error replies are errors
+ * (SLUICE_EPROTO, or SLUICE_ECONN for a server that cannot answer now); a
+ * reply is the caller's (freeReplyObject).
+ */
+typedef struct sluice__server_ops {
+    /* Runs 'script' with 'nkeys' keys (one slot) and then the other
+       arguments, 'argc' in all. */
+    int (*eval)(void *impl, const sluice__script *script, int nkeys, int argc,
+                const char *const *args, const size_t *lens,
+                struct redisReply **out);
+    /* Runs one command whose first key is 'key'. */
+    int (*command)(void *impl, const char *key, size_t key_len, int argc,
+                   const char **argv, const size_t *lens,
+                   struct redisReply **out);
+    /* A new connection of its own (for SUBSCRIBE), ready and
+       authenticated, to the server (a cluster's first node). */
+    int (*connect)(void *impl, struct redisContext **out);
+} sluice__server_ops;
+
+/*
+ * What a backend's open function fills in: its table, its data, and for a
+ * store on a server its server interface and whether the guard wraps it.
+ */
+typedef struct sluice__opened {
+    const sluice__store_ops *ops;
+    void *impl;
+    const char *kind;                 /* "mem", "valkey", ... */
+    const sluice__server_ops *server; /* NULL: not on a server */
+    const char *emq_prefix;           /* the queue keys' prefix, the impl's */
+    bool remote;                      /* wrap it in the guard */
+} sluice__opened;
+
+/*
+ * A backend's open: 'o' holds the caller's options with defaults filled in;
+ * the backend applies its URL's query to it, so that on return it holds the
+ * options in force (the guard reads on_error, refused_cache, the command
+ * timeout and the clock from it).
+ */
+typedef int (*sluice__open_fn)(sluice__opened *out, sluice_store_opts *o,
+                               const char *url);
+
+int sluice__mem_open(sluice__opened *out, sluice_store_opts *o,
+                     const char *url);
+int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
+                        const char *url);
+
+struct sluice_store {
+    const sluice__store_ops *ops; /* the guard, or the backend itself */
+    void *impl;
+    sluice__opened backend;
+};
+
+/*
+ * The server interface of 'store' and its data, or SLUICE_ENOTSUP (with a
+ * message naming 'call') for a store that is not on a server.
+ */
+int sluice__store_server(const sluice__server_ops **ops, void **impl,
+                         const sluice_store *store, const char *call);
+
+/* ---- The guard (guard.c) -------------------------------------------------- */
+
+/*
+ * Wraps a store on a server: once it refuses a key with a wait, the same
+ * request is refused here until the wait ends (refusals.c); a call it
+ * cannot answer (SLUICE_ECONN, SLUICE_ETIMEDOUT) is answered by the failure
+ * policy (on_error). Replaces 'out->ops' and 'out->impl' by the guard's,
+ * around them.
+ */
+int sluice__guard_wrap(sluice_store *store, const sluice_store_opts *o);
+
+/* ---- The refused-key cache (refusals.c) --------------------------------- */
+
+/*
+ * A key refused with a wait is refused locally, for that cost, until the
+ * wait ends. 'now_ms' is whatever clock the guard decides with.
+ */
+typedef struct sluice__refusals sluice__refusals;
+
+int sluice__refusals_new(sluice__refusals **out, size_t cap, uint64_t seed);
+void sluice__refusals_free(sluice__refusals *r);
+bool sluice__refusals_check(sluice__refusals *r, const sluice_limit *limit,
+                            const char *key, size_t len, uint64_t cost,
+                            uint64_t now_ms, sluice_decision *out);
+void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
+                           const char *key, size_t len, uint64_t cost,
+                           uint64_t now_ms, const sluice_decision *d);
+void sluice__refusals_forget(sluice__refusals *r, sluice_algo algo,
+                             const char *key, size_t len);
+uint64_t sluice__refusals_hits(sluice__refusals *r);
+
+/* ---- Key names (keys.c) ------------------------------------------------------ */
+
+/* The longest key prefix a server store takes. */
+#define SLUICE__PREFIX_MAX 256
+
+/*
+ * Writes PREFIX ":{" enc(id) "}:" SUFFIX into 'buf' (of 'cap' bytes), or into
+ * a fresh allocation when it does not fit; answers the buffer used (free it
+ * when it is not 'buf') and its length in 'len', or NULL when out of memory.
+ * See keys.c for enc().
+ */
+char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
+                        const char *id, size_t id_len, const char *suffix);
+
+/*
+ * Writes 'url' into 'out' (of 'cap' bytes) as it may be shown in a message:
+ * the password replaced by "***", bytes outside printable ASCII by '?', cut
+ * to fit.
+ */
+void sluice__url_shown(char *out, size_t cap, const char *url);
+
+#endif /* SLUICE_STORE_H */

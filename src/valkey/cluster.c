@@ -1,0 +1,412 @@
+/*
+ * cluster.c - the cluster's map of slots to nodes, and the one place that
+ * follows its redirections.
+ *
+ * Each of the 16384 slots names the node that serves it, learnt from
+ * CLUSTER SLOTS. A call goes to its key's slot's node (slot.c):
+ *
+ *   MOVED slot host:port   the slot has moved for good: the map is mended
+ *                          for that slot at once, reread in full on the next
+ *                          call, and the call is sent again;
+ *   ASK slot host:port     the slot is being moved: this one call is sent
+ *                          again to that node, after ASKING;
+ *   TRYAGAIN               keys of the slot are mid-move: again shortly,
+ *                          for as long as the command timeout allows;
+ *   no answer              the node may be down: the error goes back to the
+ *                          caller (within the timeout), and the next call
+ *                          rereads the map, so once the cluster has promoted
+ *                          a replica, calls reach it.
+ *
+ * Every call follows them here (sluice__vk_follow()), whether it was sent
+ * alone or in a batch (decide.c): at most MAX_SENDS sends per call, then a
+ * clear error. Map rereads are at most one per REFRESH_GAP_MS, and nodes
+ * that just failed are asked for the map last.
+ */
+#include "valkey/valkey.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SENDS 5
+#define REFRESH_GAP_MS 100
+#define FAILED_FOR_MS 5000
+#define TRYAGAIN_MAX_PAUSE_MS 50
+
+/* ---- Nodes --------------------------------------------------------------------- */
+
+/*
+ * The index of the node at host:port, added if new. Called with the map's
+ * write lock held. -1 when out of memory.
+ */
+static int node_index_locked(vk_store *v, const char *host, size_t host_len,
+                             int port)
+{
+    vk_node *n;
+
+    for (size_t i = 0; i < v->nnodes; i++)
+        if (v->nodes[i]->port == port && strlen(v->nodes[i]->host) == host_len &&
+            memcmp(v->nodes[i]->host, host, host_len) == 0)
+            return (int)i;
+    if (v->nnodes == v->nodes_cap) {
+        size_t cap = v->nodes_cap ? 2 * v->nodes_cap : 8;
+        vk_node **nodes = realloc(v->nodes, cap * sizeof(*nodes));
+
+        if (nodes == NULL)
+            return -1;
+        v->nodes = nodes;
+        v->nodes_cap = cap;
+    }
+    if ((n = sluice__vk_node_new(host, host_len, port, v->pool_size)) == NULL)
+        return -1;
+    v->nodes[v->nnodes] = n;
+    return (int)v->nnodes++;
+}
+
+vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
+                         int port)
+{
+    vk_node *n = NULL;
+    int i;
+
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((i = node_index_locked(v, host, host_len, port)) >= 0)
+        n = v->nodes[i];
+    pthread_rwlock_unlock(&v->map_lock);
+    return n;
+}
+
+/* ---- The map ------------------------------------------------------------------------ */
+
+vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot)
+{
+    vk_node *n = NULL;
+
+    if (!v->cluster)
+        return v->nodes[0];
+    pthread_rwlock_rdlock(&v->map_lock);
+    if (v->slots[slot] >= 0)
+        n = v->nodes[v->slots[slot]];
+    pthread_rwlock_unlock(&v->map_lock);
+    return n;
+}
+
+/* Splits "host:port" (the port after the last ':'); -1 if malformed. */
+static int split_endpoint(const char *s, size_t len, size_t *host_len,
+                          int *port)
+{
+    const char *colon = NULL;
+    long p = 0;
+
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (colon == NULL || colon == s || colon + 1 == s + len)
+        return -1;
+    for (const char *d = colon + 1; d < s + len; d++) {
+        if (*d < '0' || *d > '9' || p > 65535)
+            return -1;
+        p = p * 10 + (*d - '0');
+    }
+    if (p < 1 || p > 65535)
+        return -1;
+    *host_len = (size_t)(colon - s);
+    *port = (int)p;
+    return 0;
+}
+
+/*
+ * Reads CLUSTER SLOTS from node 'n' into the map. A master's host may be
+ * answered empty, meaning the host we asked.
+ */
+static int map_read_from(vk_store *v, vk_node *n)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    size_t lens[] = {7, 5};
+    redisReply *r = NULL;
+    int32_t *slots;
+    int err;
+
+    if ((err = sluice__vk_node_command(v, n, false, 2, argv, lens, &r)) < 0)
+        return err;
+    if (r->type == REDIS_REPLY_ERROR) {
+        err = sluice__vk_reply_error(n, r, "CLUSTER SLOTS");
+        freeReplyObject(r);
+        return err;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        freeReplyObject(r);
+        return sluice__error(SLUICE_ECONN, "valkey %s:%d: CLUSTER SLOTS "
+                             "answered no slots", n->host, n->port);
+    }
+    if ((slots = malloc(sizeof(v->slots))) == NULL) {
+        freeReplyObject(r);
+        return sluice__error(SLUICE_ENOMEM, "out of memory");
+    }
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        slots[s] = -1;
+    pthread_rwlock_wrlock(&v->map_lock);
+    for (size_t i = 0; i < r->elements && err == 0; i++) {
+        const redisReply *range = r->element[i], *master;
+        const char *host;
+        size_t host_len;
+        int idx;
+
+        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+            range->element[0]->type != REDIS_REPLY_INTEGER ||
+            range->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->type != REDIS_REPLY_ARRAY ||
+            range->element[2]->elements < 2 ||
+            range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            range->element[2]->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->element[1]->integer < 1 ||
+            range->element[2]->element[1]->integer > 65535 ||
+            range->element[0]->integer < 0 ||
+            range->element[1]->integer >= (long long)SLUICE__SLOTS ||
+            range->element[0]->integer > range->element[1]->integer) {
+            err = sluice__error(SLUICE_EPROTO, "valkey %s:%d: CLUSTER SLOTS "
+                                "answered a malformed range", n->host, n->port);
+            break;
+        }
+        master = range->element[2];
+        host = master->element[0]->str;
+        host_len = master->element[0]->len;
+        if (host_len == 0 || (host_len == 1 && host[0] == '?')) {
+            host = n->host;
+            host_len = strlen(n->host);
+        }
+        idx = node_index_locked(v, host, host_len,
+                                (int)master->element[1]->integer);
+        if (idx < 0) {
+            err = sluice__error(SLUICE_ENOMEM, "out of memory");
+            break;
+        }
+        for (long long s = range->element[0]->integer;
+             s <= range->element[1]->integer; s++)
+            slots[s] = idx;
+    }
+    if (err == 0)
+        memcpy(v->slots, slots, sizeof(v->slots));
+    pthread_rwlock_unlock(&v->map_lock);
+    free(slots);
+    freeReplyObject(r);
+    return err;
+}
+
+/*
+ * Rereads the map from the first node that answers: the known nodes, seeds
+ * first. With 'force' 0, only if it was marked stale and the last reread is
+ * REFRESH_GAP_MS old. Calls that wait for a reread in progress then use it.
+ */
+int sluice__vk_map_refresh(vk_store *v, bool force)
+{
+    uint64_t now = sluice__monotonic_ms();
+    int err = SLUICE_OK;
+    size_t n;
+
+    if (!force && !atomic_load(&v->map_stale))
+        return SLUICE_OK;
+    pthread_mutex_lock(&v->refresh_lock);
+    if (!force && (!atomic_load(&v->map_stale) ||
+                   now - v->last_refresh_ms < REFRESH_GAP_MS)) {
+        pthread_mutex_unlock(&v->refresh_lock);
+        return SLUICE_OK;
+    }
+    pthread_rwlock_rdlock(&v->map_lock);
+    n = v->nnodes;
+    pthread_rwlock_unlock(&v->map_lock);
+    err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the map");
+    /* Nodes that just failed a call are asked last: one that hangs would
+       cost a whole timeout, on every reread, for every slot's callers. */
+    for (int pass = 0; pass < 2 && err != 0; pass++)
+        for (size_t i = 0; i < n; i++) {
+            vk_node *node;
+            uint64_t failed;
+
+            pthread_rwlock_rdlock(&v->map_lock);
+            node = v->nodes[i];
+            pthread_rwlock_unlock(&v->map_lock);
+            failed = atomic_load(&node->failed_ms);
+            if ((pass == 0) != (failed == 0 || now - failed > FAILED_FOR_MS))
+                continue;
+            if ((err = map_read_from(v, node)) == 0) {
+                atomic_store(&node->failed_ms, 0);
+                break;
+            }
+        }
+    v->last_refresh_ms = sluice__monotonic_ms();
+    if (err == 0)
+        atomic_store(&v->map_stale, 0);
+    pthread_mutex_unlock(&v->refresh_lock);
+    return err;
+}
+
+/* After MOVED: 'slot' is served by host:port from now on. */
+static void map_moved(vk_store *v, unsigned slot, const char *host,
+                      size_t host_len, int port)
+{
+    int idx;
+
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((idx = node_index_locked(v, host, host_len, port)) >= 0)
+        v->slots[slot] = idx;
+    pthread_rwlock_unlock(&v->map_lock);
+    atomic_store(&v->map_stale, 1);
+}
+
+/*
+ * Parses "MOVED 3999 127.0.0.1:6381" or "ASK ..." into the endpoint; -1 if
+ * it is neither.
+ */
+static int parse_redirect(const redisReply *r, bool *ask, const char **host,
+                          size_t *host_len, int *port)
+{
+    const char *s = r->str, *end = r->str + r->len, *sp;
+
+    if (r->len > 6 && strncmp(s, "MOVED ", 6) == 0) {
+        *ask = false;
+        s += 6;
+    } else if (r->len > 4 && strncmp(s, "ASK ", 4) == 0) {
+        *ask = true;
+        s += 4;
+    } else {
+        return -1;
+    }
+    sp = memchr(s, ' ', (size_t)(end - s));
+    if (sp == NULL)
+        return -1;
+    *host = sp + 1;
+    return split_endpoint(sp + 1, (size_t)(end - sp - 1), host_len, port);
+}
+
+void sluice__vk_node_noted(vk_store *v, vk_node *n, int err)
+{
+    if (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) {
+        uint64_t now = sluice__monotonic_ms();
+
+        atomic_store(&n->failed_ms, now ? now : 1);
+        if (v->cluster)
+            atomic_store(&v->map_stale, 1); /* a failover? look again */
+    } else if (err == 0 && atomic_load(&n->failed_ms) != 0) {
+        atomic_store(&n->failed_ms, 0);
+    }
+}
+
+/* ---- Calls and their redirections ------------------------------------------------ */
+
+void sluice__vk_route_init(vk_route *rt, unsigned slot)
+{
+    rt->slot = slot;
+    rt->sends = 0;
+    rt->ask = NULL;
+    rt->tryagain_ms = 2;
+    rt->started_ms = sluice__monotonic_ms();
+}
+
+/*
+ * TRYAGAIN is no redirection: the slot's keys are mid-move. The call goes
+ * again after a pause (2, 4, ... 50 ms) for as long as the command timeout
+ * allows, and the pause does not count as a send.
+ */
+static int try_again(vk_store *v, vk_route *rt)
+{
+    uint64_t elapsed = sluice__monotonic_ms() - rt->started_ms;
+    struct timespec pause = {0, rt->tryagain_ms * 1000000L};
+
+    if (elapsed + (uint64_t)rt->tryagain_ms >= v->command_timeout_ms)
+        return sluice__error(SLUICE_ECONN, "cluster: the keys of slot %u "
+                             "stayed mid-move (TRYAGAIN) for %llu ms",
+                             rt->slot, (unsigned long long)elapsed);
+    nanosleep(&pause, NULL);
+    rt->tryagain_ms = rt->tryagain_ms * 2 > TRYAGAIN_MAX_PAUSE_MS
+                          ? TRYAGAIN_MAX_PAUSE_MS
+                          : rt->tryagain_ms * 2;
+    rt->sends--;
+    return 1;
+}
+
+int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
+{
+    const char *host;
+    size_t host_len;
+    bool ask;
+    int port;
+
+    if (!v->cluster || r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (parse_redirect(r, &ask, &host, &host_len, &port) == 0) {
+        atomic_fetch_add(&v->redirects, 1);
+        if (ask)
+            rt->ask = sluice__vk_node_get(v, host, host_len, port);
+        else
+            map_moved(v, rt->slot, host, host_len, port);
+        if (rt->sends >= MAX_SENDS)
+            return sluice__error(SLUICE_ECONN, "cluster: slot %u still "
+                                 "redirected after %d tries", rt->slot,
+                                 MAX_SENDS);
+        return 1;
+    }
+    if (r->len >= 8 && strncmp(r->str, "TRYAGAIN", 8) == 0)
+        return try_again(v, rt);
+    return 0;
+}
+
+/* The node that serves the route's slot, rereading the map if unknown. */
+static int route_node(vk_store *v, const vk_route *rt, vk_node **out)
+{
+    int err;
+
+    if ((*out = sluice__vk_node_for_slot(v, rt->slot)) != NULL)
+        return SLUICE_OK;
+    if ((err = sluice__vk_map_refresh(v, true)) < 0)
+        return err;
+    if ((*out = sluice__vk_node_for_slot(v, rt->slot)) == NULL)
+        return sluice__error(SLUICE_ECONN, "cluster: no node serves slot %u",
+                             rt->slot);
+    return SLUICE_OK;
+}
+
+int sluice__vk_call_routed(vk_store *v, vk_route *rt,
+                           const sluice__script *script, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out)
+{
+    if (v->cluster)
+        sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
+    for (;;) {
+        redisReply *r = NULL;
+        vk_node *n = rt->ask;
+        bool asking = n != NULL;
+        int err, again;
+
+        if (n == NULL && (err = route_node(v, rt, &n)) < 0)
+            return err;
+        rt->ask = NULL;
+        rt->sends++;
+        err = sluice__vk_node_send(v, n, asking, script, argc, argv, lens,
+                                   &r);
+        sluice__vk_node_noted(v, n, err);
+        if (err < 0)
+            return err;
+        if (r->type != REDIS_REPLY_ERROR) {
+            *out = r;
+            return SLUICE_OK;
+        }
+        if ((again = sluice__vk_follow(v, rt, r)) == 0)
+            err = sluice__vk_reply_error(n, r, argv[0]);
+        freeReplyObject(r);
+        if (again <= 0)
+            return again < 0 ? again : err;
+    }
+}
+
+int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
+                    const sluice__script *script, int argc, const char **argv,
+                    const size_t *lens, redisReply **out)
+{
+    vk_route rt;
+
+    sluice__vk_route_init(&rt, v->cluster ? sluice__key_slot(key, key_len)
+                                          : 0);
+    return sluice__vk_call_routed(v, &rt, script, argc, argv, lens, out);
+}

@@ -1,0 +1,393 @@
+/*
+ * conn.c - a node's connections, shared by every thread that uses the
+ * store.
+ *
+ * A node keeps 'pool_size' hiredis connections; each call is dealt one in
+ * turn and queues its request there. Whoever finds no I/O in progress on
+ * the connection leads: it writes every queued request at once, reads their
+ * replies in order and hands them out, then wakes the next queued caller to
+ * lead (automatic pipelining). A caller thus waits for at most the batch in
+ * flight and its own round trip, however many threads share the store.
+ */
+#include "valkey/valkey.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* ---- One connection -------------------------------------------------------------- */
+
+static struct timeval ms_to_tv(uint64_t ms)
+{
+    struct timeval tv;
+
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    return tv;
+}
+
+static void conn_close(vk_conn *c)
+{
+    if (c->ctx != NULL) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+/*
+ * Turns a failed hiredis call on 'c' into an error code: SLUICE_ETIMEDOUT
+ * when the server did not answer in time, SLUICE_ECONN when it could not be
+ * reached or the connection broke. The connection is closed either way.
+ */
+static int conn_fail(vk_node *n, vk_conn *c, const char *doing)
+{
+    int saved = errno;
+    const char *why = c->ctx != NULL ? c->ctx->errstr : "cannot allocate";
+    int timed_out = saved == EAGAIN || saved == EWOULDBLOCK ||
+                    saved == ETIMEDOUT || strstr(why, "timed out") != NULL ||
+                    strstr(why, "temporarily unavailable") != NULL;
+    int err = sluice__error(timed_out ? SLUICE_ETIMEDOUT : SLUICE_ECONN,
+                            "valkey %s:%d: %s: %s", n->host, n->port, doing,
+                            timed_out ? "timed out" : why);
+
+    conn_close(c);
+    return err;
+}
+
+/*
+ * Maps an error reply. Replies that mean "not now" (a server loading its
+ * data, busy with a script, a replica without its master, a cluster that is
+ * down or mid-move) count as the server being unavailable, like a broken
+ * connection; any other is a protocol error that no policy should paper over.
+ */
+int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+{
+    static const char *const unavailable[] = {
+        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
+        "ASK"};
+
+    for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
+        if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
+            return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", n->host,
+                                 n->port, doing, r->str);
+    return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: %s", n->host,
+                         n->port, doing, r->str);
+}
+
+/* Runs one command on an open connection; the reply is the caller's. */
+int sluice__vk_conn_command(vk_node *n, vk_conn *c, redisReply **out,
+                        const char *doing, int argc, const char **argv,
+                        const size_t *lens)
+{
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
+
+    if (r == NULL)
+        return conn_fail(n, c, doing);
+    if (r->type == REDIS_REPLY_ERROR) {
+        int err = sluice__vk_reply_error(n, r, doing);
+
+        freeReplyObject(r);
+        return err;
+    }
+    *out = r;
+    return SLUICE_OK;
+}
+
+/* True when the server has closed 'c' (or sent what nobody asked for). */
+static int conn_stale(vk_conn *c)
+{
+    struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
+    char byte;
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return recv(c->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+           (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
+int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
+{
+    struct timeval tv = ms_to_tv(v->connect_timeout_ms);
+    redisReply *r = NULL;
+    char dbtext[24];
+    int err;
+
+    if (c->ctx != NULL && !conn_stale(c))
+        return SLUICE_OK;
+    conn_close(c);
+    c->ctx = redisConnectWithTimeout(n->host, n->port, tv);
+    if (c->ctx == NULL || c->ctx->err)
+        return conn_fail(n, c, "connect");
+    tv = ms_to_tv(v->command_timeout_ms);
+    if (redisSetTimeout(c->ctx, tv) != REDIS_OK)
+        return conn_fail(n, c, "set timeout");
+    redisEnableKeepAlive(c->ctx);
+    if (v->password != NULL) {
+        const char *argv[] = {"AUTH", v->user, v->password};
+        size_t lens[] = {4, v->user ? strlen(v->user) : 0, strlen(v->password)};
+        int argc = v->user != NULL ? 3 : 2;
+
+        if (v->user == NULL) {
+            argv[1] = v->password;
+            lens[1] = lens[2];
+        }
+        if ((err = sluice__vk_conn_command(n, c, &r, "AUTH", argc, argv, lens)) < 0)
+            goto fail;
+        freeReplyObject(r);
+    }
+    if (v->db != 0) {
+        const char *argv[] = {"SELECT", dbtext};
+        size_t lens[2] = {6, 0};
+
+        lens[1] = (size_t)snprintf(dbtext, sizeof(dbtext), "%ld", v->db);
+        if ((err = sluice__vk_conn_command(n, c, &r, "SELECT", 2, argv, lens)) < 0)
+            goto fail;
+        freeReplyObject(r);
+    }
+    if (!atomic_load(&v->scripts_loaded)) {
+        if ((err = sluice__vk_scripts_load(n, c)) < 0)
+            goto fail;
+        atomic_store(&v->scripts_loaded, 1);
+    }
+    return SLUICE_OK;
+fail:
+    conn_close(c); /* a refused AUTH or SELECT must not leave it half-open */
+    return err;
+}
+
+/* ---- Nodes and their pipelines --------------------------------------------------- */
+
+vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
+                         unsigned nconns)
+{
+    vk_node *n = calloc(1, sizeof(*n) + nconns * sizeof(vk_conn));
+
+    if (n == NULL || (n->host = malloc(host_len + 1)) == NULL) {
+        free(n);
+        return NULL;
+    }
+    memcpy(n->host, host, host_len);
+    n->host[host_len] = '\0';
+    n->port = port;
+    n->nconns = nconns;
+    for (unsigned i = 0; i < nconns; i++) {
+        pthread_mutex_init(&n->conns[i].lock, NULL);
+        n->conns[i].tail = &n->conns[i].head;
+    }
+    return n;
+}
+
+void sluice__vk_node_free(vk_node *n)
+{
+    for (unsigned i = 0; i < n->nconns; i++) {
+        conn_close(&n->conns[i]);
+        pthread_mutex_destroy(&n->conns[i].lock);
+    }
+    free(n->host);
+    free(n);
+}
+
+/* The connection of 'n' that this call is dealt, in turn. */
+vk_conn *sluice__vk_node_pick(vk_node *n)
+{
+    return &n->conns[atomic_fetch_add(&n->next_conn, 1) % n->nconns];
+}
+
+/* Fails request 'e' with the calling thread's last error. */
+static void request_fail(vk_request *e, int err)
+{
+    e->err = err;
+    snprintf(e->msg, sizeof(e->msg), "%s", sluice_last_error());
+}
+
+/*
+ * The leader's writes for a batch: connect if need be, then send every
+ * request. Answers 0, or the error that failed every request of the batch.
+ */
+static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
+{
+    int err = sluice__vk_conn_ready(v, n, c), done = 0;
+
+    for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
+        if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) != REDIS_OK)
+            err = conn_fail(n, c, "write");
+    while (err == 0 && !done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
+            err = conn_fail(n, c, "write");
+    for (vk_request *e = batch; e != NULL && err < 0; e = e->next)
+        request_fail(e, err);
+    return err;
+}
+
+/*
+ * The leader's reads for a batch that batch_write() sent ('err' its answer):
+ * every reply, in order. A broken connection fails the rest of the batch.
+ */
+static void batch_read(vk_node *n, vk_conn *c, vk_request *batch, int err)
+{
+    for (vk_request *e = batch; e != NULL && err == 0; e = e->next) {
+        for (int k = 0; k < e->ncmds; k++) {
+            redisReply *r = NULL;
+
+            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK || r == NULL) {
+                err = conn_fail(n, c, "read");
+                for (vk_request *f = e; f != NULL; f = f->next)
+                    request_fail(f, err);
+                break;
+            }
+            if (k + 1 < e->ncmds)
+                freeReplyObject(r); /* ASKING's +OK */
+            else
+                e->reply = r;
+        }
+    }
+}
+
+/*
+ * Takes the queue of 'c' to lead its I/O, unless another caller leads it or
+ * nothing is queued (then NULL). Under c->lock.
+ */
+static vk_request *conn_take(vk_conn *c)
+{
+    vk_request *batch = c->head;
+
+    if (c->busy || batch == NULL)
+        return NULL;
+    c->busy = true;
+    c->head = NULL;
+    c->tail = &c->head;
+    return batch;
+}
+
+/* Ends a lead: marks the batch done, wakes its callers (not 'self') and the
+   next leader. Under c->lock. */
+static void conn_hand_out(vk_conn *c, vk_request *batch, const vk_request *self)
+{
+    while (batch != NULL) {
+        vk_request *next = batch->next; /* before 'done' frees it */
+
+        batch->done = true;
+        if (batch != self)
+            pthread_cond_signal(&batch->cond);
+        batch = next;
+    }
+    c->busy = false;
+    if (c->head != NULL) /* the first queued caller leads the next */
+        pthread_cond_signal(&c->head->cond);
+}
+
+/* Queues request 'e' on 'c'; sluice__vk_conn_await() sends it and waits for it. */
+void sluice__vk_conn_submit(vk_conn *c, vk_request *e)
+{
+    e->next = NULL;
+    e->reply = NULL;
+    e->err = 0;
+    e->done = false;
+    pthread_cond_init(&e->cond, NULL);
+    pthread_mutex_lock(&c->lock);
+    *c->tail = e;
+    c->tail = &e->next;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Waits for the reply of request 'e', queued on 'c', leading the I/O of a
+ * batch when no other caller is. Answers 0 with e->reply (which may be an
+ * error reply), or an error code with its message set for this thread.
+ */
+int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+{
+    pthread_mutex_lock(&c->lock);
+    while (!e->done) {
+        vk_request *batch = conn_take(c);
+
+        if (batch == NULL) { /* another caller leads; 'e' is still queued */
+            pthread_cond_wait(&e->cond, &c->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&c->lock);
+        batch_read(n, c, batch, batch_write(v, n, c, batch));
+        pthread_mutex_lock(&c->lock);
+        conn_hand_out(c, batch, e);
+    }
+    pthread_mutex_unlock(&c->lock);
+    pthread_cond_destroy(&e->cond);
+    if (e->err < 0)
+        return sluice__error(e->err, "%s", e->msg);
+    return SLUICE_OK;
+}
+
+vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
+                                 int *err)
+{
+    vk_request *batch;
+
+    pthread_mutex_lock(&c->lock);
+    batch = conn_take(c);
+    pthread_mutex_unlock(&c->lock);
+    if (batch != NULL)
+        *err = batch_write(v, n, c, batch);
+    return batch;
+}
+
+void sluice__vk_conn_lead_end(vk_node *n, vk_conn *c, vk_request *batch,
+                              int err)
+{
+    batch_read(n, c, batch, err);
+    pthread_mutex_lock(&c->lock);
+    conn_hand_out(c, batch, NULL);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Sends request 'e' on 'c' and waits for its reply. */
+static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+{
+    sluice__vk_conn_submit(c, e);
+    return sluice__vk_conn_await(v, n, c, e);
+}
+
+/*
+ * Runs one command on node 'n' through its shared connections; the reply
+ * (possibly an error reply) is the caller's. 'asking' sends ASKING first,
+ * on the same connection, as one request.
+ */
+int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking, int argc,
+                        const char **argv, const size_t *lens,
+                        redisReply **out)
+{
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    vk_request e;
+    char *cmd = NULL, *both = NULL;
+    long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    int err;
+
+    if (len < 0)
+        return sluice__error(SLUICE_ENOMEM, "cannot format a command");
+    e.cmd = cmd;
+    e.len = (size_t)len;
+    e.ncmds = 1;
+    if (asking) {
+        size_t alen = sizeof(asking_cmd) - 1;
+
+        if ((both = malloc(alen + (size_t)len)) == NULL) {
+            redisFreeCommand(cmd);
+            return sluice__error(SLUICE_ENOMEM, "cannot format a command");
+        }
+        memcpy(both, asking_cmd, alen);
+        memcpy(both + alen, cmd, (size_t)len);
+        e.cmd = both;
+        e.len = alen + (size_t)len;
+        e.ncmds = 2;
+    }
+    err = conn_roundtrip(v, n, sluice__vk_node_pick(n), &e);
+    free(both);
+    redisFreeCommand(cmd);
+    if (err == 0)
+        *out = e.reply;
+    return err;
+}

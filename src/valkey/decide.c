@@ -1,0 +1,480 @@
+/*
+ * decide.c - decisions on a server: one script call for many requests.
+ *
+ * A decision script decides any number of keys in one call (see
+ * src/algo/prelude.lua for its arguments), and most of a call's cost on the
+ * server is the call itself, not the commands it runs. So a batch
+ * (sluice_hit_many()) is one call per slot among its keys (in a cluster) and
+ * per GROUP_MAX requests. The calls of a batch are queued on their nodes'
+ * connections together, written to every node before any reply is read, and
+ * only then awaited (a call set, vk_calls), so the nodes work at once. A
+ * call that was redirected or met a server without the script did not run,
+ * and goes again alone, following the cluster (cluster.c). Each key's
+ * decision stays atomic and in its caller's order; the batch as a whole is
+ * no transaction.
+ *
+ * The guard (src/store/guard.c) wraps all of this: the refused-key cache
+ * and the failure policy are not here.
+ */
+#include "valkey/valkey.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The most requests one script call decides: a larger batch is sent as
+ * several calls, in turn. The arguments of one call stay under a few MB.
+ */
+#define GROUP_MAX 512
+
+/* ---- One script call ---------------------------------------------------------------- */
+
+/* Reads element 'i' of an array reply as an integer >= 0. */
+static int reply_u64(const redisReply *r, size_t i, uint64_t *out)
+{
+    const redisReply *e;
+
+    if (r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+        return sluice__error(SLUICE_EPROTO,
+                             "valkey: the script answered no array");
+    e = r->element[i];
+    if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+        return sluice__error(SLUICE_EPROTO,
+                             "valkey: the script answered a non-integer");
+    *out = (uint64_t)e->integer;
+    return SLUICE_OK;
+}
+
+/* Reads request 'i's four integers from a script's flat reply. */
+static int reply_decision(const redisReply *r, size_t i, sluice_decision *out,
+                          bool *foreign)
+{
+    const redisReply *e = r->element[4 * i];
+    uint64_t allowed = 0;
+    int err;
+
+    *foreign = e->type == REDIS_REPLY_INTEGER && e->integer == -1;
+    if (*foreign)
+        return SLUICE_OK;
+    if ((err = reply_u64(r, 4 * i, &allowed)) == 0 &&
+        (err = reply_u64(r, 4 * i + 1, &out->remaining)) == 0 &&
+        (err = reply_u64(r, 4 * i + 2, &out->retry_after_ms)) == 0)
+        err = reply_u64(r, 4 * i + 3, &out->reset_after_ms);
+    out->allowed = allowed != 0;
+    return err;
+}
+
+/*
+ * The arguments of one script call for 'n' requests: EVALSHA, the SHA1,
+ * NUMKEYS, the n keys, then max, window, consume, now and token, then the
+ * n costs (src/algo/prelude.lua). One block holds them (the caller's
+ * 'stack' when they fit), unless a key is too long for its VK_KEY_BUF slot.
+ */
+typedef struct group_args {
+    int argc;
+    const char **argv;
+    size_t *lens;
+    char (*keys)[VK_KEY_BUF];
+    char (*nums)[24]; /* numkeys, max, window, now, -, then the costs */
+    char token[40];   /* the store's seed and a count, in hex */
+    void *block;
+    bool on_heap;
+} group_args;
+
+static void group_args_free(group_args *g, size_t n)
+{
+    for (size_t i = 0; i < n && g->block != NULL; i++)
+        if (g->argv[3 + i] != NULL && g->argv[3 + i] != g->keys[i])
+            free((char *)g->argv[3 + i]);
+    if (g->on_heap)
+        free(g->block);
+}
+
+/* Lays out the block of 'g' for 'n' requests: every pointer, then the
+   keys' and numbers' room. */
+static int group_args_alloc(group_args *g, void *stack, size_t stack_cap,
+                            size_t n)
+{
+    size_t argc = 3 + n + 5 + n;
+    size_t need = argc * (sizeof(char *) + sizeof(size_t)) +
+                  n * VK_KEY_BUF + (5 + n) * 24;
+
+    g->argc = (int)argc;
+    g->on_heap = need > stack_cap;
+    g->block = g->on_heap ? calloc(1, need) : memset(stack, 0, need);
+    if (g->block == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+    g->argv = g->block;
+    g->lens = (size_t *)(g->argv + argc);
+    g->keys = (char (*)[VK_KEY_BUF])(g->lens + argc);
+    g->nums = (char (*)[24])(g->keys + n);
+    return SLUICE_OK;
+}
+
+/* Sets argument 'j' of 'g' to the number 'v', written into 'buf'. */
+static void group_arg_u64(group_args *g, size_t j, char *buf, uint64_t v)
+{
+    g->argv[j] = buf;
+    g->lens[j] = sluice__u64_text(buf, v);
+}
+
+static int group_args_build(group_args *g, void *stack, size_t stack_cap,
+                            vk_store *v, const sluice_limit *limit,
+                            bool consume, const sluice_request *reqs,
+                            const size_t *todo, size_t n)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    size_t j = 3 + n;
+    int err = group_args_alloc(g, stack, stack_cap, n);
+
+    if (err < 0)
+        return err;
+    g->argv[0] = "EVALSHA";
+    g->lens[0] = 7;
+    g->argv[1] = algo->script->sha1;
+    g->lens[1] = 40;
+    group_arg_u64(g, 2, g->nums[0], n);
+    for (size_t i = 0; i < n; i++) {
+        const sluice_request *q = &reqs[todo[i]];
+
+        g->argv[3 + i] = sluice__key_build(g->keys[i], VK_KEY_BUF,
+                                           &g->lens[3 + i], v->prefix, q->key,
+                                           q->key_len, algo->name);
+        if (g->argv[3 + i] == NULL)
+            return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    }
+    group_arg_u64(g, j++, g->nums[1], limit->max);
+    group_arg_u64(g, j++, g->nums[2], limit->window_ms);
+    g->argv[j] = consume ? "1" : "0";
+    g->lens[j++] = 1;
+    g->argv[j] = g->nums[3]; /* "": the server's clock */
+    if (v->caller_clock) {
+        uint64_t t = v->clock_ms(v->clock_payload);
+
+        if (t > SLUICE_NOW_MAX_MS)
+            return sluice__error(SLUICE_ERANGE,
+                                 "the clock reads %llu ms, beyond 2^53",
+                                 (unsigned long long)t);
+        g->lens[j] = sluice__u64_text(g->nums[3], t);
+    }
+    j++;
+    g->argv[j] = g->token;
+    g->lens[j++] = (size_t)snprintf(
+        g->token, sizeof(g->token), "%016llx%llx",
+        (unsigned long long)v->token_seed,
+        (unsigned long long)atomic_fetch_add(&v->token_next, 1));
+    for (size_t i = 0; i < n; i++)
+        group_arg_u64(g, j++, g->nums[5 + i], reqs[todo[i]].cost);
+    return SLUICE_OK;
+}
+
+/*
+ * Hands out a script call's answer to its requests reqs[todo[0..n)]: the
+ * reply 'r' (freed here), or the error 'err' for each. A failed request's
+ * message goes to msgs[todo[i]] when 'msgs' is not NULL.
+ */
+static void group_answer(const sluice_limit *limit, sluice_request *reqs,
+                         const size_t *todo, size_t n, vk_msg *msgs,
+                         const group_args *g, int err, redisReply *r)
+{
+    if (err == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n))
+        err = sluice__error(SLUICE_EPROTO, "valkey: the %s script answered "
+                            "%s for %zu requests", sluice_algo_name(limit->algo),
+                            r->type == REDIS_REPLY_ARRAY ? "another count"
+                                                         : "no array", n);
+    for (size_t i = 0; i < n; i++) {
+        sluice_request *q = &reqs[todo[i]];
+        bool foreign = false;
+
+        q->err = err;
+        if (err == 0) {
+            q->decision.limit = limit->max;
+            q->err = reply_decision(r, i, &q->decision, &foreign);
+        }
+        if (q->err == 0 && foreign)
+            q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
+                                   "%s, as sluice writes it there",
+                                   (int)g->lens[3 + i], g->argv[3 + i],
+                                   sluice__algos[limit->algo]->server_value);
+        if (q->err < 0 && msgs != NULL)
+            snprintf(msgs[todo[i]], sizeof(vk_msg), "%s", sluice_last_error());
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+/*
+ * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
+ * script call on 'rt' (NULL: the route of the first key), and sets each
+ * one's 'err' and 'decision' (and msgs[todo[i]] as group_answer() does).
+ */
+static void decide_group(vk_store *v, vk_route *rt, const sluice_limit *limit,
+                         bool consume, sluice_request *reqs,
+                         const size_t *todo, size_t n, vk_msg *msgs)
+{
+    _Alignas(max_align_t) char stack[1024];
+    group_args g = {0};
+    redisReply *r = NULL;
+    int err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
+                               reqs, todo, n);
+
+    if (err == 0 && rt != NULL)
+        err = sluice__vk_call_routed(v, rt, sluice__algos[limit->algo]->script,
+                                     g.argc, g.argv, g.lens, &r);
+    else if (err == 0)
+        err = sluice__vk_call(v, g.argv[3], g.lens[3],
+                              sluice__algos[limit->algo]->script, g.argc,
+                              g.argv, g.lens, &r);
+    group_answer(limit, reqs, todo, n, msgs, &g, err, err == 0 ? r : NULL);
+    group_args_free(&g, n);
+}
+
+/* ---- Call sets ------------------------------------------------------------------------ */
+
+/* A request's place in a batch, and its key's slot. */
+typedef struct slot_place {
+    unsigned slot;
+    size_t place;
+} slot_place;
+
+static int slot_place_cmp(const void *a, const void *b)
+{
+    const slot_place *x = a, *y = b;
+
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->place < y->place ? -1 : x->place > y->place;
+}
+
+/* One script call of a set. */
+typedef struct slot_call {
+    struct slot_call *next;
+    const sluice_limit *limit;
+    bool consume;
+    const size_t *todo; /* its requests: reqs[todo[0..n)] */
+    size_t n;
+    unsigned slot;
+    vk_node *node;      /* NULL: not queued; sent alone when awaited */
+    vk_conn *conn;
+    vk_request *led;    /* the batch this call's set wrote on 'conn' */
+    int led_err;        /* and what writing it answered */
+    group_args g;
+    char *cmd;
+    vk_request e;
+} slot_call;
+
+/* The connection a call to 'node' queues on: the set's own, if another of
+   its calls goes there already, so they leave in one write. */
+static vk_conn *set_conn(const vk_calls *cs, const slot_call *c)
+{
+    for (const slot_call *o = cs->head; o != c; o = o->next)
+        if (o->node == c->node)
+            return o->conn;
+    return sluice__vk_node_pick(c->node);
+}
+
+/*
+ * Adds the call for requests reqs[todo[0..n)], whose keys are in 'slot', and
+ * queues it on its node's connection. Out of memory, it is decided at once.
+ */
+static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
+                          bool consume, const size_t *todo, size_t n,
+                          unsigned slot)
+{
+    vk_store *v = cs->v;
+    slot_call *c = calloc(1, sizeof(*c));
+    long long len;
+
+    if (c == NULL) {
+        decide_group(v, NULL, limit, consume, cs->reqs, todo, n, cs->msgs);
+        return;
+    }
+    if (cs->tail == NULL)
+        cs->tail = &cs->head;
+    *cs->tail = c;
+    cs->tail = &c->next;
+    c->limit = limit;
+    c->consume = consume;
+    c->todo = todo;
+    c->n = n;
+    c->slot = slot;
+    if (group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,
+                         n) < 0)
+        return;
+    len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv, c->g.lens);
+    if (len < 0 || (c->node = sluice__vk_node_for_slot(v, slot)) == NULL)
+        return;
+    c->e.cmd = c->cmd;
+    c->e.len = (size_t)len;
+    c->e.ncmds = 1;
+    c->conn = set_conn(cs, c);
+    sluice__vk_conn_submit(c->conn, &c->e);
+}
+
+/* Orders reqs[send[0..m)] by their keys' slots; answers the slots, in the
+   new order, or NULL when out of memory. */
+static slot_place *by_slot(const vk_calls *cs, const sluice_limit *limit,
+                           size_t *send, size_t m)
+{
+    slot_place *sp = malloc(m * sizeof(*sp));
+
+    if (sp == NULL)
+        return NULL;
+    for (size_t i = 0; i < m; i++) {
+        char kbuf[VK_KEY_BUF];
+        size_t klen = 0;
+        const sluice_request *q = &cs->reqs[send[i]];
+        char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, cs->v->prefix,
+                                    q->key, q->key_len,
+                                    sluice__algos[limit->algo]->name);
+
+        /* Out of memory: slot 0, and the call itself will say so. */
+        sp[i].slot = k != NULL ? sluice__key_slot(k, klen) : 0;
+        sp[i].place = send[i];
+        if (k != kbuf)
+            free(k);
+    }
+    qsort(sp, m, sizeof(*sp), slot_place_cmp);
+    for (size_t i = 0; i < m; i++)
+        send[i] = sp[i].place;
+    return sp;
+}
+
+int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
+                         bool consume, size_t *send, size_t m)
+{
+    slot_place *sp;
+
+    if (!cs->v->cluster) {
+        for (size_t s = 0; s < m; s += GROUP_MAX)
+            calls_add_one(cs, limit, consume, send + s,
+                          m - s < GROUP_MAX ? m - s : GROUP_MAX, 0);
+        return SLUICE_OK;
+    }
+    if ((sp = by_slot(cs, limit, send, m)) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", m);
+    sluice__vk_map_refresh(cs->v, false); /* a failed reread keeps the map */
+    for (size_t s = 0, e; s < m; s = e) {
+        for (e = s; e < m && e - s < GROUP_MAX && sp[e].slot == sp[s].slot;)
+            e++;
+        calls_add_one(cs, limit, consume, send + s, e - s, sp[s].slot);
+    }
+    free(sp);
+    return SLUICE_OK;
+}
+
+/*
+ * Writes what the set queued, node by node: on each connection the set
+ * uses, unless another caller leads it already (then that caller writes
+ * it). Then reads each batch written, which waits on nothing but the
+ * network: so a caller never waits for another while it holds a
+ * connection that it wrote to.
+ */
+static void calls_write_all(vk_calls *cs)
+{
+    slot_call *c;
+
+    for (c = cs->head; c != NULL; c = c->next) {
+        bool first = c->node != NULL;
+
+        for (slot_call *o = cs->head; o != c && first; o = o->next)
+            first = o->conn != c->conn;
+        if (first)
+            c->led = sluice__vk_conn_lead(cs->v, c->node, c->conn,
+                                          &c->led_err);
+    }
+    for (c = cs->head; c != NULL; c = c->next)
+        if (c->led != NULL)
+            sluice__vk_conn_lead_end(c->node, c->conn, c->led, c->led_err);
+}
+
+/*
+ * Answers call 'c' of the set from its reply: as it is, or, when it did not
+ * run (a redirection, a server without the script), by sending it again
+ * alone on its route.
+ */
+static void call_answer(vk_calls *cs, slot_call *c)
+{
+    vk_store *v = cs->v;
+    int err = sluice__vk_conn_await(v, c->node, c->conn, &c->e);
+    redisReply *r = c->e.reply;
+    vk_route rt;
+    int again;
+
+    sluice__vk_node_noted(v, c->node, err);
+    if (err == 0 && r->type == REDIS_REPLY_ERROR) {
+        sluice__vk_route_init(&rt, c->slot);
+        rt.sends = 1;
+        again = sluice__vk_noscript(r) ? 1 : sluice__vk_follow(v, &rt, r);
+        if (again > 0) {
+            freeReplyObject(r);
+            decide_group(v, &rt, c->limit, c->consume, cs->reqs, c->todo,
+                         c->n, cs->msgs);
+            return;
+        }
+        err = again < 0 ? again
+                        : sluice__vk_reply_error(c->node, r, "EVALSHA");
+        freeReplyObject(r);
+    }
+    group_answer(c->limit, cs->reqs, c->todo, c->n, cs->msgs, &c->g, err,
+                 err == 0 ? r : NULL);
+}
+
+void sluice__vk_calls_finish(vk_calls *cs)
+{
+    slot_call *c, *next;
+
+    calls_write_all(cs);
+    for (c = cs->head; c != NULL; c = next) {
+        next = c->next;
+        if (c->node == NULL)
+            decide_group(cs->v, NULL, c->limit, c->consume, cs->reqs,
+                         c->todo, c->n, cs->msgs);
+        else
+            call_answer(cs, c);
+        if (c->cmd != NULL)
+            redisFreeCommand(c->cmd);
+        group_args_free(&c->g, c->n);
+        free(c);
+    }
+    cs->head = NULL;
+    cs->tail = &cs->head;
+}
+
+/* ---- The store's decisions -------------------------------------------------------- */
+
+int sluice__vk_decide_many(void *impl, const sluice_limit *limit,
+                           sluice_request *reqs, const size_t *todo, size_t n)
+{
+    vk_store *v = impl;
+    size_t *send = malloc(n * sizeof(*send));
+    vk_calls cs = VK_CALLS_INIT(v, reqs, NULL);
+    int err;
+
+    if (send == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
+        for (size_t t = 0; t < n; t++)
+            reqs[todo[t]].err = err;
+        return err;
+    }
+    memcpy(send, todo, n * sizeof(*send));
+    err = sluice__vk_calls_add(&cs, limit, true, send, n);
+    sluice__vk_calls_finish(&cs);
+    for (size_t t = 0; t < n && err < 0; t++)
+        reqs[send[t]].err = err;
+    free(send);
+    return err;
+}
+
+int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
+                      size_t key_len, uint64_t cost, bool consume,
+                      sluice_decision *out)
+{
+    sluice_request q = {key, key_len, cost, 0, {0}};
+    const size_t only = 0;
+
+    decide_group(impl, NULL, limit, consume, &q, &only, 1, NULL);
+    *out = q.decision;
+    return q.err;
+}

@@ -1,0 +1,248 @@
+/*
+ * store.c - the Valkey/Redis store's table, its server interface, and
+ * opening and freeing it (see valkey.h for the parts).
+ *
+ * One server decides through combine.c, so threads deciding at once share
+ * script calls; a cluster decides each call alone (decide.c), since its
+ * keys rarely share a slot. Both answer batches with one call per slot. The
+ * guard (src/store/guard.c) wraps either: this file knows nothing of the
+ * refused-key cache or the failure policy, nor of the queue, which reaches
+ * the server through the server interface below.
+ */
+#include "valkey/valkey.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 1000
+#define DEFAULT_COMMAND_TIMEOUT_MS 500
+#define DEFAULT_POOL 4
+
+/* ---- The store's table ----------------------------------------------------------- */
+
+static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
+                    size_t key_len)
+{
+    vk_store *v = impl;
+    char kbuf[VK_KEY_BUF];
+    size_t klen;
+    char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key,
+                                key_len, sluice__algos[limit->algo]->name);
+    const char *argv[2] = {"DEL", k};
+    size_t lens[2] = {3, klen};
+    redisReply *r = NULL;
+    int err;
+
+    if (k == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    if ((err = sluice__vk_call(v, k, klen, NULL, 2, argv, lens, &r)) == 0)
+        freeReplyObject(r);
+    if (k != kbuf)
+        free(k);
+    return err;
+}
+
+static int vk_stats(void *impl, sluice_store_stats *out)
+{
+    vk_store *v = impl;
+
+    out->redirects = atomic_load(&v->redirects);
+    return SLUICE_OK;
+}
+
+static void vk_free(void *impl)
+{
+    vk_store *v = impl;
+
+    for (size_t i = 0; i < v->nnodes; i++)
+        sluice__vk_node_free(v->nodes[i]);
+    free(v->nodes);
+    pthread_mutex_destroy(&v->combine_lock);
+    pthread_mutex_destroy(&v->refresh_lock);
+    pthread_rwlock_destroy(&v->map_lock);
+    free(v->user);
+    free(v->password);
+    free(v->prefix);
+    free(v->emq_prefix);
+    free(v);
+}
+
+static const sluice__store_ops vk_ops = {
+    .decide = sluice__vk_decide_combined,
+    .decide_many = sluice__vk_decide_many,
+    .reset = vk_reset,
+    .stats = vk_stats,
+    .free = vk_free,
+};
+
+static const sluice__store_ops vk_cluster_ops = {
+    .decide = sluice__vk_decide,
+    .decide_many = sluice__vk_decide_many,
+    .reset = vk_reset,
+    .stats = vk_stats,
+    .free = vk_free,
+};
+
+/* ---- The server interface (for the queue) ------------------------------------------ */
+
+#define EVAL_ARGS_MAX 24
+
+static int vk_eval(void *impl, const sluice__script *script, int nkeys,
+                   int argc, const char *const *args, const size_t *arglens,
+                   redisReply **out)
+{
+    const char *argv[EVAL_ARGS_MAX];
+    size_t lens[EVAL_ARGS_MAX];
+    char numkeys[24];
+
+    if (argc > EVAL_ARGS_MAX - 3 || nkeys < 1 || nkeys > argc)
+        return sluice__error(SLUICE_EINVAL, "a script call takes 1..%d keys "
+                             "and arguments, keys first",
+                             EVAL_ARGS_MAX - 3);
+    argv[0] = "EVALSHA";
+    lens[0] = 7;
+    argv[1] = script->sha1;
+    lens[1] = 40;
+    argv[2] = numkeys;
+    lens[2] = sluice__u64_text(numkeys, (uint64_t)nkeys);
+    for (int i = 0; i < argc; i++) {
+        argv[3 + i] = args[i];
+        lens[3 + i] = arglens[i];
+    }
+    return sluice__vk_call(impl, args[0], arglens[0], script, 3 + argc, argv,
+                           lens, out);
+}
+
+static int vk_command(void *impl, const char *key, size_t key_len, int argc,
+                      const char **argv, const size_t *lens, redisReply **out)
+{
+    return sluice__vk_call(impl, key, key_len, NULL, argc, argv, lens, out);
+}
+
+static int vk_connect(void *impl, redisContext **out)
+{
+    vk_store *v = impl;
+    vk_node *n;
+    vk_conn c = {.ctx = NULL};
+    int err;
+
+    *out = NULL;
+    pthread_rwlock_rdlock(&v->map_lock);
+    n = v->nodes[0];
+    pthread_rwlock_unlock(&v->map_lock);
+    if ((err = sluice__vk_conn_ready(v, n, &c)) < 0)
+        return err;
+    *out = c.ctx;
+    return SLUICE_OK;
+}
+
+static const sluice__server_ops vk_server_ops = {
+    .eval = vk_eval,
+    .command = vk_command,
+    .connect = vk_connect,
+};
+
+/* ---- Opening --------------------------------------------------------------------- */
+
+static char *dup_or(const char *s, const char *dflt)
+{
+    const char *src = s != NULL ? s : dflt;
+    size_t n = strlen(src) + 1;
+    char *d = malloc(n);
+
+    if (d != NULL)
+        memcpy(d, src, n);
+    return d;
+}
+
+static int prefix_check(const char *prefix, const char *what)
+{
+    if (prefix[0] == '\0' || strpbrk(prefix, "{}") != NULL ||
+        strlen(prefix) > SLUICE__PREFIX_MAX)
+        return sluice__error(SLUICE_EINVAL, "%s '%.40s' must be non-empty, "
+                             "at most %d bytes, and hold no brace", what,
+                             prefix, SLUICE__PREFIX_MAX);
+    return SLUICE_OK;
+}
+
+/* A store for the parsed URL 'u' (whose strings it takes) and options 'o';
+   NULL when out of memory. */
+static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
+{
+    vk_store *v = calloc(1, sizeof(*v));
+
+    if (v == NULL)
+        return NULL;
+    v->user = u->user;
+    v->password = u->password;
+    v->db = u->db;
+    v->prefix = u->prefix ? u->prefix : dup_or(o->key_prefix, "sluice");
+    v->emq_prefix = u->emq_prefix ? u->emq_prefix
+                                  : dup_or(o->emq_prefix, "emq");
+    u->user = u->password = u->prefix = u->emq_prefix = NULL; /* now v's */
+    v->connect_timeout_ms = o->connect_timeout_ms;
+    v->command_timeout_ms = o->command_timeout_ms;
+    v->pool_size = o->pool_size;
+    v->caller_clock = o->caller_clock;
+    v->clock_ms = o->clock_ms;
+    v->clock_payload = o->clock_payload;
+    v->token_seed = sluice__random_seed();
+    v->cluster = u->cluster;
+    pthread_mutex_init(&v->combine_lock, NULL);
+    v->waiting_tail = &v->waiting;
+    pthread_mutex_init(&v->refresh_lock, NULL);
+    pthread_rwlock_init(&v->map_lock, NULL);
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        v->slots[s] = -1;
+    atomic_store(&v->map_stale, 1);
+    return v;
+}
+
+/* Gives 'o' the defaults of what it leaves at 0; checks what it sets. */
+static int opts_settle(sluice_store_opts *o)
+{
+    if (o->connect_timeout_ms == 0)
+        o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+    if (o->command_timeout_ms == 0)
+        o->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
+    if (o->pool_size == 0)
+        o->pool_size = DEFAULT_POOL;
+    if (o->pool_size > VK_MAX_POOL)
+        return sluice__error(SLUICE_EINVAL, "pool_size %u is above %d",
+                             o->pool_size, VK_MAX_POOL);
+    return SLUICE_OK;
+}
+
+int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
+                        const char *url)
+{
+    vk_url u;
+    vk_store *v = NULL;
+    int err;
+
+    memset(&u, 0, sizeof(u));
+    if ((err = sluice__vk_url_parse(&u, o, url)) == 0 &&
+        (err = opts_settle(o)) == 0 && (v = store_new(&u, o)) == NULL)
+        err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    for (size_t i = 0; i < u.nhosts && err == 0; i++)
+        if (sluice__vk_node_get(v, u.hosts[i], strlen(u.hosts[i]),
+                                u.ports[i]) == NULL)
+            err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    sluice__vk_url_free(&u);
+    if (err == 0 && (v->prefix == NULL || v->emq_prefix == NULL))
+        err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    if (err == 0 && (err = prefix_check(v->prefix, "key prefix")) == 0)
+        err = prefix_check(v->emq_prefix, "queue prefix");
+    if (err < 0) {
+        if (v != NULL)
+            vk_free(v);
+        return err;
+    }
+    out->ops = v->cluster ? &vk_cluster_ops : &vk_ops;
+    out->impl = v;
+    out->kind = v->cluster ? "valkey-cluster" : "valkey";
+    out->server = &vk_server_ops;
+    out->emq_prefix = v->emq_prefix;
+    out->remote = true;
+    return SLUICE_OK;
+}

@@ -1,0 +1,416 @@
+/*
+ * url.c - a server store's URL and the options in its query.
+ *
+ *   valkey://[user:password@]host[:port][/db][?name=value&...]
+ *   redis://  the same
+ *   valkey+cluster://[user:password@]host[:port][,host[:port]...][?...]
+ *   redis+cluster://  the same
+ *
+ * Percent-escapes are decoded in the user, password and query values. The
+ * query's options (the table 'options' below) override the caller's
+ * sluice_store_opts. Messages quote the URL with its password masked and its
+ * unprintable bytes replaced (sluice__url_shown()), never the URL itself.
+ */
+#include "valkey/valkey.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_PORT 6379
+
+/* ---- Pieces ------------------------------------------------------------------------ */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* A NUL-terminated, percent-decoded copy of s[0..n); NULL if malformed. */
+static char *decode(const char *s, size_t n, const char *url, const char *what,
+                    int *err)
+{
+    char *d = malloc(n + 1), *p = d;
+
+    if (d == NULL) {
+        *err = sluice__error(SLUICE_ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            *p++ = s[i];
+            continue;
+        }
+        /* Two hex digits, and not %00: the result is a C string. */
+        if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0 ||
+            (hexval(s[i + 1]) | hexval(s[i + 2])) == 0) {
+            free(d);
+            *err = sluice__error(SLUICE_EURL, "store URL '%s': bad %%-escape "
+                                 "in the %s", url, what);
+            return NULL;
+        }
+        *p++ = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        i += 2;
+    }
+    *p = '\0';
+    return d;
+}
+
+/*
+ * Parses one "host[:port]" or "[v6]:port" in [p, end) into 'u'. Host names
+ * hold letters, digits and ".-_:%" only.
+ */
+static int url_endpoint(vk_url *u, const char *p, const char *end,
+                        const char *shown)
+{
+    const char *host = p, *hend;
+    uint64_t num;
+    int port = DEFAULT_PORT;
+
+    if (u->nhosts == VK_MAX_SEEDS)
+        return sluice__error(SLUICE_EURL, "store URL '%s': more than %d "
+                             "hosts", shown, VK_MAX_SEEDS);
+    if (*host == '[') {
+        hend = memchr(host, ']', (size_t)(end - host));
+        if (hend == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': unclosed "
+                                 "'[' in the host", shown);
+        host++;
+        p = hend + 1;
+    } else {
+        hend = host;
+        while (hend < end && *hend != ':')
+            hend++;
+        p = hend;
+    }
+    if (hend == host)
+        return sluice__error(SLUICE_EURL, "store URL '%s': no host", shown);
+    for (const char *h = host; h < hend; h++)
+        if (!isalnum((unsigned char)*h) && strchr(".-_:%", *h) == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': the host "
+                                 "holds a byte 0x%02x that no host name "
+                                 "has", shown, (unsigned char)*h);
+    if (p < end && *p == ':') {
+        if (sluice__parse_u64(p + 1, (size_t)(end - p - 1), 1, 65535, &num) < 0)
+            return sluice__error(SLUICE_EURL, "store URL '%s': the port "
+                                 "must be 1..65535", shown);
+        port = (int)num;
+    } else if (p != end) {
+        return sluice__error(SLUICE_EURL, "store URL '%s': junk after the "
+                             "host", shown);
+    }
+    if ((u->hosts[u->nhosts] = malloc((size_t)(hend - host) + 1)) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "out of memory");
+    memcpy(u->hosts[u->nhosts], host, (size_t)(hend - host));
+    u->hosts[u->nhosts][hend - host] = '\0';
+    u->ports[u->nhosts++] = port;
+    return SLUICE_OK;
+}
+
+/* ---- The query's options ------------------------------------------------------------ */
+
+/* One option's value, as the query gave it; 'url' is the URL as shown. */
+typedef struct opt_value {
+    const char *name;
+    size_t nlen;
+    const char *val;
+    size_t vlen;
+    const char *url;
+} opt_value;
+
+/*
+ * Sets '*out' to the index of the value in the NULL-terminated 'words', or
+ * reports which words the option takes.
+ */
+static int url_word(int *out, const char *const *words, const opt_value *ov)
+{
+    char list[96] = "";
+
+    for (int i = 0; words[i] != NULL; i++) {
+        if (strlen(words[i]) == ov->vlen &&
+            memcmp(words[i], ov->val, ov->vlen) == 0) {
+            *out = i;
+            return SLUICE_OK;
+        }
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+                 i == 0 ? "" : words[i + 1] == NULL ? " or " : ", ", words[i]);
+    }
+    return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be %s",
+                         ov->url, (int)ov->nlen, ov->name, list);
+}
+
+static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    uint64_t num;
+
+    (void)u;
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, 3600000, &num) < 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
+                             "1..3600000 ms", ov->url, (int)ov->nlen,
+                             ov->name);
+    if (ov->nlen == 7) /* "timeout" */
+        o->command_timeout_ms = num;
+    else
+        o->connect_timeout_ms = num;
+    return SLUICE_OK;
+}
+
+static int set_pool(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    uint64_t num;
+
+    (void)u;
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, VK_MAX_POOL, &num) < 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': pool must be "
+                             "1..%d", ov->url, VK_MAX_POOL);
+    o->pool_size = (unsigned)num;
+    return SLUICE_OK;
+}
+
+static int set_clock(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    static const char *const words[] = {"server", "caller", NULL};
+
+    (void)u;
+    return url_word(&o->caller_clock, words, ov);
+}
+
+static int set_on_error(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    /* In the order of SLUICE_ON_ERROR_FAIL, _OPEN, _CLOSED. */
+    static const char *const words[] = {"error", "open", "closed", NULL};
+    int i, err = url_word(&i, words, ov);
+
+    (void)u;
+    if (err == 0)
+        o->on_error = (sluice_on_error)i;
+    return err;
+}
+
+static int set_refused_cache(vk_url *u, sluice_store_opts *o,
+                             const opt_value *ov)
+{
+    /* In the order of SLUICE_REFUSED_CACHE_DEFAULT, _OFF, _ALL. */
+    static const char *const words[] = {"default", "off", "all", NULL};
+    int i, err = url_word(&i, words, ov);
+
+    (void)u;
+    if (err == 0)
+        o->refused_cache = (sluice_refused_cache)i;
+    return err;
+}
+
+static int set_prefix(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    char **slot = ov->nlen == 6 ? &u->prefix : &u->emq_prefix; /* "prefix" */
+    int err = SLUICE_OK;
+    char *text = decode(ov->val, ov->vlen, ov->url, "prefix", &err);
+
+    (void)o;
+    if (text == NULL)
+        return err;
+    free(*slot);
+    *slot = text;
+    return SLUICE_OK;
+}
+
+/* The options of the query: a new one is a line here and a field of
+   sluice_store_opts. */
+static const struct url_option {
+    const char *name;
+    int (*set)(vk_url *u, sluice_store_opts *o, const opt_value *ov);
+} options[] = {
+    {"timeout", set_timeout},
+    {"connect_timeout", set_timeout},
+    {"prefix", set_prefix},
+    {"emq_prefix", set_prefix},
+    {"clock", set_clock},
+    {"pool", set_pool},
+    {"on_error", set_on_error},
+    {"refused_cache", set_refused_cache},
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static char options_text[160];
+static pthread_once_t options_once = PTHREAD_ONCE_INIT;
+
+static void options_text_make(void)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        snprintf(options_text + strlen(options_text),
+                 sizeof(options_text) - strlen(options_text), "%s%s",
+                 i == 0 ? "" : ", ", options[i].name);
+}
+
+const char *sluice_store_url_options(void)
+{
+    pthread_once(&options_once, options_text_make);
+    return options_text;
+}
+
+static int url_query(vk_url *u, sluice_store_opts *o, const char *q,
+                     const char *url)
+{
+    while (*q != '\0') {
+        const char *amp = strchr(q, '&');
+        size_t n = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', n);
+        opt_value ov = {q, 0, NULL, 0, url};
+        const struct url_option *opt = NULL;
+        int err;
+
+        if (eq == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': option '%.*s' "
+                                 "has no value", url, (int)n, q);
+        ov.nlen = (size_t)(eq - q);
+        ov.val = eq + 1;
+        ov.vlen = n - ov.nlen - 1;
+        for (size_t i = 0; i < NOPTIONS && opt == NULL; i++)
+            if (strlen(options[i].name) == ov.nlen &&
+                memcmp(options[i].name, q, ov.nlen) == 0)
+                opt = &options[i];
+        if (opt == NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': unknown option "
+                                 "'%.*s' (known: %s)", url, (int)ov.nlen, q,
+                                 sluice_store_url_options());
+        if ((err = opt->set(u, o, &ov)) < 0)
+            return err;
+        q += n;
+        if (*q == '&')
+            q++;
+    }
+    return SLUICE_OK;
+}
+
+/* ---- The whole URL ------------------------------------------------------------------ */
+
+/* Where the host part starts, past the scheme; sets u->cluster. */
+static const char *url_scheme(vk_url *u, const char *url)
+{
+    static const struct {
+        const char *scheme;
+        bool cluster;
+    } schemes[] = {{"valkey://", false},
+                   {"redis://", false},
+                   {"valkey+cluster://", true},
+                   {"redis+cluster://", true}};
+
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t n = strlen(schemes[i].scheme);
+
+        if (strncmp(url, schemes[i].scheme, n) == 0) {
+            u->cluster = schemes[i].cluster;
+            return url + n;
+        }
+    }
+    return NULL;
+}
+
+/* The userinfo in [p, at): user and password, percent-decoded. */
+static int url_userinfo(vk_url *u, const char *p, const char *at,
+                        const char *shown)
+{
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    int err = SLUICE_OK;
+
+    if (colon == NULL)
+        return sluice__error(SLUICE_EURL, "store URL '%s': a user needs a "
+                             "password (user:password@ or :password@)", shown);
+    if (colon > p && (u->user = decode(p, (size_t)(colon - p), shown, "user",
+                                       &err)) == NULL)
+        return err;
+    if ((u->password = decode(colon + 1, (size_t)(at - colon - 1), shown,
+                              "password", &err)) == NULL)
+        return err;
+    return SLUICE_OK;
+}
+
+/* The hosts in [p, end): one, or for a cluster a comma-separated list. */
+static int url_hosts(vk_url *u, const char *p, const char *end,
+                     const char *shown)
+{
+    for (;;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        int err;
+
+        if (comma != NULL && !u->cluster)
+            return sluice__error(SLUICE_EURL, "store URL '%s': several hosts "
+                                 "need valkey+cluster://", shown);
+        if ((err = url_endpoint(u, p, stop, shown)) < 0)
+            return err;
+        if (comma == NULL)
+            return SLUICE_OK;
+        p = comma + 1;
+    }
+}
+
+/* The database in [p, end), after the path's '/'. */
+static int url_db(vk_url *u, const char *p, const char *end,
+                  const char *shown)
+{
+    uint64_t num;
+
+    if (sluice__parse_u64(p, (size_t)(end - p), 0, INT_MAX, &num) < 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': the database "
+                             "must be a number", shown);
+    if (u->cluster && num != 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': a cluster has "
+                             "only database 0", shown);
+    u->db = (long)num;
+    return SLUICE_OK;
+}
+
+int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
+{
+    const char *p, *end, *at = NULL, *query, *slash, *auth_end;
+    char shown[160];
+    int err;
+
+    sluice__url_shown(shown, sizeof(shown), url);
+    if ((p = url_scheme(u, url)) == NULL)
+        return sluice__error(SLUICE_EURL, "store URL '%s': expected "
+                             "valkey://, redis://, valkey+cluster:// or "
+                             "redis+cluster://", shown);
+    query = strchr(p, '?');
+    end = query ? query : p + strlen(p);
+    slash = memchr(p, '/', (size_t)(end - p));
+    auth_end = slash ? slash : end;
+    /* userinfo: up to the last '@' before the path */
+    for (const char *s = p; s < auth_end; s++)
+        if (*s == '@')
+            at = s;
+    if (at != NULL) {
+        if ((err = url_userinfo(u, p, at, shown)) < 0)
+            return err;
+        p = at + 1;
+    }
+    if ((err = url_hosts(u, p, auth_end, shown)) < 0)
+        return err;
+    if (slash != NULL && slash + 1 < end &&
+        (err = url_db(u, slash + 1, end, shown)) < 0)
+        return err;
+    if (query != NULL)
+        return url_query(u, o, query + 1, shown);
+    return SLUICE_OK;
+}
+
+void sluice__vk_url_free(vk_url *u)
+{
+    for (size_t i = 0; i < u->nhosts; i++)
+        free(u->hosts[i]);
+    free(u->user);
+    free(u->password);
+    free(u->prefix);
+    free(u->emq_prefix);
+}

@@ -1,0 +1,311 @@
+/*
+ * valkey.h - the Valkey/Redis stores: one server ("valkey://", "redis://")
+ * or a cluster ("valkey+cluster://", "redis+cluster://"). What the files of
+ * src/valkey/ share, and nothing outside them needs but the key slot.
+ *
+ * The budget lives on the server, so every process and machine that uses
+ * the same server and key prefix shares it. Each algorithm is one Lua script
+ * (src/algo/NAME/NAME.lua), run with EVALSHA, so a decision is atomic and at
+ * most one round trip. The files, from the wire up:
+ *
+ *   url.c      the store's URL and its options
+ *   conn.c     a node's connections, shared by every thread: the calls
+ *              queued on one are written together (automatic pipelining)
+ *   scripts.c  EVALSHA by the SHA1 computed at build time; a server that
+ *              lacks a script (NOSCRIPT) is given it, and the call is sent
+ *              once more
+ *   slot.c     a key's cluster slot (CRC16 and the {hashtag} rule)
+ *   cluster.c  the cluster's map of slots to nodes, and the one place that
+ *              follows its redirections (MOVED, ASK, TRYAGAIN)
+ *   decide.c   decisions: a batch of requests is one script call per slot,
+ *              all written to their nodes before any reply is read
+ *   combine.c  one server: threads deciding at once share script calls
+ *   store.c    the store's table, its server interface (for the queue), and
+ *              opening and freeing it
+ *
+ * Nodes and connections. A node is one server and a pool of 'pool_size'
+ * hiredis connections to it. A call is dealt one of them in turn and queues
+ * its request there; whoever finds no I/O in progress on it writes every
+ * queued request and reads their replies (conn.c). A connection that failed
+ * is closed and opened again on its next use; before each use it is checked
+ * for a close by the server (a restart), so a request is never written into
+ * a dead socket. One server is one node; a cluster is as many nodes as it
+ * has masters, found from its seeds.
+ */
+#ifndef SLUICE_VALKEY_H
+#define SLUICE_VALKEY_H
+
+#include "store/store.h"
+
+#include <hiredis/hiredis.h>
+
+#include <pthread.h>
+
+#define VK_MAX_SEEDS 64    /* hosts in a cluster URL */
+#define VK_MAX_POOL 1024   /* connections per node */
+#define VK_KEY_BUF 256     /* a key name that fits this is built in place */
+
+/* ---- Slots (slot.c) ------------------------------------------------------------ */
+
+/* A cluster's slot count, and the slot of a key. */
+#define SLUICE__SLOTS 16384u
+unsigned sluice__key_slot(const char *key, size_t len);
+
+/* ---- The store ------------------------------------------------------------------- */
+
+/*
+ * One request waiting on a connection: one formatted command, or two
+ * (ASKING and the command) whose last reply is the answer. It lives on the
+ * caller's stack; the leader fills 'reply' or 'err' and 'msg', then 'done'.
+ */
+typedef struct vk_request {
+    struct vk_request *next;
+    const char *cmd;
+    size_t len;
+    int ncmds;
+    redisReply *reply;
+    int err;
+    char msg[256];
+    bool done;
+    pthread_cond_t cond;   /* its caller waits here: done, or to lead */
+} vk_request;
+
+/*
+ * A connection, shared by every caller that is dealt it. Callers queue
+ * their requests; whoever finds no I/O in progress becomes the leader,
+ * writes every queued request at once, reads their replies in order and
+ * hands them out. So many threads share few connections, and no caller
+ * waits longer than the batch in flight plus its own round trip.
+ */
+typedef struct vk_conn {
+    pthread_mutex_t lock;  /* guards the queue, 'busy' and 'done' flags */
+    bool busy;             /* a leader is doing I/O */
+    vk_request *head, **tail;
+    redisContext *ctx;     /* NULL until connected; only the leader uses it */
+} vk_conn;
+
+/* One server. Nodes are added, never removed before the store is freed, so
+   a pointer to one stays valid without a lock. */
+typedef struct vk_node {
+    char *host;
+    int port;
+    _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
+    _Atomic unsigned next_conn;
+    unsigned nconns;
+    vk_conn conns[];
+} vk_node;
+
+struct vk_waiter;
+
+typedef struct vk_store {
+    char *user;
+    char *password;
+    long db;
+    char *prefix;
+    char *emq_prefix;
+    uint64_t connect_timeout_ms;
+    uint64_t command_timeout_ms;
+    unsigned pool_size;
+    int caller_clock;
+    sluice_clock_ms_fn clock_ms;
+    void *clock_payload;
+
+    /* Every script is loaded on the store's first connection (scripts.c). */
+    _Atomic int scripts_loaded;
+
+    /* Combining (combine.c): decisions waiting for a round. */
+    pthread_mutex_t combine_lock;
+    struct vk_waiter *waiting, **waiting_tail;
+    unsigned combining; /* callers deciding a round now, <= pool_size */
+
+    /* One node (a single server), or a cluster's nodes and map. */
+    bool cluster;
+    pthread_rwlock_t map_lock; /* guards nodes[] and slots[] */
+    vk_node **nodes;
+    size_t nnodes, nodes_cap;
+    int32_t slots[SLUICE__SLOTS]; /* index into nodes[]; -1 unknown */
+    pthread_mutex_t refresh_lock;
+    _Atomic int map_stale;
+    uint64_t last_refresh_ms;     /* monotonic; under refresh_lock */
+
+    uint64_t token_seed;          /* the sliding log's members: unique */
+    _Atomic uint64_t token_next;
+    _Atomic uint64_t redirects;
+} vk_store;
+
+/* ---- URLs (url.c) ------------------------------------------------------------ */
+
+/*
+ *   valkey://[user:password@]host[:port][/db][?name=value&...]
+ *   redis://  the same
+ *   valkey+cluster://[user:password@]host[:port][,host[:port]...][?...]
+ *   redis+cluster://  the same
+ */
+typedef struct vk_url {
+    bool cluster;
+    size_t nhosts;
+    char *hosts[VK_MAX_SEEDS];
+    int ports[VK_MAX_SEEDS];
+    char *user, *password, *prefix, *emq_prefix; /* NULL: not given */
+    long db;
+} vk_url;
+
+/*
+ * Parses 'url' into 'u' (zeroed by the caller) and applies its query's
+ * options to 'o'. Messages quote the URL with its password masked.
+ */
+int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url);
+void sluice__vk_url_free(vk_url *u);
+
+/* ---- Connections (conn.c) ------------------------------------------------------ */
+
+vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
+                             unsigned nconns);
+void sluice__vk_node_free(vk_node *n);
+/* The connection of 'n' that this call is dealt, in turn. */
+vk_conn *sluice__vk_node_pick(vk_node *n);
+
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
+int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c);
+/* Runs one command on the open connection 'c' alone; the reply is the
+   caller's, an error reply an error. */
+int sluice__vk_conn_command(vk_node *n, vk_conn *c, redisReply **out,
+                            const char *doing, int argc, const char **argv,
+                            const size_t *lens);
+/* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
+   answer now) or SLUICE_EPROTO, with its message. */
+int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+
+/* Queues request 'e' on 'c'; sluice__vk_conn_await() then sends it, if no
+   other caller has, and waits for its reply. */
+void sluice__vk_conn_submit(vk_conn *c, vk_request *e);
+int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e);
+/*
+ * Leads the I/O of 'c' for what is queued on it, unless another caller
+ * leads it or nothing is queued (NULL): writes every queued request and
+ * answers them, with '*err' what writing answered. The leader then calls
+ * sluice__vk_conn_lead_end() to read their replies and hand them out.
+ */
+vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
+                                 int *err);
+void sluice__vk_conn_lead_end(vk_node *n, vk_conn *c, vk_request *batch,
+                              int err);
+
+/* Runs one command on node 'n' through its shared connections ('asking':
+   ASKING first, on the same connection); the reply, possibly an error
+   reply, is the caller's. */
+int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking, int argc,
+                            const char **argv, const size_t *lens,
+                            redisReply **out);
+
+/* ---- Scripts (scripts.c) ------------------------------------------------------- */
+
+/* SCRIPT LOAD of every script on the open connection 'c'. */
+int sluice__vk_scripts_load(vk_node *n, vk_conn *c);
+/* True for a NOSCRIPT reply: the server lacks the script. */
+bool sluice__vk_noscript(const redisReply *r);
+/*
+ * Sends one command to node 'n' (after ASKING when 'asking') and reads its
+ * reply, which may be an error reply. For a script (not NULL), argv[1] is
+ * set here to its SHA1, and NOSCRIPT loads it and sends it once more.
+ */
+int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
+                         const sluice__script *script, int argc,
+                         const char **argv, const size_t *lens,
+                         redisReply **out);
+
+/* ---- The cluster (cluster.c) ------------------------------------------------------ */
+
+/* The node at host:port, added if new; NULL when out of memory. */
+vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
+                             int port);
+/* The node serving 'slot' (a single server's one node), or NULL. */
+vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot);
+/* Rereads the map if it is stale (or when 'force'); at most one reread per
+   REFRESH_GAP_MS. */
+int sluice__vk_map_refresh(vk_store *v, bool force);
+/* Notes that a call to 'n' found no answer ('err' SLUICE_ECONN or
+   SLUICE_ETIMEDOUT), or that 'n' answered (0). */
+void sluice__vk_node_noted(vk_store *v, vk_node *n, int err);
+
+/*
+ * The route of one call: its slot, the sends made, and where the next one
+ * goes when a redirection said so.
+ */
+typedef struct vk_route {
+    unsigned slot;
+    int sends;
+    vk_node *ask;        /* the next send goes here, after ASKING */
+    long tryagain_ms;    /* the next pause after TRYAGAIN */
+    uint64_t started_ms; /* monotonic */
+} vk_route;
+
+void sluice__vk_route_init(vk_route *rt, unsigned slot);
+/*
+ * Follows the error reply 'r' that a send on 'rt' got: MOVED mends the map,
+ * ASK sends the next one to its node, TRYAGAIN pauses. Answers 1 when the
+ * call should be sent again, 0 when 'r' is its answer (no redirection), or
+ * an error when it may not be (too many sends, or mid-move for too long).
+ */
+int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r);
+/*
+ * Runs a command on the node that serves its route, following the
+ * cluster's redirections. For a script (not NULL), argv[1] is its SHA1.
+ * Error replies become error codes; the reply is the caller's.
+ */
+int sluice__vk_call_routed(vk_store *v, vk_route *rt,
+                           const sluice__script *script, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out);
+/* The same for the route of the key 'key' (its first key). */
+int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
+                    const sluice__script *script, int argc, const char **argv,
+                    const size_t *lens, redisReply **out);
+
+/* ---- Decisions (decide.c, combine.c) ---------------------------------------------- */
+
+/* An error's message, kept for a request decided on another thread. */
+typedef char vk_msg[256];
+
+struct slot_call;
+
+/*
+ * Script calls queued together, then awaited in turn (a call set). Every
+ * call of a set that goes to one node is queued on the same connection, so
+ * the calls of a batch, or of a combining round with several limits, leave
+ * in one write per node and cost about a round trip per node.
+ */
+typedef struct vk_calls {
+    vk_store *v;
+    sluice_request *reqs;
+    vk_msg *msgs;       /* NULL, or a failed request's message by place */
+    struct slot_call *head, **tail; /* each call stays put: it may be queued */
+} vk_calls;
+
+#define VK_CALLS_INIT(v, reqs, msgs) {(v), (reqs), (msgs), NULL, NULL}
+
+/*
+ * Adds the calls for requests reqs[send[0..m)] against one limit: at most
+ * GROUP_MAX to a call; in a cluster, one call per slot among their keys
+ * ('send' is reordered by slot). Answers an error only when none could be
+ * added.
+ */
+int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
+                         bool consume, size_t *send, size_t m);
+/* Sends every call of 'cs', reads their replies, answers each request and
+   frees the set. */
+void sluice__vk_calls_finish(vk_calls *cs);
+
+/* The store's decisions: alone (a cluster's), a batch, or combined with
+   other threads' (one server's). */
+int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
+                      size_t key_len, uint64_t cost, bool consume,
+                      sluice_decision *out);
+int sluice__vk_decide_many(void *impl, const sluice_limit *limit,
+                           sluice_request *reqs, const size_t *todo,
+                           size_t n);
+int sluice__vk_decide_combined(void *impl, const sluice_limit *limit,
+                               const char *key, size_t key_len, uint64_t cost,
+                               bool consume, sluice_decision *out);
+
+#endif /* SLUICE_VALKEY_H */
