@@ -254,6 +254,48 @@ static void test_limiter_incr(sluice_store *st)
     test_context(NULL);
 }
 
+/*
+ * The millisecond of expiry. During it the counter is still there and PTTL
+ * answers 0; the fixed window (src/algo/fixed/) takes the window as over then,
+ * and so must the admit step, which shares its counter step: the increment
+ * that meets such a counter starts a new window (count 1, the whole window
+ * ahead), never "count n + 1 with 0 ms left". Increments are sent back to
+ * back through the last milliseconds of a window, so that millisecond is
+ * sampled many times over.
+ */
+static void test_limiter_incr_expiry_instant(sluice_store *st)
+{
+    char lim[256], meta[256];
+    const char *q = "jobs.instant";
+    long zero = 0, calls = 0;
+    uint64_t count = 0, ttl = 0, deadline;
+
+    test_context("sluice_emq_limiter_incr: the millisecond of expiry");
+    emq_names(lim, meta, sizeof(lim), "emq", q, strlen(q));
+    for (int round = 0; round < 3; round++) {
+        CHECK(rs_ok(&server, "SET %s 1000 PX 120", lim) == 0);
+        deadline = rs_mono_ms() + 3000;
+        while (rs_int(&server, "PTTL %s", lim) > 15 && rs_mono_ms() < deadline)
+            rs_sleep_ms(3);
+        do {
+            /* A window far longer than what is left: a new one shows. */
+            CHECK_OK(sluice_emq_limiter_incr(&count, &ttl, st, q, strlen(q),
+                                             60000));
+            calls++;
+            zero += ttl == 0;
+        } while (count > 1 && rs_mono_ms() < deadline);
+        CHECK_EQ_U64(count, 1);
+        CHECK_EQ_U64(ttl, 60000);
+    }
+    if (!CHECK_EQ_U64(zero, 0))
+        fprintf(stderr, "    %ld of %ld increments answered 0 ms left\n", zero,
+                calls);
+    printf("  limiter expiry instant: %ld increments, %ld with 0 ms left\n",
+           calls, zero);
+    CHECK(rs_ok(&server, "DEL %s", lim) == 0);
+    test_context(NULL);
+}
+
 /* The limiter and the read together, as a queue's dequeue loop uses them. */
 static void test_admit_loop(sluice_store *st)
 {
@@ -528,6 +570,7 @@ int main(void)
         return 1;
     test_rate_limit_ttl(st);
     test_limiter_incr(st);
+    test_limiter_incr_expiry_instant(st);
     test_admit_loop(st);
     sluice_store_free(st);
     test_key_names();
