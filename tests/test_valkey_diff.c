@@ -390,6 +390,61 @@ static void test_differential(uint64_t seed)
 }
 
 /*
+ * Costs as large as the documented range allows, 2^50: every count stays
+ * exact through the server's Lua doubles and the commands it sends. The
+ * fixed window and the sliding counter keep a count, so any cost is one
+ * command; the sliding log keeps a member per unit, so it is left out. Both
+ * stores, one virtual clock, the same answers.
+ */
+static void test_large_costs(void)
+{
+    const uint64_t MAX = SLUICE_MAX_MAX, COST = (uint64_t)1 << 50;
+    const sluice_limit lims[2] = {SLUICE_LIMIT(SLUICE_FIXED, MAX, 60000),
+                                  SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, MAX, 1)};
+    sluice_vclock *clock = NULL;
+    sluice_store *st[2] = {NULL, NULL};
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_decision d[2];
+    char url[160];
+
+    test_context("costs of 2^50");
+    CHECK_OK(sluice_vclock_new(&clock, 5000000));
+    if (clock == NULL)
+        exit(2);
+    opts.clock_ms = sluice_vclock_now_ms;
+    opts.clock_payload = clock;
+    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
+             server.url);
+    CHECK_OK(sluice_store_open(&st[0], "mem://", &opts));
+    CHECK_OK(sluice_store_open(&st[1], url, &opts));
+    if (st[0] == NULL || st[1] == NULL)
+        exit(2);
+    for (int l = 0; l < 2; l++) {
+        test_context("costs of 2^50, %s", sluice_algo_name(lims[l].algo));
+        for (int i = 0; i < 2; i++)
+            CHECK_OK(sluice_reset(st[i], &lims[l], "big", 3));
+        /* 7 x 2^50 fit in 2^53 - 1; the 8th does not. */
+        for (uint64_t hit = 1; hit <= 8; hit++) {
+            for (int i = 0; i < 2; i++)
+                CHECK_OK(sluice_hit(&d[i], st[i], &lims[l], "big", 3, COST));
+            CHECK_EQ_U64(d[1].allowed, hit <= 7);
+            CHECK_EQ_U64(d[1].remaining, hit <= 7 ? MAX - hit * COST
+                                                  : MAX - 7 * COST);
+            CHECK_EQ_U64(d[0].allowed, d[1].allowed);
+            CHECK_EQ_U64(d[0].remaining, d[1].remaining);
+            /* The fixed window's waits are the server's own PTTL, on its
+               clock: only the sliding counter's follow the virtual one. */
+            if (lims[l].algo == SLUICE_SLIDING_COUNTER)
+                CHECK(memcmp(&d[0], &d[1], sizeof(d[0])) == 0);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        sluice_store_free(st[i]);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
+/*
  * A scripted trace at the very top of the documented bounds, where a sum of
  * two in-range numbers passes 2^53 and a double rounds it: max 2^53 - 1, a
  * window of 2^40 ms, a clock near 2^53, and costs of about max (refused).
@@ -843,6 +898,7 @@ int main(int argc, char **argv)
     printf("  server %s (pid %d)\n", server.url, (int)server.pid);
     test_differential(seed);
     test_log_top_of_range();
+    test_large_costs();
     test_fixed_server_clock();
     test_fixed_seam();
     test_fixed_expiry_instant();

@@ -10,7 +10,7 @@ drops it only after that millisecond) begins a new window now, as the C
 code takes it; one found without an expiry (left by something else) is
 given one, so it can never block forever. When the key holds something else
 than a number, answers nil and the server's error. Numbers go to the server
-as %.0f text: Lua's default form would write a large one as 1e+15. ]]
+as %.0f text, as every script here writes them. ]]
 local function counter_incr(key, by, window)
   local n = redis.pcall('INCRBY', key, string.format('%.0f', by))
   if type(n) ~= 'number' then return nil, n end
