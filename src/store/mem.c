@@ -303,18 +303,91 @@ static bool reserve_key(mem_store *m)
 
 /* ---- The store's table ------------------------------------------------------ */
 
+/* Decides on the state that 'e' holds, at 'now_ms' clamped to its last. */
+static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
+                       uint64_t now_ms, uint64_t cost, bool consume,
+                       sluice_decision *out)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    uint64_t t = e->last_ms > now_ms ? e->last_ms : now_ms;
+    size_t before = algo->bytes(entry_state(e));
+    int err = algo->decide(entry_state(e), limit, t, cost, consume, out);
+
+    /* Even a failed decide may have trimmed the state and freed memory. */
+    sh->bytes += algo->bytes(entry_state(e));
+    sh->bytes -= before;
+    if (err == SLUICE_OK) {
+        uint64_t idle_at = algo->idle_at(entry_state(e), limit);
+
+        e->last_ms = t;
+        /* Never sooner than before: a call with a shorter window must not
+           let the sweep drop what a longer one still counts. */
+        if (idle_at > e->idle_at_ms || idle_at == 0)
+            e->idle_at_ms = idle_at;
+        bucket_note(sh, e);
+    }
+    return err;
+}
+
+/* A peek at an unknown key: decides on a fresh state, keeps nothing. */
+static int decide_fresh(const sluice_limit *limit, uint64_t now_ms,
+                        uint64_t cost, sluice_decision *out)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    _Alignas(8) unsigned char fresh[STATE_MAX];
+    int err;
+
+    algo->init(fresh);
+    err = algo->decide(fresh, limit, now_ms, cost, false, out);
+    algo->release(fresh);
+    return err;
+}
+
+/*
+ * Counts a hit on a new key, whose key is reserved under the cap: a new
+ * entry at 'link', unless the decision fails (nothing is kept then).
+ */
+static int decide_new(mem_store *m, shard *sh, entry **link, uint64_t hash,
+                      const sluice_limit *limit, const char *key,
+                      size_t key_len, uint64_t now_ms, uint64_t cost,
+                      sluice_decision *out)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    entry *e = entry_new(limit->algo, hash, key, key_len);
+    int err;
+
+    if (e == NULL) {
+        atomic_fetch_sub(&m->keys, 1);
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate a key of %zu "
+                             "bytes", key_len);
+    }
+    if ((err = algo->decide(entry_state(e), limit, now_ms, cost, true,
+                            out)) < 0) {
+        atomic_fetch_sub(&m->keys, 1);
+        algo->release(entry_state(e));
+        free(e);
+        return err;
+    }
+    e->last_ms = now_ms;
+    e->idle_at_ms = algo->idle_at(entry_state(e), limit);
+    *link = e;
+    bucket_note(sh, e);
+    sh->count++;
+    sh->bytes += entry_bytes(e);
+    shard_make_room(m, sh, now_ms);
+    return SLUICE_OK;
+}
+
 static int mem_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out)
 {
     mem_store *m = impl;
-    const sluice__algo *algo = sluice__algos[limit->algo];
     uint64_t now_ms = m->clock_ms(m->clock_payload);
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
     shard *sh = shard_of(m, hash);
     bool swept = false;
-    entry **link, *e;
-    size_t before;
+    entry **link;
     int err;
 
     if (now_ms > SLUICE_NOW_MAX_MS)
@@ -324,62 +397,24 @@ static int mem_decide(void *impl, const sluice_limit *limit, const char *key,
 again:
     pthread_mutex_lock(&sh->lock);
     link = shard_find(sh, hash, limit->algo, key, key_len);
-    e = *link;
-    if (e != NULL) {
-        uint64_t t = e->last_ms > now_ms ? e->last_ms : now_ms;
-
-        before = algo->bytes(entry_state(e));
-        err = algo->decide(entry_state(e), limit, t, cost, consume, out);
-        /* Even a failed decide may have trimmed the state and freed memory. */
-        sh->bytes += algo->bytes(entry_state(e));
-        sh->bytes -= before;
-        if (err == SLUICE_OK) {
-            uint64_t idle_at = algo->idle_at(entry_state(e), limit);
-
-            e->last_ms = t;
-            /* Never sooner than before: a call with a shorter window must
-               not let the sweep drop what a longer one still counts. */
-            if (idle_at > e->idle_at_ms || idle_at == 0)
-                e->idle_at_ms = idle_at;
-            bucket_note(sh, e);
-        }
+    if (*link != NULL) {
+        err = decide_held(sh, *link, limit, now_ms, cost, consume, out);
     } else if (!consume) {
-        /* A peek at an unknown key: decide on a fresh state, keep nothing. */
-        _Alignas(8) unsigned char fresh[STATE_MAX];
-
-        algo->init(fresh);
-        err = algo->decide(fresh, limit, now_ms, cost, false, out);
-        algo->release(fresh);
-    } else if (!reserve_key(m)) {
-        if (!swept) {
-            pthread_mutex_unlock(&sh->lock);
-            sweep_store(m, now_ms);
-            swept = true;
-            goto again;
-        }
+        err = decide_fresh(limit, now_ms, cost, out);
+    } else if (reserve_key(m)) {
+        err = decide_new(m, sh, link, hash, limit, key, key_len, now_ms, cost,
+                         out);
+    } else if (!swept) {
+        /* At the cap: drop what is idle everywhere, then look again. */
+        pthread_mutex_unlock(&sh->lock);
+        sweep_store(m, now_ms);
+        swept = true;
+        goto again;
+    } else {
         atomic_fetch_add(&m->full, 1);
         err = sluice__error(SLUICE_EFULL,
                             "the store holds its cap of %zu keys and none is "
                             "idle", m->max_keys);
-    } else if ((e = entry_new(limit->algo, hash, key, key_len)) == NULL) {
-        atomic_fetch_sub(&m->keys, 1);
-        err = sluice__error(SLUICE_ENOMEM, "cannot allocate a key of %zu bytes",
-                            key_len);
-    } else {
-        err = algo->decide(entry_state(e), limit, now_ms, cost, true, out);
-        if (err < 0) {
-            atomic_fetch_sub(&m->keys, 1);
-            algo->release(entry_state(e));
-            free(e);
-        } else {
-            e->last_ms = now_ms;
-            e->idle_at_ms = algo->idle_at(entry_state(e), limit);
-            *link = e;
-            bucket_note(sh, e);
-            sh->count++;
-            sh->bytes += entry_bytes(e);
-            shard_make_room(m, sh, now_ms);
-        }
     }
     sweep_some(m, sh, now_ms);
     pthread_mutex_unlock(&sh->lock);
