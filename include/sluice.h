@@ -2,7 +2,8 @@
  * sluice.h - the public face of libsluice, a rate-limiting library.
  *
  * A limit is a budget of 'max' units per 'window_ms' milliseconds, counted by
- * one of three algorithms (see README.md and docs in each src/algo_*.c):
+ * one of the algorithms of SLUICE_ALGO_MAP below (see README.md, and the
+ * arithmetic at the top of each src/algo/NAME/NAME.c):
  *
  *   fixed            one counter per key, armed on the first admitted request
  *                    and expiring 'window_ms' later; bursts up to 2 x max
@@ -13,7 +14,8 @@
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store is reached through the same four
- * calls: sluice_hit(), sluice_peek(), sluice_reset() and sluice_store_free().
+ * calls: sluice_hit(), sluice_peek(), sluice_reset() and sluice_store_free(),
+ * and sluice_hit_many() for a batch.
  *
  * Conventions (after libgit2 and libuv):
  *   - functions return int: 0 (SLUICE_OK) on success, a negative SLUICE_E*
@@ -406,7 +408,7 @@ SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
  * key of queue 'q' shares the hashtag {q}: emq:{q}:wait (a list), :active
  * (leases), :delayed, :failed, :data, :attempts, :meta (a hash: 'max' and
  * 'duration' are the cap) and :limiter (the fixed-window counter). Each
- * operation is one atomic script (src/lua/queue_*.lua).
+ * operation is one atomic script (src/queue/lua/queue_*.lua).
  *
  * A job is taken under a lease. A worker that finishes it calls
  * sluice_queue_complete() or sluice_queue_fail() with the lease token; a job
