@@ -217,7 +217,7 @@ typedef struct sluice_store sluice_store;
  * SLUICE_STORE_OPTS_VERSION, reads only that version's fields, and gives
  * the later ones their defaults.
  */
-#define SLUICE_STORE_OPTS_VERSION 1
+#define SLUICE_STORE_OPTS_VERSION 2
 
 /* What a server store's call answers when the server cannot. */
 typedef enum sluice_on_error {
@@ -280,6 +280,16 @@ typedef struct sluice_store_opts {
        by another process before the wait ends. URL:
        refused_cache=default|off|all. */
     sluice_refused_cache refused_cache;
+
+    /* ---- Since version 2 ---- */
+    /* Server stores: the most one reply may hold, in bytes of strings (and
+       of what is buffered before it is whole) and in array elements; 0
+       means 64 MB and 1,048,576. A reply over either is refused before it
+       is read whole: SLUICE_EPROTO, and the connection is closed. A job's
+       payload must fit too (sluice_queue_add() checks). URL:
+       max_reply_bytes=N, max_reply_elements=N. */
+    uint64_t max_reply_bytes;
+    uint64_t max_reply_elements;
 } sluice_store_opts;
 
 #define SLUICE_STORE_OPTS_INIT {.version = SLUICE_STORE_OPTS_VERSION}

@@ -17,7 +17,6 @@
 #include "queue/queue.h"
 
 #include <fnmatch.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,7 +41,7 @@ struct sluice_worker {
     size_t n, cap;
     size_t next;            /* where the next round starts */
     uint64_t discovered_ms; /* when the pattern was last looked for */
-    redisContext *sub;      /* subscribed to EMQ:added; NULL if broken */
+    sluice__sub *sub;       /* subscribed to EMQ:added; NULL if broken */
     char channel[SLUICE__CHANNEL_MAX];
 };
 
@@ -118,71 +117,58 @@ static void worker_discover(sluice_worker *w, uint64_t now)
 /* (Re)subscribes to the added channel; a failure leaves polling by time. */
 static void worker_subscribe(sluice_worker *w)
 {
-    redisReply *r;
+    if (w->sub == NULL &&
+        w->server.ops->subscribe(w->server.impl, w->channel, &w->sub) < 0)
+        w->sub = NULL;
+}
 
-    if (w->sub != NULL)
-        return;
-    if (w->server.ops->connect(w->server.impl, &w->sub) < 0) {
-        w->sub = NULL;
-        return;
+/* A message named queue 'name': wake it, or take it in if the pattern
+   covers it. */
+static void worker_wake(sluice_worker *w, const char *name, size_t len)
+{
+    wqueue *q = worker_find(w, name, len);
+
+    if (q == NULL && w->pattern != NULL && strlen(name) == len &&
+        fnmatch(w->pattern, name, 0) == 0 && worker_add(w, name, len) == 0)
+        q = worker_find(w, name, len);
+    if (q != NULL && q->idle) {
+        q->idle = false;
+        q->ready_ms = 0;
     }
-    r = redisCommand(w->sub, "SUBSCRIBE %s", w->channel);
-    if (r == NULL) {
-        redisFree(w->sub);
-        w->sub = NULL;
-        return;
-    }
-    freeReplyObject(r);
 }
 
 /*
  * Sleeps until 'deadline' (monotonic ms) or a message on the channel,
- * whichever comes first; a message wakes the queue it names.
+ * whichever comes first; a message wakes the queue it names, and so does
+ * every other one that came with it.
  */
 static void worker_sleep(sluice_worker *w, uint64_t deadline)
 {
-    uint64_t now = sluice__monotonic_ms();
-    struct pollfd p;
-    void *reply;
+    uint64_t now = sluice__monotonic_ms(), wait = deadline - now;
+    char *name = NULL;
+    size_t len;
 
     worker_subscribe(w);
     if (deadline <= now)
         return;
     if (w->sub == NULL) {
-        struct timespec ts = {(time_t)((deadline - now) / 1000),
-                              (long)((deadline - now) % 1000) * 1000000L};
+        struct timespec ts = {(time_t)(wait / 1000),
+                              (long)(wait % 1000) * 1000000L};
 
         nanosleep(&ts, NULL);
         return;
     }
-    p.fd = w->sub->fd;
-    p.events = POLLIN;
-    if (poll(&p, 1, (int)(deadline - now)) <= 0)
-        return;
-    if (redisBufferRead(w->sub) != REDIS_OK) {
-        redisFree(w->sub);
-        w->sub = NULL;
-        return;
-    }
-    while (redisGetReplyFromReader(w->sub, &reply) == REDIS_OK &&
-           reply != NULL) {
-        redisReply *r = reply;
-
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-            r->element[2]->type == REDIS_REPLY_STRING) {
-            wqueue *q = worker_find(w, r->element[2]->str, r->element[2]->len);
-
-            if (q == NULL && w->pattern != NULL &&
-                strlen(r->element[2]->str) == r->element[2]->len &&
-                fnmatch(w->pattern, r->element[2]->str, 0) == 0 &&
-                worker_add(w, r->element[2]->str, r->element[2]->len) == 0)
-                q = worker_find(w, r->element[2]->str, r->element[2]->len);
-            if (q != NULL && q->idle) {
-                q->idle = false;
-                q->ready_ms = 0;
-            }
+    for (;;) {
+        if (w->server.ops->sub_next(w->sub, wait, &name, &len) < 0) {
+            w->server.ops->sub_free(w->sub);
+            w->sub = NULL;
+            return;
         }
-        freeReplyObject(r);
+        if (name == NULL)
+            return;
+        worker_wake(w, name, len);
+        free(name);
+        wait = 0; /* then only what came with it */
     }
 }
 
@@ -249,7 +235,7 @@ void sluice_worker_free(sluice_worker *w)
     free(w->queues);
     free(w->pattern);
     if (w->sub != NULL)
-        redisFree(w->sub);
+        w->server.ops->sub_free(w->sub);
     free(w);
 }
 

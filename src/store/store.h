@@ -26,6 +26,9 @@
 struct redisReply;
 struct redisContext;
 
+/* A subscription to a channel of a server (the server interface's). */
+typedef struct sluice__sub sluice__sub;
+
 /* ---- A store's table ---------------------------------------------------------- */
 
 /*
@@ -65,9 +68,16 @@ typedef struct sluice__server_ops {
     int (*command)(void *impl, const char *key, size_t key_len, int argc,
                    const char **argv, const size_t *lens,
                    struct redisReply **out);
-    /* A new connection of its own (for SUBSCRIBE), ready and
-       authenticated, to the server (a cluster's first node). */
-    int (*connect)(void *impl, struct redisContext **out);
+    /* A connection of its own to the server (a cluster's first node),
+       subscribed to 'channel' (its confirmation read). */
+    int (*subscribe)(void *impl, const char *channel, sluice__sub **out);
+    /* The next message on the subscription, waiting at most 'wait_ms':
+       0 with '*payload' (malloc'd, NUL after its '*len' bytes), or with
+       '*payload' NULL when none came in time. An error leaves 's' broken:
+       free it (and subscribe again later). */
+    int (*sub_next)(sluice__sub *s, uint64_t wait_ms, char **payload,
+                    size_t *len);
+    void (*sub_free)(sluice__sub *s);
 } sluice__server_ops;
 
 /*

@@ -11,7 +11,7 @@
  *   ASK slot host:port     the slot is being moved: this one call is sent
  *                          again to that node, after ASKING;
  *   TRYAGAIN               keys of the slot are mid-move: again shortly,
- *                          for as long as the command timeout allows;
+ *                          for as long as the call's deadline allows;
  *   no answer              the node may be down: the error goes back to the
  *                          caller (within the timeout), and the next call
  *                          rereads the map, so once the cluster has promoted
@@ -127,7 +127,10 @@ static int map_read_from(vk_store *v, vk_node *n)
     int32_t *slots;
     int err;
 
-    if ((err = sluice__vk_node_command(v, n, false, 2, argv, lens, &r)) < 0)
+    if ((err = sluice__vk_node_command(v, n, false,
+                                       sluice__monotonic_ms() +
+                                           v->command_timeout_ms,
+                                       2, argv, lens, &r)) < 0)
         return err;
     if (r->type == REDIS_REPLY_ERROR) {
         err = sluice__vk_reply_error(n, r, "CLUSTER SLOTS");
@@ -294,13 +297,14 @@ void sluice__vk_node_noted(vk_store *v, vk_node *n, int err)
 
 /* ---- Calls and their redirections ------------------------------------------------ */
 
-void sluice__vk_route_init(vk_route *rt, unsigned slot)
+void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms)
 {
     rt->slot = slot;
     rt->sends = 0;
     rt->ask = NULL;
     rt->tryagain_ms = 2;
     rt->started_ms = sluice__monotonic_ms();
+    rt->deadline_ms = deadline_ms;
 }
 
 /*
@@ -308,12 +312,12 @@ void sluice__vk_route_init(vk_route *rt, unsigned slot)
  * again after a pause (2, 4, ... 50 ms) for as long as the command timeout
  * allows, and the pause does not count as a send.
  */
-static int try_again(vk_store *v, vk_route *rt)
+static int try_again(vk_route *rt)
 {
-    uint64_t elapsed = sluice__monotonic_ms() - rt->started_ms;
+    uint64_t now = sluice__monotonic_ms(), elapsed = now - rt->started_ms;
     struct timespec pause = {0, rt->tryagain_ms * 1000000L};
 
-    if (elapsed + (uint64_t)rt->tryagain_ms >= v->command_timeout_ms)
+    if (now + (uint64_t)rt->tryagain_ms >= rt->deadline_ms)
         return sluice__error(SLUICE_ECONN, "cluster: the keys of slot %u "
                              "stayed mid-move (TRYAGAIN) for %llu ms",
                              rt->slot, (unsigned long long)elapsed);
@@ -347,7 +351,7 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
         return 1;
     }
     if (r->len >= 8 && strncmp(r->str, "TRYAGAIN", 8) == 0)
-        return try_again(v, rt);
+        return try_again(rt);
     return 0;
 }
 
@@ -383,7 +387,8 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
             return err;
         rt->ask = NULL;
         rt->sends++;
-        err = sluice__vk_node_send(v, n, asking, script, argc, argv, lens,
+        err = sluice__vk_node_send(v, n, asking, rt->deadline_ms, script,
+                                   argc, argv, lens,
                                    &r);
         sluice__vk_node_noted(v, n, err);
         if (err < 0)
@@ -406,7 +411,7 @@ int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
 {
     vk_route rt;
 
-    sluice__vk_route_init(&rt, v->cluster ? sluice__key_slot(key, key_len)
-                                          : 0);
+    sluice__vk_route_init(&rt, v->cluster ? sluice__key_slot(key, key_len) : 0,
+                          sluice__monotonic_ms() + v->command_timeout_ms);
     return sluice__vk_call_routed(v, &rt, script, argc, argv, lens, out);
 }

@@ -26,6 +26,7 @@ typedef struct vk_waiter {
     bool consume;
     sluice_request req;
     vk_msg msg;               /* req.err's message, for its caller to set */
+    uint64_t started_ms;      /* the caller's call began: its deadline */
     _Atomic uint32_t state;   /* WAITER_DONE, WAITER_LEAD, or 0 */
 } vk_waiter;
 
@@ -128,8 +129,14 @@ static size_t round_group(round *rd, vk_calls *cs, size_t i, size_t used)
    them queued before any is awaited. */
 static void combine_round(vk_store *v, vk_waiter *batch)
 {
-    vk_calls cs = VK_CALLS_INIT(v, NULL, NULL);
+    vk_calls cs = VK_CALLS_INIT(v, NULL, NULL, UINT64_MAX);
     round rd;
+
+    /* The round is answered by its oldest caller's deadline: no caller
+       waits past its own. */
+    for (vk_waiter *b = batch; b != NULL; b = b->next)
+        if (b->started_ms + v->command_timeout_ms < cs.deadline_ms)
+            cs.deadline_ms = b->started_ms + v->command_timeout_ms;
 
     if (round_init(&rd, batch) < 0) {
         /* No memory for a round: decide each alone. */
@@ -182,7 +189,8 @@ int sluice__vk_decide_combined(void *impl, const sluice_limit *limit,
 {
     vk_store *v = impl;
     vk_waiter me = {.limit = limit, .consume = consume,
-                    .req = {key, key_len, cost, 0, {0}}};
+                    .req = {key, key_len, cost, 0, {0}},
+                    .started_ms = sluice__monotonic_ms()};
 
     pthread_mutex_lock(&v->combine_lock);
     *v->waiting_tail = &me;

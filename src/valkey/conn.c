@@ -21,15 +21,6 @@
 
 /* ---- One connection -------------------------------------------------------------- */
 
-static struct timeval ms_to_tv(uint64_t ms)
-{
-    struct timeval tv;
-
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    return tv;
-}
-
 static void conn_close(vk_conn *c)
 {
     if (c->ctx != NULL) {
@@ -38,22 +29,11 @@ static void conn_close(vk_conn *c)
     }
 }
 
-/*
- * Turns a failed hiredis call on 'c' into an error code: SLUICE_ETIMEDOUT
- * when the server did not answer in time, SLUICE_ECONN when it could not be
- * reached or the connection broke. The connection is closed either way.
- */
-static int conn_fail(vk_node *n, vk_conn *c, const char *doing)
+/* The error of what failed on 'c' (wire.c names its kind); the connection
+   is closed, since its stream is no longer in step. */
+static int conn_fail(vk_node *n, vk_conn *c, int err)
 {
-    int saved = errno;
-    const char *why = c->ctx != NULL ? c->ctx->errstr : "cannot allocate";
-    int timed_out = saved == EAGAIN || saved == EWOULDBLOCK ||
-                    saved == ETIMEDOUT || strstr(why, "timed out") != NULL ||
-                    strstr(why, "temporarily unavailable") != NULL;
-    int err = sluice__error(timed_out ? SLUICE_ETIMEDOUT : SLUICE_ECONN,
-                            "valkey %s:%d: %s: %s", n->host, n->port, doing,
-                            timed_out ? "timed out" : why);
-
+    (void)n;
     conn_close(c);
     return err;
 }
@@ -78,18 +58,23 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
                          n->port, doing, r->str);
 }
 
-/* Runs one command on an open connection; the reply is the caller's. */
-int sluice__vk_conn_command(vk_node *n, vk_conn *c, redisReply **out,
-                        const char *doing, int argc, const char **argv,
-                        const size_t *lens)
+int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
+                            redisReply **out, const char *doing, int argc,
+                            const char **argv, const size_t *lens)
 {
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
+    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
+    redisReply *r = NULL;
+    int err;
 
-    if (r == NULL)
-        return conn_fail(n, c, doing);
+    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
+        return conn_fail(n, c, sluice__vk_wire_fail(n, c->ctx, NULL, doing));
+    if ((err = sluice__vk_wire_write(n, c->ctx, deadline,
+                                     v->command_timeout_ms)) < 0 ||
+        (err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
+                                    v->command_timeout_ms, &r)) < 0)
+        return conn_fail(n, c, err);
     if (r->type == REDIS_REPLY_ERROR) {
-        int err = sluice__vk_reply_error(n, r, doing);
-
+        err = sluice__vk_reply_error(n, r, doing);
         freeReplyObject(r);
         return err;
     }
@@ -109,24 +94,13 @@ static int conn_stale(vk_conn *c)
            (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
-int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
+/* AUTH and SELECT on the new connection 'c'. */
+static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
 {
-    struct timeval tv = ms_to_tv(v->connect_timeout_ms);
     redisReply *r = NULL;
     char dbtext[24];
     int err;
 
-    if (c->ctx != NULL && !conn_stale(c))
-        return SLUICE_OK;
-    conn_close(c);
-    c->ctx = redisConnectWithTimeout(n->host, n->port, tv);
-    if (c->ctx == NULL || c->ctx->err)
-        return conn_fail(n, c, "connect");
-    tv = ms_to_tv(v->command_timeout_ms);
-    if (redisSetTimeout(c->ctx, tv) != REDIS_OK)
-        return conn_fail(n, c, "set timeout");
-    redisEnableKeepAlive(c->ctx);
     if (v->password != NULL) {
         const char *argv[] = {"AUTH", v->user, v->password};
         size_t lens[] = {4, v->user ? strlen(v->user) : 0, strlen(v->password)};
@@ -136,8 +110,9 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
             argv[1] = v->password;
             lens[1] = lens[2];
         }
-        if ((err = sluice__vk_conn_command(n, c, &r, "AUTH", argc, argv, lens)) < 0)
-            goto fail;
+        if ((err = sluice__vk_conn_command(v, n, c, &r, "AUTH", argc, argv,
+                                           lens)) < 0)
+            return err;
         freeReplyObject(r);
     }
     if (v->db != 0) {
@@ -145,12 +120,30 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
         size_t lens[2] = {6, 0};
 
         lens[1] = (size_t)snprintf(dbtext, sizeof(dbtext), "%ld", v->db);
-        if ((err = sluice__vk_conn_command(n, c, &r, "SELECT", 2, argv, lens)) < 0)
-            goto fail;
+        if ((err = sluice__vk_conn_command(v, n, c, &r, "SELECT", 2, argv,
+                                           lens)) < 0)
+            return err;
         freeReplyObject(r);
     }
+    return SLUICE_OK;
+}
+
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, scripts. */
+int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
+{
+    int err;
+
+    if (c->ctx != NULL && !conn_stale(c))
+        return SLUICE_OK;
+    conn_close(c);
+    if ((err = sluice__vk_wire_open(&c->ctx, &c->caps, n,
+                                    v->connect_timeout_ms, v->max_reply_bytes,
+                                    v->max_reply_elements)) < 0)
+        return err;
+    if ((err = conn_login(v, n, c)) < 0)
+        goto fail;
     if (!atomic_load(&v->scripts_loaded)) {
-        if ((err = sluice__vk_scripts_load(n, c)) < 0)
+        if ((err = sluice__vk_scripts_load(v, n, c)) < 0)
             goto fail;
         atomic_store(&v->scripts_loaded, 1);
     }
@@ -205,20 +198,33 @@ static void request_fail(vk_request *e, int err)
     snprintf(e->msg, sizeof(e->msg), "%s", sluice_last_error());
 }
 
+/* The earliest deadline of a batch: its I/O must be over by then. */
+static uint64_t batch_deadline(const vk_request *batch)
+{
+    uint64_t d = UINT64_MAX;
+
+    for (; batch != NULL; batch = batch->next)
+        if (batch->deadline_ms < d)
+            d = batch->deadline_ms;
+    return d;
+}
+
 /*
  * The leader's writes for a batch: connect if need be, then send every
  * request. Answers 0, or the error that failed every request of the batch.
  */
 static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
 {
-    int err = sluice__vk_conn_ready(v, n, c), done = 0;
+    int err = sluice__vk_conn_ready(v, n, c);
 
     for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
         if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) != REDIS_OK)
-            err = conn_fail(n, c, "write");
-    while (err == 0 && !done)
-        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
-            err = conn_fail(n, c, "write");
+            err = conn_fail(n, c, sluice__vk_wire_fail(n, c->ctx, NULL,
+                                                        "write"));
+    if (err == 0 &&
+        (err = sluice__vk_wire_write(n, c->ctx, batch_deadline(batch),
+                                     v->command_timeout_ms)) < 0)
+        conn_fail(n, c, err);
     for (vk_request *e = batch; e != NULL && err < 0; e = e->next)
         request_fail(e, err);
     return err;
@@ -226,16 +232,21 @@ static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
 
 /*
  * The leader's reads for a batch that batch_write() sent ('err' its answer):
- * every reply, in order. A broken connection fails the rest of the batch.
+ * every reply, in order, by the batch's deadline. A broken connection fails
+ * the rest of the batch.
  */
-static void batch_read(vk_node *n, vk_conn *c, vk_request *batch, int err)
+static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
+                       int err)
 {
+    uint64_t deadline = batch_deadline(batch);
+
     for (vk_request *e = batch; e != NULL && err == 0; e = e->next) {
         for (int k = 0; k < e->ncmds; k++) {
             redisReply *r = NULL;
 
-            if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK || r == NULL) {
-                err = conn_fail(n, c, "read");
+            if ((err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
+                                            v->command_timeout_ms, &r)) < 0) {
+                conn_fail(n, c, err);
                 for (vk_request *f = e; f != NULL; f = f->next)
                     request_fail(f, err);
                 break;
@@ -311,7 +322,7 @@ int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
             continue;
         }
         pthread_mutex_unlock(&c->lock);
-        batch_read(n, c, batch, batch_write(v, n, c, batch));
+        batch_read(v, n, c, batch, batch_write(v, n, c, batch));
         pthread_mutex_lock(&c->lock);
         conn_hand_out(c, batch, e);
     }
@@ -335,10 +346,10 @@ vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
     return batch;
 }
 
-void sluice__vk_conn_lead_end(vk_node *n, vk_conn *c, vk_request *batch,
-                              int err)
+void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
+                              vk_request *batch, int err)
 {
-    batch_read(n, c, batch, err);
+    batch_read(v, n, c, batch, err);
     pthread_mutex_lock(&c->lock);
     conn_hand_out(c, batch, NULL);
     pthread_mutex_unlock(&c->lock);
@@ -356,9 +367,9 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
  * (possibly an error reply) is the caller's. 'asking' sends ASKING first,
  * on the same connection, as one request.
  */
-int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking, int argc,
-                        const char **argv, const size_t *lens,
-                        redisReply **out)
+int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking,
+                            uint64_t deadline_ms, int argc, const char **argv,
+                            const size_t *lens, redisReply **out)
 {
     static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
     vk_request e;
@@ -371,6 +382,7 @@ int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking, int argc,
     e.cmd = cmd;
     e.len = (size_t)len;
     e.ncmds = 1;
+    e.deadline_ms = deadline_ms;
     if (asking) {
         size_t alen = sizeof(asking_cmd) - 1;
 

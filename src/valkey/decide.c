@@ -206,26 +206,32 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
 
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
- * script call on 'rt' (NULL: the route of the first key), and sets each
- * one's 'err' and 'decision' (and msgs[todo[i]] as group_answer() does).
+ * script call on 'rt' (NULL: the route of the first key, answered by
+ * 'deadline_ms'), and sets each one's 'err' and 'decision' (and
+ * msgs[todo[i]] as group_answer() does).
  */
-static void decide_group(vk_store *v, vk_route *rt, const sluice_limit *limit,
-                         bool consume, sluice_request *reqs,
-                         const size_t *todo, size_t n, vk_msg *msgs)
+static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
+                         const sluice_limit *limit, bool consume,
+                         sluice_request *reqs, const size_t *todo, size_t n,
+                         vk_msg *msgs)
 {
     _Alignas(max_align_t) char stack[1024];
     group_args g = {0};
     redisReply *r = NULL;
+    vk_route own;
     int err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
                                reqs, todo, n);
 
-    if (err == 0 && rt != NULL)
+    if (err == 0 && rt == NULL) {
+        rt = &own;
+        sluice__vk_route_init(rt, v->cluster ? sluice__key_slot(g.argv[3],
+                                                                g.lens[3])
+                                             : 0,
+                              deadline_ms);
+    }
+    if (err == 0)
         err = sluice__vk_call_routed(v, rt, sluice__algos[limit->algo]->script,
                                      g.argc, g.argv, g.lens, &r);
-    else if (err == 0)
-        err = sluice__vk_call(v, g.argv[3], g.lens[3],
-                              sluice__algos[limit->algo]->script, g.argc,
-                              g.argv, g.lens, &r);
     group_answer(limit, reqs, todo, n, msgs, &g, err, err == 0 ? r : NULL);
     group_args_free(&g, n);
 }
@@ -287,7 +293,8 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     long long len;
 
     if (c == NULL) {
-        decide_group(v, NULL, limit, consume, cs->reqs, todo, n, cs->msgs);
+        decide_group(v, NULL, cs->deadline_ms, limit, consume, cs->reqs, todo,
+                     n, cs->msgs);
         return;
     }
     if (cs->tail == NULL)
@@ -308,6 +315,7 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     c->e.cmd = c->cmd;
     c->e.len = (size_t)len;
     c->e.ncmds = 1;
+    c->e.deadline_ms = cs->deadline_ms;
     c->conn = set_conn(cs, c);
     sluice__vk_conn_submit(c->conn, &c->e);
 }
@@ -386,7 +394,8 @@ static void calls_write_all(vk_calls *cs)
     }
     for (c = cs->head; c != NULL; c = c->next)
         if (c->led != NULL)
-            sluice__vk_conn_lead_end(c->node, c->conn, c->led, c->led_err);
+            sluice__vk_conn_lead_end(cs->v, c->node, c->conn, c->led,
+                                     c->led_err);
 }
 
 /*
@@ -404,12 +413,12 @@ static void call_answer(vk_calls *cs, slot_call *c)
 
     sluice__vk_node_noted(v, c->node, err);
     if (err == 0 && r->type == REDIS_REPLY_ERROR) {
-        sluice__vk_route_init(&rt, c->slot);
+        sluice__vk_route_init(&rt, c->slot, cs->deadline_ms);
         rt.sends = 1;
         again = sluice__vk_noscript(r) ? 1 : sluice__vk_follow(v, &rt, r);
         if (again > 0) {
             freeReplyObject(r);
-            decide_group(v, &rt, c->limit, c->consume, cs->reqs, c->todo,
+            decide_group(v, &rt, 0, c->limit, c->consume, cs->reqs, c->todo,
                          c->n, cs->msgs);
             return;
         }
@@ -429,8 +438,8 @@ void sluice__vk_calls_finish(vk_calls *cs)
     for (c = cs->head; c != NULL; c = next) {
         next = c->next;
         if (c->node == NULL)
-            decide_group(cs->v, NULL, c->limit, c->consume, cs->reqs,
-                         c->todo, c->n, cs->msgs);
+            decide_group(cs->v, NULL, cs->deadline_ms, c->limit, c->consume,
+                         cs->reqs, c->todo, c->n, cs->msgs);
         else
             call_answer(cs, c);
         if (c->cmd != NULL)
@@ -449,7 +458,8 @@ int sluice__vk_decide_many(void *impl, const sluice_limit *limit,
 {
     vk_store *v = impl;
     size_t *send = malloc(n * sizeof(*send));
-    vk_calls cs = VK_CALLS_INIT(v, reqs, NULL);
+    vk_calls cs = VK_CALLS_INIT(v, reqs, NULL,
+                                sluice__monotonic_ms() + v->command_timeout_ms);
     int err;
 
     if (send == NULL) {
@@ -471,10 +481,12 @@ int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out)
 {
+    vk_store *v = impl;
     sluice_request q = {key, key_len, cost, 0, {0}};
     const size_t only = 0;
 
-    decide_group(impl, NULL, limit, consume, &q, &only, 1, NULL);
+    decide_group(v, NULL, sluice__monotonic_ms() + v->command_timeout_ms,
+                 limit, consume, &q, &only, 1, NULL);
     *out = q.decision;
     return q.err;
 }

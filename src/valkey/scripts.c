@@ -33,14 +33,14 @@ static int load_reply(vk_node *n, const sluice__script *script,
     return SLUICE_OK;
 }
 
-int sluice__vk_scripts_load(vk_node *n, vk_conn *c)
+int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c)
 {
     for (size_t i = 0; sluice__scripts[i] != NULL; i++) {
         const sluice__script *s = sluice__scripts[i];
         const char *argv[] = {"SCRIPT", "LOAD", s->text};
         size_t lens[] = {6, 4, s->len};
         redisReply *r = NULL;
-        int err = sluice__vk_conn_command(n, c, &r, "SCRIPT LOAD", 3, argv,
+        int err = sluice__vk_conn_command(v, n, c, &r, "SCRIPT LOAD", 3, argv,
                                           lens);
 
         if (err == 0) {
@@ -60,12 +60,14 @@ bool sluice__vk_noscript(const redisReply *r)
 }
 
 /* Gives node 'n' the script it lacked. */
-static int script_give(vk_store *v, vk_node *n, const sluice__script *script)
+static int script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
+                       const sluice__script *script)
 {
     const char *argv[] = {"SCRIPT", "LOAD", script->text};
     size_t lens[] = {6, 4, script->len};
     redisReply *r = NULL;
-    int err = sluice__vk_node_command(v, n, false, 3, argv, lens, &r);
+    int err = sluice__vk_node_command(v, n, false, deadline_ms, 3, argv, lens,
+                                      &r);
 
     if (err < 0)
         return err;
@@ -75,8 +77,8 @@ static int script_give(vk_store *v, vk_node *n, const sluice__script *script)
 }
 
 int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
-                         const sluice__script *script, int argc,
-                         const char **argv, const size_t *lens,
+                         uint64_t deadline_ms, const sluice__script *script,
+                         int argc, const char **argv, const size_t *lens,
                          redisReply **out)
 {
     redisReply *r = NULL;
@@ -85,14 +87,14 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
     if (script != NULL)
         argv[1] = script->sha1;
     for (int attempt = 0;; attempt++) {
-        if ((err = sluice__vk_node_command(v, n, asking, argc, argv, lens,
-                                           &r)) < 0)
+        if ((err = sluice__vk_node_command(v, n, asking, deadline_ms, argc,
+                                           argv, lens, &r)) < 0)
             return err;
         if (script == NULL || attempt > 0 || !sluice__vk_noscript(r))
             break;
         freeReplyObject(r);
         r = NULL;
-        if ((err = script_give(v, n, script)) < 0)
+        if ((err = script_give(v, n, deadline_ms, script)) < 0)
             return err;
     }
     *out = r;

@@ -17,6 +17,8 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define DEFAULT_COMMAND_TIMEOUT_MS 500
 #define DEFAULT_POOL 4
+#define DEFAULT_MAX_REPLY_BYTES ((uint64_t)64 << 20)
+#define DEFAULT_MAX_REPLY_ELEMENTS ((uint64_t)1 << 20)
 
 /* ---- The store's table ----------------------------------------------------------- */
 
@@ -119,27 +121,12 @@ static int vk_command(void *impl, const char *key, size_t key_len, int argc,
     return sluice__vk_call(impl, key, key_len, NULL, argc, argv, lens, out);
 }
 
-static int vk_connect(void *impl, redisContext **out)
-{
-    vk_store *v = impl;
-    vk_node *n;
-    vk_conn c = {.ctx = NULL};
-    int err;
-
-    *out = NULL;
-    pthread_rwlock_rdlock(&v->map_lock);
-    n = v->nodes[0];
-    pthread_rwlock_unlock(&v->map_lock);
-    if ((err = sluice__vk_conn_ready(v, n, &c)) < 0)
-        return err;
-    *out = c.ctx;
-    return SLUICE_OK;
-}
-
 static const sluice__server_ops vk_server_ops = {
     .eval = vk_eval,
     .command = vk_command,
-    .connect = vk_connect,
+    .subscribe = sluice__vk_subscribe,
+    .sub_next = sluice__vk_sub_next,
+    .sub_free = sluice__vk_sub_free,
 };
 
 /* ---- Opening --------------------------------------------------------------------- */
@@ -182,6 +169,8 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
     u->user = u->password = u->prefix = u->emq_prefix = NULL; /* now v's */
     v->connect_timeout_ms = o->connect_timeout_ms;
     v->command_timeout_ms = o->command_timeout_ms;
+    v->max_reply_bytes = o->max_reply_bytes;
+    v->max_reply_elements = o->max_reply_elements;
     v->pool_size = o->pool_size;
     v->caller_clock = o->caller_clock;
     v->clock_ms = o->clock_ms;
@@ -198,18 +187,41 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
     return v;
 }
 
+/* Checks one option: 'v' must be at most 'max' ('what' names it). */
+static int opt_at_most(const char *what, uint64_t v, uint64_t max)
+{
+    if (v > max)
+        return sluice__error(SLUICE_EINVAL, "%s %llu is above %llu", what,
+                             (unsigned long long)v, (unsigned long long)max);
+    return SLUICE_OK;
+}
+
 /* Gives 'o' the defaults of what it leaves at 0; checks what it sets. */
 static int opts_settle(sluice_store_opts *o)
 {
+    int err;
+
+    if ((err = opt_at_most("connect_timeout_ms", o->connect_timeout_ms,
+                           VK_MAX_TIMEOUT_MS)) < 0 ||
+        (err = opt_at_most("command_timeout_ms", o->command_timeout_ms,
+                           VK_MAX_TIMEOUT_MS)) < 0 ||
+        (err = opt_at_most("pool_size", o->pool_size, VK_MAX_POOL)) < 0 ||
+        (err = opt_at_most("max_reply_bytes", o->max_reply_bytes,
+                           VK_MAX_REPLY_BYTES)) < 0 ||
+        (err = opt_at_most("max_reply_elements", o->max_reply_elements,
+                           VK_MAX_REPLY_ELEMENTS)) < 0 ||
+        (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0)
+        return err;
     if (o->connect_timeout_ms == 0)
         o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
     if (o->command_timeout_ms == 0)
         o->command_timeout_ms = DEFAULT_COMMAND_TIMEOUT_MS;
     if (o->pool_size == 0)
         o->pool_size = DEFAULT_POOL;
-    if (o->pool_size > VK_MAX_POOL)
-        return sluice__error(SLUICE_EINVAL, "pool_size %u is above %d",
-                             o->pool_size, VK_MAX_POOL);
+    if (o->max_reply_bytes == 0)
+        o->max_reply_bytes = DEFAULT_MAX_REPLY_BYTES;
+    if (o->max_reply_elements == 0)
+        o->max_reply_elements = DEFAULT_MAX_REPLY_ELEMENTS;
     return SLUICE_OK;
 }
 

@@ -153,7 +153,7 @@ static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     uint64_t num;
 
     (void)u;
-    if (sluice__parse_u64(ov->val, ov->vlen, 1, 3600000, &num) < 0)
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, VK_MAX_TIMEOUT_MS, &num) < 0)
         return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
                              "1..3600000 ms", ov->url, (int)ov->nlen,
                              ov->name);
@@ -161,6 +161,23 @@ static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
         o->command_timeout_ms = num;
     else
         o->connect_timeout_ms = num;
+    return SLUICE_OK;
+}
+
+static int set_reply_cap(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    bool bytes = ov->nlen == 15; /* "max_reply_bytes" */
+    uint64_t max = bytes ? VK_MAX_REPLY_BYTES : VK_MAX_REPLY_ELEMENTS, num;
+
+    (void)u;
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, max, &num) < 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
+                             "1..%llu", ov->url, (int)ov->nlen, ov->name,
+                             (unsigned long long)max);
+    if (bytes)
+        o->max_reply_bytes = num;
+    else
+        o->max_reply_elements = num;
     return SLUICE_OK;
 }
 
@@ -237,11 +254,13 @@ static const struct url_option {
     {"pool", set_pool},
     {"on_error", set_on_error},
     {"refused_cache", set_refused_cache},
+    {"max_reply_bytes", set_reply_cap},
+    {"max_reply_elements", set_reply_cap},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
-static char options_text[160];
+static char options_text[256];
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
 
 static void options_text_make(void)

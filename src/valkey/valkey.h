@@ -43,6 +43,9 @@
 
 #define VK_MAX_SEEDS 64    /* hosts in a cluster URL */
 #define VK_MAX_POOL 1024   /* connections per node */
+#define VK_MAX_TIMEOUT_MS 3600000u           /* timeouts: at most an hour */
+#define VK_MAX_REPLY_BYTES ((uint64_t)1 << 32) /* the largest cap: 4 GB */
+#define VK_MAX_REPLY_ELEMENTS ((uint64_t)INT32_MAX) /* hiredis counts in int */
 #define VK_KEY_BUF 256     /* a key name that fits this is built in place */
 
 /* ---- Slots (slot.c) ------------------------------------------------------------ */
@@ -50,6 +53,41 @@
 /* A cluster's slot count, and the slot of a key. */
 #define SLUICE__SLOTS 16384u
 unsigned sluice__key_slot(const char *key, size_t len);
+
+/* ---- A connection's bytes (wire.c) -------------------------------------------- */
+
+/* What one reply read on a connection may hold, and holds so far; the
+   connection's reader counts into it. */
+typedef struct vk_caps {
+    uint64_t max_bytes, max_elements;
+    uint64_t bytes, elements;
+    bool over;                 /* a cap was passed */
+    const char *bad;           /* what hiredis would have taken wrongly */
+    const struct redisReader *reader;
+} vk_caps;
+
+struct vk_node;
+
+/*
+ * Connects to node 'n' within 'connect_timeout_ms', makes the socket
+ * non-blocking, and has its reader count into 'caps' (which must outlive
+ * the connection) with these caps.
+ */
+int sluice__vk_wire_open(redisContext **out, vk_caps *caps,
+                         const struct vk_node *n, uint64_t connect_timeout_ms,
+                         uint64_t max_bytes, uint64_t max_elements);
+/* Writes what 'ctx' holds to send, by 'deadline_ms' (monotonic);
+   'timeout_ms' is what the message says was allowed. */
+int sluice__vk_wire_write(const struct vk_node *n, redisContext *ctx,
+                          uint64_t deadline_ms, uint64_t timeout_ms);
+/* Reads one reply by 'deadline_ms', within the caps. */
+int sluice__vk_wire_read(const struct vk_node *n, redisContext *ctx,
+                         vk_caps *caps, uint64_t deadline_ms,
+                         uint64_t timeout_ms, redisReply **out);
+/* The error for what failed on 'ctx' (NULL: could not be allocated), by its
+   kind: SLUICE_EPROTO, SLUICE_ECONN or SLUICE_ENOMEM. */
+int sluice__vk_wire_fail(const struct vk_node *n, redisContext *ctx,
+                         const vk_caps *caps, const char *doing);
 
 /* ---- The store ------------------------------------------------------------------- */
 
@@ -63,6 +101,7 @@ typedef struct vk_request {
     const char *cmd;
     size_t len;
     int ncmds;
+    uint64_t deadline_ms;  /* monotonic: answered by then, or failed */
     redisReply *reply;
     int err;
     char msg[256];
@@ -82,6 +121,7 @@ typedef struct vk_conn {
     bool busy;             /* a leader is doing I/O */
     vk_request *head, **tail;
     redisContext *ctx;     /* NULL until connected; only the leader uses it */
+    vk_caps caps;          /* its reader's */
 } vk_conn;
 
 /* One server. Nodes are added, never removed before the store is freed, so
@@ -105,6 +145,8 @@ typedef struct vk_store {
     char *emq_prefix;
     uint64_t connect_timeout_ms;
     uint64_t command_timeout_ms;
+    uint64_t max_reply_bytes;
+    uint64_t max_reply_elements;
     unsigned pool_size;
     int caller_clock;
     sluice_clock_ms_fn clock_ms;
@@ -167,11 +209,11 @@ vk_conn *sluice__vk_node_pick(vk_node *n);
 
 /* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
 int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c);
-/* Runs one command on the open connection 'c' alone; the reply is the
-   caller's, an error reply an error. */
-int sluice__vk_conn_command(vk_node *n, vk_conn *c, redisReply **out,
-                            const char *doing, int argc, const char **argv,
-                            const size_t *lens);
+/* Runs one command on the open connection 'c' alone, within the command
+   timeout; the reply is the caller's, an error reply an error. */
+int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
+                            redisReply **out, const char *doing, int argc,
+                            const char **argv, const size_t *lens);
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
    answer now) or SLUICE_EPROTO, with its message. */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
@@ -188,20 +230,20 @@ int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e);
  */
 vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
                                  int *err);
-void sluice__vk_conn_lead_end(vk_node *n, vk_conn *c, vk_request *batch,
-                              int err);
+void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
+                              vk_request *batch, int err);
 
 /* Runs one command on node 'n' through its shared connections ('asking':
-   ASKING first, on the same connection); the reply, possibly an error
-   reply, is the caller's. */
-int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking, int argc,
-                            const char **argv, const size_t *lens,
-                            redisReply **out);
+   ASKING first, on the same connection), answered by 'deadline_ms'; the
+   reply, possibly an error reply, is the caller's. */
+int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking,
+                            uint64_t deadline_ms, int argc, const char **argv,
+                            const size_t *lens, redisReply **out);
 
 /* ---- Scripts (scripts.c) ------------------------------------------------------- */
 
 /* SCRIPT LOAD of every script on the open connection 'c'. */
-int sluice__vk_scripts_load(vk_node *n, vk_conn *c);
+int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c);
 /* True for a NOSCRIPT reply: the server lacks the script. */
 bool sluice__vk_noscript(const redisReply *r);
 /*
@@ -210,9 +252,16 @@ bool sluice__vk_noscript(const redisReply *r);
  * set here to its SHA1, and NOSCRIPT loads it and sends it once more.
  */
 int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
-                         const sluice__script *script, int argc,
-                         const char **argv, const size_t *lens,
+                         uint64_t deadline_ms, const sluice__script *script,
+                         int argc, const char **argv, const size_t *lens,
                          redisReply **out);
+
+/* ---- Subscriptions (pubsub.c): the server interface's ------------------------------ */
+
+int sluice__vk_subscribe(void *impl, const char *channel, sluice__sub **out);
+int sluice__vk_sub_next(sluice__sub *s, uint64_t wait_ms, char **payload,
+                        size_t *len);
+void sluice__vk_sub_free(sluice__sub *s);
 
 /* ---- The cluster (cluster.c) ------------------------------------------------------ */
 
@@ -235,12 +284,14 @@ void sluice__vk_node_noted(vk_store *v, vk_node *n, int err);
 typedef struct vk_route {
     unsigned slot;
     int sends;
-    vk_node *ask;        /* the next send goes here, after ASKING */
-    long tryagain_ms;    /* the next pause after TRYAGAIN */
-    uint64_t started_ms; /* monotonic */
+    vk_node *ask;         /* the next send goes here, after ASKING */
+    long tryagain_ms;     /* the next pause after TRYAGAIN */
+    uint64_t started_ms;  /* monotonic */
+    uint64_t deadline_ms; /* the call is answered by then, or fails */
 } vk_route;
 
-void sluice__vk_route_init(vk_route *rt, unsigned slot);
+/* A route for a call to 'slot' that must be answered by 'deadline_ms'. */
+void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
 /*
  * Follows the error reply 'r' that a send on 'rt' got: MOVED mends the map,
  * ASK sends the next one to its node, TRYAGAIN pauses. Answers 1 when the
@@ -279,10 +330,12 @@ typedef struct vk_calls {
     vk_store *v;
     sluice_request *reqs;
     vk_msg *msgs;       /* NULL, or a failed request's message by place */
+    uint64_t deadline_ms; /* every call of the set is answered by then */
     struct slot_call *head, **tail; /* each call stays put: it may be queued */
 } vk_calls;
 
-#define VK_CALLS_INIT(v, reqs, msgs) {(v), (reqs), (msgs), NULL, NULL}
+#define VK_CALLS_INIT(v, reqs, msgs, deadline) \
+    {(v), (reqs), (msgs), (deadline), NULL, NULL}
 
 /*
  * Adds the calls for requests reqs[send[0..m)] against one limit: at most
