@@ -48,6 +48,9 @@ typedef struct sluice__algo {
        (refused_cache=default): only where a refusal is certain to stand
        until its wait ends, whatever else arrives meanwhile. */
     bool refused_cache_default;
+    /* The furthest reset_after_ms its script answers, in windows (a reply
+       beyond is wrong); 0 when it has no bound of its own. */
+    uint64_t reset_windows;
     /* Whether it takes a burst; without, only burst 0 is a valid limit. */
     bool has_burst;
     /* Bounds of its own beyond the common ones (sluice_limit_check()), or

@@ -82,7 +82,8 @@ int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
     if ((err = limiter_eval(&r, &s, &sluice__script_emq_ttl, queue,
                             queue_len, true, max)) < 0)
         return err;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
+        (uint64_t)r->integer > SLUICE_NOW_MAX_MS)
         err = sluice__error(SLUICE_EPROTO,
                             "valkey: the queue limiter read answered no "
                             "wait");
@@ -114,8 +115,10 @@ int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
         err = limiter_eval(&r, &s, &sluice__script_emq_incr, queue, queue_len,
                            false, window_ms);
     if (err == 0) {
-        if ((err = sluice__queue_reply_u64(r, 0, what, &c)) == 0)
-            err = sluice__queue_reply_u64(r, 1, what, &t);
+        if ((err = sluice__queue_reply_u64(r, 0, what, 1, SLUICE_MAX_MAX,
+                                           &c)) == 0)
+            err = sluice__queue_reply_u64(r, 1, what, 1, SLUICE_NOW_MAX_MS,
+                                          &t);
         freeReplyObject(r);
     }
     if (count != NULL)

@@ -103,7 +103,7 @@ static int queue_eval(redisReply **out, const sluice__qserver *s,
 }
 
 int sluice__queue_reply_u64(const redisReply *r, size_t i, const char *what,
-                            uint64_t *out)
+                            uint64_t lo, uint64_t hi, uint64_t *out)
 {
     const redisReply *e = r;
 
@@ -111,16 +111,34 @@ int sluice__queue_reply_u64(const redisReply *r, size_t i, const char *what,
         if (i >= r->elements)
             return sluice__error(SLUICE_EPROTO, "%s: short reply", what);
         e = r->element[i];
+    } else if (i != 0) {
+        return sluice__error(SLUICE_EPROTO, "%s: expected a list", what);
     }
-    if (e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+    if (e->type != REDIS_REPLY_INTEGER)
         return sluice__error(SLUICE_EPROTO, "%s: expected an integer", what);
+    if (e->integer < 0 || (uint64_t)e->integer < lo ||
+        (uint64_t)e->integer > hi)
+        return sluice__error(SLUICE_EPROTO, "%s: %lld is out of range "
+                             "%llu..%llu", what, e->integer,
+                             (unsigned long long)lo, (unsigned long long)hi);
     *out = (uint64_t)e->integer;
     return SLUICE_OK;
 }
 
-static int reply_int(const redisReply *r, size_t i, uint64_t *out)
+/* An integer in lo..hi, element 'i' of a queue script's reply. */
+static int reply_int(const redisReply *r, size_t i, uint64_t lo, uint64_t hi,
+                     uint64_t *out)
 {
-    return sluice__queue_reply_u64(r, i, "queue script", out);
+    return sluice__queue_reply_u64(r, i, "queue script", lo, hi, out);
+}
+
+/* A reply that must be an array of exactly 'n' elements. */
+static int reply_array(const redisReply *r, size_t n, const char *what)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return sluice__error(SLUICE_EPROTO, "%s: expected a list of %zu",
+                             what, n);
+    return SLUICE_OK;
 }
 
 /* ---- The registry and the wake-up channel ------------------------------------------- */
@@ -214,7 +232,7 @@ int sluice_queue_add(uint64_t *id, sluice_store *store, const char *queue,
     lens[2] = strlen(channel);
     if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
         return err;
-    err = reply_int(r, 0, id);
+    err = reply_int(r, 0, 1, SLUICE_MAX_MAX, id);
     freeReplyObject(r);
     if (err == 0)
         registry_add(&s, queue, queue_len);
@@ -245,9 +263,9 @@ static int take_job(const redisReply *r, sluice_job *job)
     int err = 0;
 
     if (p == NULL || p->type != REDIS_REPLY_STRING ||
-        (err = reply_int(r, 1, &job->id)) < 0 ||
-        (err = reply_int(r, 2, &job->attempt)) < 0 ||
-        (err = reply_int(r, 4, &job->lease)) < 0) {
+        (err = reply_int(r, 1, 1, SLUICE_MAX_MAX, &job->id)) < 0 ||
+        (err = reply_int(r, 2, 1, SLUICE_MAX_MAX, &job->attempt)) < 0 ||
+        (err = reply_int(r, 4, 1, SLUICE_MAX_MAX, &job->lease)) < 0) {
         sluice_job_clear(job);
         return err < 0 ? err : sluice__error(SLUICE_EPROTO, "queue take: "
                                              "malformed job");
@@ -272,8 +290,16 @@ static int take_wait(const redisReply *r, sluice_take_status *status,
     uint64_t n = 0;
     int err;
 
-    if ((err = reply_int(r, 1, &n)) == 0 &&
-        (!deferred || r->elements < 3 || (err = reply_int(r, 2, max)) == 0)) {
+    if (deferred)
+        err = reply_array(r, 3, "queue take");
+    else
+        err = reply_array(r, 2, "queue take");
+    if (err == 0 && deferred &&
+        (err = reply_int(r, 1, 1, SLUICE_NOW_MAX_MS, &n)) == 0)
+        err = reply_int(r, 2, 1, SLUICE_MAX_MAX, max);
+    else if (err == 0 && !deferred)
+        err = reply_int(r, 1, 0, SLUICE_NOW_MAX_MS, &n);
+    if (err == 0) {
         *wait_ms = n;
         *status = deferred ? SLUICE_TAKE_DEFERRED : SLUICE_TAKE_EMPTY;
     }
@@ -309,7 +335,8 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
     if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
         return err;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER)
+        r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[0]->integer < -1 || r->element[0]->integer > 1)
         err = sluice__error(SLUICE_EPROTO, "queue take: malformed reply");
     else if (r->element[0]->integer == 1 && (err = take_job(r, job)) == 0)
         *status = SLUICE_TAKE_JOB;
@@ -349,8 +376,12 @@ static int finish(uint64_t *outcome, sluice_store *store, const char *call,
     lens[4] = sluice__u64_text(text[3], nums[3]);
     if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
         return err;
-    err = reply_int(r, 0, outcome);
+    /* complete: 0 or 1; fail: 0, 2 or 3 */
+    err = reply_int(r, 0, 0, complete ? 1 : 3, outcome);
     freeReplyObject(r);
+    if (err == 0 && !complete && *outcome == 1)
+        err = sluice__error(SLUICE_EPROTO, "queue fail: the script answered "
+                            "'completed'");
     if (err == 0 && *outcome == 0)
         err = sluice__error(SLUICE_ELEASE, "job %llu: the lease %llu is no "
                             "longer held (the job was finished already, or "
@@ -418,11 +449,8 @@ int sluice_queue_retry(int *retried, sluice_store *store, const char *queue,
     if ((err = sluice__qserver_of(&s, store, "sluice_queue_retry")) < 0 ||
         (err = admin(&r, &s, queue, queue_len, 2, args, lens)) < 0)
         return err;
-    err = reply_int(r, 0, &moved);
+    err = reply_int(r, 0, 0, 1, &moved);
     freeReplyObject(r);
-    if (err == 0 && moved > 1)
-        err = sluice__error(SLUICE_EPROTO, "queue retry: the script answered "
-                            "%llu", (unsigned long long)moved);
     if (err == 0 && moved == 1) {
         if (retried != NULL)
             *retried = 1;
@@ -451,17 +479,23 @@ int sluice_queue_failed(uint64_t *ids, size_t *n, sluice_store *store,
     if ((err = sluice__qserver_of(&s, store, "sluice_queue_failed")) < 0 ||
         (err = admin(&r, &s, queue, queue_len, 2, args, lens)) < 0)
         return err;
-    if (r->type != REDIS_REPLY_ARRAY) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements > *n) {
         freeReplyObject(r);
-        return sluice__error(SLUICE_EPROTO, "queue failed: expected a list");
+        return sluice__error(SLUICE_EPROTO, "queue failed: expected a list of "
+                             "at most %zu", *n);
     }
-    *n = r->elements < *n ? r->elements : *n;
-    for (size_t i = 0; i < *n; i++)
-        ids[i] = r->element[i]->type == REDIS_REPLY_STRING
-                     ? strtoull(r->element[i]->str, NULL, 10)
-                     : 0;
+    for (size_t i = 0; i < r->elements && err == 0; i++) {
+        const redisReply *e = r->element[i];
+
+        if (e->type != REDIS_REPLY_STRING ||
+            sluice__parse_u64(e->str, e->len, 1, SLUICE_MAX_MAX, &ids[i]) < 0)
+            err = sluice__error(SLUICE_EPROTO, "queue failed: element %zu is "
+                                "no job id", i);
+    }
+    if (err == 0)
+        *n = r->elements;
     freeReplyObject(r);
-    return SLUICE_OK;
+    return err;
 }
 
 int sluice_queue_set_cap(sluice_store *store, const char *queue,
@@ -502,6 +536,7 @@ int sluice_queue_stats_get(sluice_queue_stats *out, sluice_store *store,
     if ((err = sluice__qserver_of(&s, store, "sluice_queue_stats_get")) < 0 ||
         (err = admin(&r, &s, queue, queue_len, 1, args, lens)) < 0)
         return err;
+    err = reply_array(r, 9, "queue stats");
     {
         /* Taken only now: '&out->...' of a NULL 'out' is undefined. */
         uint64_t *fields[] = {&out->waiting, &out->active,  &out->delayed,
@@ -510,7 +545,9 @@ int sluice_queue_stats_get(sluice_queue_stats *out, sluice_store *store,
 
         for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && err == 0;
              i++)
-            err = reply_int(r, i, fields[i]);
+            err = reply_int(r, i, 0, i == 8 ? SLUICE_NOW_MAX_MS
+                                            : (uint64_t)INT64_MAX,
+                            fields[i]);
     }
     freeReplyObject(r);
     return err;

@@ -51,9 +51,10 @@ char *sluice__queue_registry(char *buf, size_t cap, size_t *len,
 #define SLUICE__CHANNEL_MAX (SLUICE__PREFIX_MAX + 8)
 void sluice__queue_channel(char *buf, const sluice__qserver *s);
 
-/* Reads element 'i' of an array reply (or the reply itself, when it is no
-   array) as an integer >= 0; 'what' names the call in the message. */
+/* Reads element 'i' of an array reply (or, for 'i' 0, the reply itself
+   when it is no array) as an integer in 'lo'..'hi'; else SLUICE_EPROTO,
+   with 'what' naming the call in the message. */
 int sluice__queue_reply_u64(const redisReply *r, size_t i, const char *what,
-                            uint64_t *out);
+                            uint64_t lo, uint64_t hi, uint64_t *out);
 
 #endif /* SLUICE_QUEUE_H */

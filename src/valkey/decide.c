@@ -46,9 +46,50 @@ static int reply_u64(const redisReply *r, size_t i, uint64_t *out)
     return SLUICE_OK;
 }
 
+/*
+ * Checks a decision read from a server against what every algorithm's
+ * script answers for a request of 'cost' under 'limit': a reply that breaks
+ * it is wrong, whatever the server meant (SLUICE_EPROTO), and never taken
+ * for a decision.
+ */
+static int decision_check(const sluice_decision *d, uint64_t allowed,
+                          const sluice_limit *limit, uint64_t cost)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    const char *wrong = NULL;
+
+    if (allowed > 1)
+        wrong = "allowed is neither 0 nor 1";
+    else if (d->remaining > limit->max)
+        wrong = "more remaining than max";
+    else if (allowed && d->retry_after_ms != 0)
+        wrong = "an admission with a wait";
+    else if (allowed && d->remaining > limit->max - cost)
+        wrong = "an admission that leaves more than max - cost";
+    else if (!allowed && d->retry_after_ms == 0)
+        wrong = "a refusal without a wait";
+    else if (!allowed && d->retry_after_ms > d->reset_after_ms)
+        wrong = "a wait longer than the reset";
+    else if (algo->reset_windows != 0 &&
+             d->reset_after_ms > algo->reset_windows * limit->window_ms)
+        wrong = "a reset further out than the algorithm reaches";
+    if (wrong == NULL)
+        return SLUICE_OK;
+    return sluice__error(SLUICE_EPROTO, "valkey: the %s script answered %s "
+                         "(allowed %llu, remaining %llu, retry_after_ms %llu, "
+                         "reset_after_ms %llu; max %llu, cost %llu)",
+                         algo->name, wrong, (unsigned long long)allowed,
+                         (unsigned long long)d->remaining,
+                         (unsigned long long)d->retry_after_ms,
+                         (unsigned long long)d->reset_after_ms,
+                         (unsigned long long)limit->max,
+                         (unsigned long long)cost);
+}
+
 /* Reads request 'i's four integers from a script's flat reply. */
-static int reply_decision(const redisReply *r, size_t i, sluice_decision *out,
-                          bool *foreign)
+static int reply_decision(const redisReply *r, size_t i,
+                          const sluice_limit *limit, uint64_t cost,
+                          sluice_decision *out, bool *foreign)
 {
     const redisReply *e = r->element[4 * i];
     uint64_t allowed = 0;
@@ -59,9 +100,10 @@ static int reply_decision(const redisReply *r, size_t i, sluice_decision *out,
         return SLUICE_OK;
     if ((err = reply_u64(r, 4 * i, &allowed)) == 0 &&
         (err = reply_u64(r, 4 * i + 1, &out->remaining)) == 0 &&
-        (err = reply_u64(r, 4 * i + 2, &out->retry_after_ms)) == 0)
-        err = reply_u64(r, 4 * i + 3, &out->reset_after_ms);
-    out->allowed = allowed != 0;
+        (err = reply_u64(r, 4 * i + 2, &out->retry_after_ms)) == 0 &&
+        (err = reply_u64(r, 4 * i + 3, &out->reset_after_ms)) == 0)
+        err = decision_check(out, allowed, limit, cost);
+    out->allowed = allowed == 1;
     return err;
 }
 
@@ -190,7 +232,8 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
         q->err = err;
         if (err == 0) {
             q->decision.limit = limit->max;
-            q->err = reply_decision(r, i, &q->decision, &foreign);
+            q->err = reply_decision(r, i, limit, q->cost, &q->decision,
+                                    &foreign);
         }
         if (q->err == 0 && foreign)
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "

@@ -91,6 +91,9 @@ const sluice__algo sluice__algo_fixed = {
     .server_value = "a number",
     /* Its count only grows until the key expires: a refusal stands. */
     .refused_cache_default = true,
+    /* Its reset is the key's PTTL, which a key given a longer life by
+       something else may pass: no bound. */
+    .reset_windows = 0,
     .state_size = sizeof(fixed_state),
     .init = fixed_init,
     .decide = fixed_decide,

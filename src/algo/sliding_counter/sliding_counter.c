@@ -172,6 +172,7 @@ const sluice__algo sluice__algo_sliding_counter = {
     .server_value = "a hash",
     /* Its refusals are remembered only when asked (refused_cache=all). */
     .refused_cache_default = false,
+    .reset_windows = 2, /* 2 x window - elapsed */
     .check = counter_check,
     .state_size = sizeof(counter_state),
     .init = counter_init,

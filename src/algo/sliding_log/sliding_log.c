@@ -190,6 +190,7 @@ const sluice__algo sluice__algo_sliding_log = {
     .server_value = "a sorted set",
     /* What it counts only leaves at its time: a refusal stands. */
     .refused_cache_default = true,
+    .reset_windows = 1, /* the newest entry's t + window - now */
     .state_size = sizeof(log_state),
     .init = log_init,
     .decide = log_decide,
