@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char last_error[256];
+static _Thread_local char last_error[512];
 
 const char *sluice_strerror(int err)
 {

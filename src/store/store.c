@@ -67,7 +67,7 @@ int sluice_store_open(sluice_store **out, const char *url,
         o.clock_payload = NULL;
     }
     if (b == NULL) {
-        char shown[160];
+        char shown[SLUICE__SHOWN_MAX];
 
         sluice__url_shown(shown, sizeof(shown), url);
         return sluice__error(SLUICE_EURL,
@@ -121,23 +121,27 @@ int sluice__store_server(const sluice__server_ops **ops, void **impl,
 }
 
 /*
- * Writes 'url' into 'out' as it may be shown in a message: the password
- * replaced by "***", bytes outside printable ASCII by '?', cut to fit.
+ * Writes 'url' into 'out' as it may be shown in a message: bytes outside
+ * printable ASCII as '?', cut to fit, and the password (what follows the
+ * user's ':' up to the last '@', or the whole userinfo when it has no ':')
+ * as "***". The last '@' anywhere counts, not only one before the first '/'
+ * or '?': a password that holds them raw breaks the URL's grammar, and must
+ * not show in the message that says so.
  */
 void sluice__url_shown(char *out, size_t cap, const char *url)
 {
     const char *scheme_end = strstr(url, "://");
     const char *start = scheme_end ? scheme_end + 3 : url;
-    const char *at = NULL, *colon = NULL, *s;
+    const char *at = strrchr(start, '@'), *from = NULL, *s;
     size_t n = 0;
 
-    for (s = start; *s != '\0' && *s != '/' && *s != '?'; s++)
-        if (*s == '@')
-            at = s;
-    if (at != NULL)
-        colon = memchr(start, ':', (size_t)(at - start));
+    if (at != NULL) {
+        const char *colon = memchr(start, ':', (size_t)(at - start));
+
+        from = colon != NULL ? colon + 1 : start;
+    }
     for (s = url; *s != '\0' && n + 4 < cap; s++) {
-        if (colon != NULL && s == colon + 1) {
+        if (s == from) {
             memcpy(out + n, "***", 3);
             n += 3;
             s = at - 1;

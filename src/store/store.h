@@ -171,5 +171,8 @@ char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
  * to fit.
  */
 void sluice__url_shown(char *out, size_t cap, const char *url);
+/* Room for a URL as shown: what is longer is cut, so that the message
+   that quotes it still has room for what is wrong. */
+#define SLUICE__SHOWN_MAX 100
 
 #endif /* SLUICE_STORE_H */

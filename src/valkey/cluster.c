@@ -115,62 +115,45 @@ static int split_endpoint(const char *s, size_t len, size_t *host_len,
     return 0;
 }
 
-/*
- * Reads CLUSTER SLOTS from node 'n' into the map. A master's host may be
- * answered empty, meaning the host we asked.
- */
-static int map_read_from(vk_store *v, vk_node *n)
+/* True when 'range' is a well-formed entry of CLUSTER SLOTS: {first, last,
+   {host, port, ...}, ...} with 0 <= first <= last < 16384. */
+static bool range_ok(const redisReply *range)
 {
-    const char *argv[] = {"CLUSTER", "SLOTS"};
-    size_t lens[] = {7, 5};
-    redisReply *r = NULL;
-    int32_t *slots;
-    int err;
+    const redisReply *master;
 
-    if ((err = sluice__vk_node_command(v, n, false,
-                                       sluice__monotonic_ms() +
-                                           v->command_timeout_ms,
-                                       2, argv, lens, &r)) < 0)
-        return err;
-    if (r->type == REDIS_REPLY_ERROR) {
-        err = sluice__vk_reply_error(n, r, "CLUSTER SLOTS");
-        freeReplyObject(r);
-        return err;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
-        freeReplyObject(r);
-        return sluice__error(SLUICE_ECONN, "valkey %s:%d: CLUSTER SLOTS "
-                             "answered no slots", n->host, n->port);
-    }
-    if ((slots = malloc(sizeof(v->slots))) == NULL) {
-        freeReplyObject(r);
-        return sluice__error(SLUICE_ENOMEM, "out of memory");
-    }
-    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
-        slots[s] = -1;
-    pthread_rwlock_wrlock(&v->map_lock);
-    for (size_t i = 0; i < r->elements && err == 0; i++) {
+    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+        range->element[0]->type != REDIS_REPLY_INTEGER ||
+        range->element[1]->type != REDIS_REPLY_INTEGER ||
+        range->element[2]->type != REDIS_REPLY_ARRAY)
+        return false;
+    master = range->element[2];
+    return master->elements >= 2 &&
+           master->element[0]->type == REDIS_REPLY_STRING &&
+           master->element[1]->type == REDIS_REPLY_INTEGER &&
+           master->element[1]->integer >= 1 &&
+           master->element[1]->integer <= 65535 &&
+           range->element[0]->integer >= 0 &&
+           range->element[1]->integer < (long long)SLUICE__SLOTS &&
+           range->element[0]->integer <= range->element[1]->integer;
+}
+
+/*
+ * Maps the slots of the CLUSTER SLOTS reply 'r' (from node 'n') into
+ * 'slots', adding nodes as they are named. A master's host may be answered
+ * empty (or "?"), meaning the host we asked. Under the map's write lock.
+ */
+static int map_fill_locked(vk_store *v, vk_node *n, const redisReply *r,
+                           int32_t *slots)
+{
+    for (size_t i = 0; i < r->elements; i++) {
         const redisReply *range = r->element[i], *master;
         const char *host;
         size_t host_len;
         int idx;
 
-        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
-            range->element[0]->type != REDIS_REPLY_INTEGER ||
-            range->element[1]->type != REDIS_REPLY_INTEGER ||
-            range->element[2]->type != REDIS_REPLY_ARRAY ||
-            range->element[2]->elements < 2 ||
-            range->element[2]->element[0]->type != REDIS_REPLY_STRING ||
-            range->element[2]->element[1]->type != REDIS_REPLY_INTEGER ||
-            range->element[2]->element[1]->integer < 1 ||
-            range->element[2]->element[1]->integer > 65535 ||
-            range->element[0]->integer < 0 ||
-            range->element[1]->integer >= (long long)SLUICE__SLOTS ||
-            range->element[0]->integer > range->element[1]->integer) {
-            err = sluice__error(SLUICE_EPROTO, "valkey %s:%d: CLUSTER SLOTS "
-                                "answered a malformed range", n->host, n->port);
-            break;
-        }
+        if (!range_ok(range))
+            return sluice__error(SLUICE_EPROTO, "valkey %s: CLUSTER SLOTS "
+                                 "answered a malformed range", n->name);
         master = range->element[2];
         host = master->element[0]->str;
         host_len = master->element[0]->len;
@@ -180,15 +163,43 @@ static int map_read_from(vk_store *v, vk_node *n)
         }
         idx = node_index_locked(v, host, host_len,
                                 (int)master->element[1]->integer);
-        if (idx < 0) {
-            err = sluice__error(SLUICE_ENOMEM, "out of memory");
-            break;
-        }
+        if (idx < 0)
+            return sluice__error(SLUICE_ENOMEM, "out of memory");
         for (long long s = range->element[0]->integer;
              s <= range->element[1]->integer; s++)
             slots[s] = idx;
     }
-    if (err == 0)
+    return SLUICE_OK;
+}
+
+/* Reads CLUSTER SLOTS from node 'n' into the map. */
+static int map_read_from(vk_store *v, vk_node *n)
+{
+    const char *argv[] = {"CLUSTER", "SLOTS"};
+    size_t lens[] = {7, 5};
+    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
+    redisReply *r = NULL;
+    int32_t *slots;
+    int err;
+
+    if ((err = sluice__vk_node_command(v, n, false, deadline, 2, argv, lens,
+                                       &r)) < 0)
+        return err;
+    if (r->type == REDIS_REPLY_ERROR)
+        err = sluice__vk_reply_error(n, r, "CLUSTER SLOTS");
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
+        err = sluice__error(SLUICE_ECONN, "valkey %s: CLUSTER SLOTS "
+                            "answered no slots", n->name);
+    else if ((slots = malloc(sizeof(v->slots))) == NULL)
+        err = sluice__error(SLUICE_ENOMEM, "out of memory");
+    if (err < 0) {
+        freeReplyObject(r);
+        return err;
+    }
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        slots[s] = -1;
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((err = map_fill_locked(v, n, r, slots)) == 0)
         memcpy(v->slots, slots, sizeof(v->slots));
     pthread_rwlock_unlock(&v->map_lock);
     free(slots);

@@ -52,10 +52,10 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 
     for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
         if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
-            return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", n->host,
-                                 n->port, doing, r->str);
-    return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: %s", n->host,
-                         n->port, doing, r->str);
+            return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                                 doing, r->str);
+    return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
+                         r->str);
 }
 
 int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
@@ -155,6 +155,18 @@ fail:
 
 /* ---- Nodes and their pipelines --------------------------------------------------- */
 
+/* The node as messages name it: host:port, a long host cut short. */
+static void node_name(vk_node *n)
+{
+    size_t len = strlen(n->host);
+
+    if (len > 64)
+        snprintf(n->name, sizeof(n->name), "%.30s...%s:%d", n->host,
+                 n->host + len - 30, n->port);
+    else
+        snprintf(n->name, sizeof(n->name), "%s:%d", n->host, n->port);
+}
+
 vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
                          unsigned nconns)
 {
@@ -167,6 +179,7 @@ vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
     memcpy(n->host, host, host_len);
     n->host[host_len] = '\0';
     n->port = port;
+    node_name(n);
     n->nconns = nconns;
     for (unsigned i = 0; i < nconns; i++) {
         pthread_mutex_init(&n->conns[i].lock, NULL);

@@ -24,11 +24,11 @@ static int load_reply(vk_node *n, const sluice__script *script,
     if (r->type == REDIS_REPLY_ERROR)
         return sluice__vk_reply_error(n, r, "SCRIPT LOAD");
     if (r->type != REDIS_REPLY_STRING || r->len != 40)
-        return sluice__error(SLUICE_EPROTO, "valkey %s:%d: SCRIPT LOAD did "
-                             "not answer a SHA1", n->host, n->port);
+        return sluice__error(SLUICE_EPROTO, "valkey %s: SCRIPT LOAD did "
+                             "not answer a SHA1", n->name);
     if (memcmp(r->str, script->sha1, 40) != 0)
-        return sluice__error(SLUICE_EPROTO, "valkey %s:%d: SCRIPT LOAD of %s "
-                             "answered SHA1 %.40s, not %s", n->host, n->port,
+        return sluice__error(SLUICE_EPROTO, "valkey %s: SCRIPT LOAD of %s "
+                             "answered SHA1 %.40s, not %s", n->name,
                              script->name, r->str, script->sha1);
     return SLUICE_OK;
 }

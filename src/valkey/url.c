@@ -393,7 +393,7 @@ static int url_db(vk_url *u, const char *p, const char *end,
 int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
 {
     const char *p, *end, *at = NULL, *query, *slash, *auth_end;
-    char shown[160];
+    char shown[SLUICE__SHOWN_MAX];
     int err;
 
     sluice__url_shown(shown, sizeof(shown), url);
@@ -401,6 +401,10 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
         return sluice__error(SLUICE_EURL, "store URL '%s': expected "
                              "valkey://, redis://, valkey+cluster:// or "
                              "redis+cluster://", shown);
+    if (strchr(p, '#') != NULL)
+        return sluice__error(SLUICE_EURL, "store URL '%s': a store URL has no "
+                             "#fragment (a '#' in a user or password is "
+                             "written %%23)", shown);
     query = strchr(p, '?');
     end = query ? query : p + strlen(p);
     slash = memchr(p, '/', (size_t)(end - p));
@@ -414,8 +418,14 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
             return err;
         p = at + 1;
     }
-    if ((err = url_hosts(u, p, auth_end, shown)) < 0)
+    if ((err = url_hosts(u, p, auth_end, shown)) < 0) {
+        if (at == NULL && strchr(auth_end, '@') != NULL)
+            return sluice__error(SLUICE_EURL, "store URL '%s': an '@' follows "
+                                 "the host: a user or password that holds "
+                                 "'/' or '?' writes them as %%2F and %%3F",
+                                 shown);
         return err;
+    }
     if (slash != NULL && slash + 1 < end &&
         (err = url_db(u, slash + 1, end, shown)) < 0)
         return err;

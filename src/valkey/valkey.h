@@ -129,6 +129,7 @@ typedef struct vk_conn {
 typedef struct vk_node {
     char *host;
     int port;
+    char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
     unsigned nconns;

@@ -122,35 +122,35 @@ int sluice__vk_wire_fail(const vk_node *n, redisContext *ctx,
                          const vk_caps *caps, const char *doing)
 {
     if (ctx == NULL)
-        return sluice__error(SLUICE_ENOMEM, "valkey %s:%d: %s: out of memory",
-                             n->host, n->port, doing);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: %s: out of memory",
+                             n->name, doing);
     if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->bad != NULL)
-        return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: not a reply "
-                             "(%s)", n->host, n->port, doing, caps->bad);
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
+                             "(%s)", n->name, doing, caps->bad);
     if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->over)
-        return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: the reply is "
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: the reply is "
                              "over max_reply_bytes=%llu or "
                              "max_reply_elements=%llu",
-                             n->host, n->port, doing,
+                             n->name, doing,
                              (unsigned long long)caps->max_bytes,
                              (unsigned long long)caps->max_elements);
     switch (ctx->err) {
     case REDIS_ERR_PROTOCOL:
-        return sluice__error(SLUICE_EPROTO, "valkey %s:%d: %s: not a reply "
-                             "(%s)", n->host, n->port, doing, ctx->errstr);
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
+                             "(%s)", n->name, doing, ctx->errstr);
     case REDIS_ERR_OOM:
-        return sluice__error(SLUICE_ENOMEM, "valkey %s:%d: %s: out of memory",
-                             n->host, n->port, doing);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: %s: out of memory",
+                             n->name, doing);
     default: /* REDIS_ERR_IO, _EOF, _OTHER: the connection itself */
-        return sluice__error(SLUICE_ECONN, "valkey %s:%d: %s: %s", n->host,
-                             n->port, doing, ctx->errstr);
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                             doing, ctx->errstr);
     }
 }
 
 static int timed_out(const vk_node *n, const char *doing, uint64_t ms)
 {
-    return sluice__error(SLUICE_ETIMEDOUT, "valkey %s:%d: %s: timed out (no "
-                         "answer within %llu ms)", n->host, n->port, doing,
+    return sluice__error(SLUICE_ETIMEDOUT, "valkey %s: %s: timed out (no "
+                         "answer within %llu ms)", n->name, doing,
                          (unsigned long long)ms);
 }
 
@@ -180,8 +180,8 @@ int sluice__vk_wire_open(redisContext **out, vk_caps *caps, const vk_node *n,
     /* From here on every wait is a poll() with the call's deadline. */
     if ((flags = fcntl(ctx->fd, F_GETFL)) < 0 ||
         fcntl(ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        err = sluice__error(SLUICE_ECONN, "valkey %s:%d: connect: %s",
-                            n->host, n->port, strerror(errno));
+        err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
+                            n->name, strerror(errno));
         redisFree(ctx);
         return err;
     }
