@@ -180,11 +180,20 @@ typedef struct sluice_decision {
 
 /*
  * A clock answers milliseconds since its zero. Sliding-counter windows are
- * aligned to multiples of window_ms from that zero. The default is the wall
- * clock (CLOCK_REALTIME, Unix epoch), so every process, and a server, agree.
+ * aligned to multiples of window_ms from that zero.
+ *
+ * The embedded store's default is the monotonic clock (CLOCK_MONOTONIC): it
+ * never steps, so setting the wall clock changes no decision. The wall clock
+ * (CLOCK_REALTIME, Unix epoch) is there to pass when windows must line up
+ * with it; should it step back, each key keeps its own latest time, and a
+ * decision made then adds the step to its waits, so retry_after_ms and
+ * reset_after_ms hold on the clock the caller reads. A server store's
+ * scripts read the server's clock, or with clock=caller the wall clock by
+ * default, which every process shares.
  */
 typedef uint64_t (*sluice_clock_ms_fn)(void *payload);
 
+SLUICE_EXTERN uint64_t sluice_clock_monotonic_ms(void *payload);
 SLUICE_EXTERN uint64_t sluice_clock_realtime_ms(void *payload);
 
 /*
@@ -235,11 +244,12 @@ typedef enum sluice_refused_cache {
 
 typedef struct sluice_store_opts {
     unsigned int version;
-    /* The clock; NULL means sluice_clock_realtime_ms. */
+    /* The clock; NULL means the store's default (see Clocks). */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
     /*
-     * Embedded store: the most keys held at once; 0 means no cap. When full,
+     * Embedded store: the most keys held at once; 0 means a million (about
+     * 100 to 200 bytes each), SLUICE_NO_KEY_CAP none at all. When full,
      * keys whose budget is whole again are dropped first; if none can be, a
      * hit on a new key fails with SLUICE_EFULL (live state is never evicted,
      * since that would silently over-admit).
@@ -293,6 +303,9 @@ typedef struct sluice_store_opts {
 } sluice_store_opts;
 
 #define SLUICE_STORE_OPTS_INIT {.version = SLUICE_STORE_OPTS_VERSION}
+
+/* max_keys: no cap on the embedded store's keys. */
+#define SLUICE_NO_KEY_CAP ((size_t)-1)
 
 /*
  * Opens a store. 'url' selects it: NULL, "" or "mem://" is the embedded store.

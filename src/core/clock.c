@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+uint64_t sluice_clock_monotonic_ms(void *payload)
+{
+    (void)payload;
+    return sluice__monotonic_ms();
+}
+
 uint64_t sluice_clock_realtime_ms(void *payload)
 {
     struct timespec ts;

@@ -11,23 +11,30 @@
  *
  *   entry: | next | hash | idle_at_ms | last_ms | key_len | algo | state | key |
  *
- * Time. The clock is read once per call, outside the lock. Per entry it is
- * clamped so it never goes backwards ('last_ms'), since the algorithms assume
- * it does not.
+ * Time. The clock is read once per call, outside the lock; by default it is
+ * the monotonic clock, which never steps. A clock that does (the wall clock,
+ * when a caller passes it) is clamped per entry so it never goes backwards
+ * for the algorithms ('last_ms'), and a decision made on a clamped clock
+ * adds the gap to its waits, so that they hold on the caller's clock.
  *
  * Memory comes back. After each decision the entry records 'idle_at_ms', the
  * time from which its state equals a fresh one. Such entries are dropped:
  *   - a few buckets per call, from a cursor that walks the shard;
+ *   - a few buckets of another shard every SWEEP_OTHER_EVERY calls, in turn,
+ *     so every shard is swept whatever keys the traffic reaches;
  *   - the whole shard before its table grows (evict before allocating);
  *   - every shard when the key cap is reached, at most once per millisecond.
+ * A table under an eighth full halves at the end of a pass of its cursor,
+ * and then the allocator is asked to give free memory back to the system.
  * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
  * entries, so a sweep reads only the bucket array and walks a chain only when
  * one of its entries may be idle. Entries are the lines other threads write
  * on every call; a sweep that read them all would pull them from those
  * threads' caches.
  *
- * A key that is still counting is never dropped: when the cap is reached and
- * nothing is idle, a hit on a new key fails with SLUICE_EFULL.
+ * A key that is still counting is never dropped: when the cap (max_keys, a
+ * million by default) is reached and nothing is idle, a hit on a new key
+ * fails with SLUICE_EFULL.
  */
 #include "store/store.h"
 
@@ -35,10 +42,16 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define SHARDS 256u
 #define SHARD_MIN_BUCKETS 16u
 #define SWEEP_BUCKETS_PER_CALL 2u
+#define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
+#define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
+#define DEFAULT_MAX_KEYS ((size_t)1000000)
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
 
 typedef struct entry {
@@ -80,6 +93,7 @@ typedef struct mem_store {
     _Atomic size_t keys;
     _Atomic uint64_t full;
     _Atomic uint64_t last_full_sweep_ms;
+    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
     padded_shard shards[SHARDS];
 } mem_store;
 
@@ -210,12 +224,43 @@ static void bucket_note(shard *sh, const entry *e)
         bk->idle_lo_ms = e->idle_at_ms;
 }
 
-static void sweep_some(mem_store *m, shard *sh, uint64_t now_ms)
+static void shard_shrink(mem_store *m, shard *sh);
+
+/*
+ * Sweeps the next 'n' buckets of 'sh' from its cursor; at the end of each
+ * pass over the table, shrinks it if it has grown sparse.
+ */
+static void sweep_some(mem_store *m, shard *sh, unsigned n, uint64_t now_ms)
 {
-    for (unsigned i = 0; i < SWEEP_BUCKETS_PER_CALL; i++) {
+    for (unsigned i = 0; i < n; i++) {
         sweep_bucket(m, sh, sh->sweep_cursor, now_ms);
         sh->sweep_cursor = (sh->sweep_cursor + 1) & (sh->nbuckets - 1);
+        if (sh->sweep_cursor == 0) {
+            shard_shrink(m, sh);
+            return;
+        }
     }
+}
+
+/*
+ * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
+ * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
+ * one holds it. So keys that went idle in shards no call reaches any more
+ * are dropped too, however the traffic is spread, at a cost of about a
+ * bucket a call, and without a counter that threads would share.
+ */
+static void sweep_other(mem_store *m, uint64_t now_ms)
+{
+    static _Thread_local unsigned calls, next;
+    shard *sh;
+
+    if (++calls % SWEEP_OTHER_EVERY != 0)
+        return;
+    sh = &m->shards[next++ % SHARDS].s;
+    if (pthread_mutex_trylock(&sh->lock) != 0)
+        return;
+    sweep_some(m, sh, SWEEP_OTHER_BUCKETS, now_ms);
+    pthread_mutex_unlock(&sh->lock);
 }
 
 static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
@@ -225,22 +270,33 @@ static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
 }
 
 /*
- * Makes room before a shard's table would pass one entry per bucket: drop
- * what is idle, and double the table only if that was not enough. A failed
- * allocation keeps the old table (longer chains, nothing lost).
+ * Asks the allocator to give free memory back to the system (glibc keeps
+ * freed small blocks otherwise), at most once a second store-wide: after a
+ * table shrinks, most of what its keys held is free.
  */
-static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
+static void release_memory(mem_store *m)
 {
-    size_t n;
-    bucket *buckets;
+#ifdef __GLIBC__
+    uint64_t now = sluice__monotonic_ms(), last = atomic_load(&m->trimmed_ms);
 
-    if (sh->count < sh->nbuckets)
+    if (now - last < 1000 ||
+        !atomic_compare_exchange_strong(&m->trimmed_ms, &last, now))
         return;
-    sweep_all(m, sh, now_ms);
-    if (sh->count < sh->nbuckets)
-        return;
-    n = sh->nbuckets * 2;
-    buckets = malloc(n * sizeof(*buckets));
+    malloc_trim(0);
+#else
+    (void)m;
+#endif
+}
+
+/*
+ * Moves the entries of 'sh' into a table of 'n' buckets (a power of two). A
+ * failed allocation keeps the old table: longer chains, or a table larger
+ * than it need be, but nothing lost.
+ */
+static void shard_resize(shard *sh, size_t n)
+{
+    bucket *buckets = malloc(n * sizeof(*buckets));
+
     if (buckets == NULL)
         return;
     for (size_t b = 0; b < n; b++)
@@ -259,11 +315,48 @@ static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
             e = next;
         }
     }
-    sh->bytes += (n - sh->nbuckets) * sizeof(*buckets);
+    sh->bytes += n * sizeof(*buckets);
+    sh->bytes -= sh->nbuckets * sizeof(*buckets);
     free(sh->buckets);
     sh->buckets = buckets;
     sh->nbuckets = n;
     sh->sweep_cursor = 0;
+}
+
+/*
+ * Makes room before a shard's table would pass one entry per bucket: drop
+ * what is idle, and double the table only if that was not enough.
+ */
+static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
+{
+    if (sh->count < sh->nbuckets)
+        return;
+    sweep_all(m, sh, now_ms);
+    if (sh->count < sh->nbuckets)
+        return;
+    shard_resize(sh, sh->nbuckets * 2);
+}
+
+/*
+ * Gives memory back once a shard's keys are mostly gone: its table halves
+ * while it is under an eighth full (so it never halves and doubles back in
+ * turn), and the allocator is asked to return what is free to the system,
+ * at most once a second store-wide.
+ */
+static void shard_shrink(mem_store *m, shard *sh)
+{
+    bool halved = false;
+
+    while (sh->nbuckets > SHARD_MIN_BUCKETS && sh->count < sh->nbuckets / 8) {
+        size_t n = sh->nbuckets;
+
+        shard_resize(sh, n / 2);
+        if (sh->nbuckets == n)
+            break; /* out of memory: keep the larger table */
+        halved = true;
+    }
+    if (halved)
+        release_memory(m);
 }
 
 /*
@@ -291,10 +384,6 @@ static void sweep_store(mem_store *m, uint64_t now_ms)
 /* Reserves one key under the cap; false when the store is full. */
 static bool reserve_key(mem_store *m)
 {
-    if (m->max_keys == 0) {
-        atomic_fetch_add(&m->keys, 1);
-        return true;
-    }
     if (atomic_fetch_add(&m->keys, 1) < m->max_keys)
         return true;
     atomic_fetch_sub(&m->keys, 1);
@@ -316,6 +405,14 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     /* Even a failed decide may have trimmed the state and freed memory. */
     sh->bytes += algo->bytes(entry_state(e));
     sh->bytes -= before;
+    if (err == SLUICE_OK && t > now_ms) {
+        /* The caller's clock stepped back: the waits hold on it only once
+           it has made up the step too. */
+        if (out->retry_after_ms > 0)
+            out->retry_after_ms += t - now_ms;
+        if (out->reset_after_ms > 0)
+            out->reset_after_ms += t - now_ms;
+    }
     if (err == SLUICE_OK) {
         uint64_t idle_at = algo->idle_at(entry_state(e), limit);
 
@@ -416,8 +513,9 @@ again:
                             "the store holds its cap of %zu keys and none is "
                             "idle", m->max_keys);
     }
-    sweep_some(m, sh, now_ms);
+    sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
     pthread_mutex_unlock(&sh->lock);
+    sweep_other(m, now_ms);
     return err;
 }
 
@@ -495,9 +593,14 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     if (m == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
     memset(m, 0, sizeof(*m));
+    if (opts->clock_ms == NULL) {
+        /* It never steps, so a changed wall clock changes no decision. */
+        opts->clock_ms = sluice_clock_monotonic_ms;
+        opts->clock_payload = NULL;
+    }
     m->clock_ms = opts->clock_ms;
     m->clock_payload = opts->clock_payload;
-    m->max_keys = opts->max_keys;
+    m->max_keys = opts->max_keys == 0 ? DEFAULT_MAX_KEYS : opts->max_keys;
     m->seed = sluice__random_seed();
     atomic_init(&m->keys, 0);
     atomic_init(&m->full, 0);

@@ -62,10 +62,6 @@ int sluice_store_open(sluice_store **out, const char *url,
                                  SLUICE_STORE_OPTS_VERSION,
                                  "store options")) < 0)
         return err;
-    if (o.clock_ms == NULL) {
-        o.clock_ms = sluice_clock_realtime_ms;
-        o.clock_payload = NULL;
-    }
     if (b == NULL) {
         char shown[SLUICE__SHOWN_MAX];
 

@@ -212,6 +212,11 @@ static int opts_settle(sluice_store_opts *o)
                            VK_MAX_REPLY_ELEMENTS)) < 0 ||
         (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0)
         return err;
+    if (o->clock_ms == NULL) { /* clock=caller: the wall clock, which
+                                  every process shares */
+        o->clock_ms = sluice_clock_realtime_ms;
+        o->clock_payload = NULL;
+    }
     if (o->connect_timeout_ms == 0)
         o->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
     if (o->command_timeout_ms == 0)
