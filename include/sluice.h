@@ -434,12 +434,15 @@ SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
  * operation is one atomic script (src/queue/lua/queue_*.lua).
  *
  * A job is taken under a lease. A worker that finishes it calls
- * sluice_queue_complete() or sluice_queue_fail() with the lease token; a job
- * whose lease ran out (its worker died) goes back to wait at the queue's
- * next take, and from then on the late worker's complete answers
- * SLUICE_ELEASE (before that, the job is still the late worker's, and its
- * complete counts): a job is never lost and never done twice by live
- * workers.
+ * sluice_queue_complete() or sluice_queue_fail() with the lease token, and
+ * one that takes long renews the lease meanwhile (sluice_queue_extend()). A
+ * job whose lease ran out (its worker died, or stalled) goes back to wait at
+ * the queue's next take, and from then on the late worker's complete
+ * answers SLUICE_ELEASE (before that, the job is still the late worker's,
+ * and its complete counts): a job is never lost and never done twice by
+ * live workers. A job whose lease runs out more often than the stalled
+ * limit (1, or a worker's 'stalled_limit') fails for good instead, so a job
+ * that kills its workers is not run without end.
  */
 
 typedef struct sluice_job {
@@ -479,6 +482,15 @@ SLUICE_EXTERN int sluice_queue_take(sluice_take_status *status, uint64_t *wait_m
                                     sluice_job *job, sluice_store *store,
                                     const char *queue, size_t queue_len,
                                     uint64_t lease_ms);
+
+/*
+ * Renews a job's lease: it now runs out 'lease_ms' from now (a heartbeat,
+ * for a job that may take longer than its lease). SLUICE_ELEASE if the
+ * lease is no longer this worker's.
+ */
+SLUICE_EXTERN int sluice_queue_extend(sluice_store *store, const char *queue,
+                                      size_t queue_len, uint64_t id,
+                                      uint64_t lease, uint64_t lease_ms);
 
 /* Completes a job; SLUICE_ELEASE if its lease is no longer this worker's. */
 SLUICE_EXTERN int sluice_queue_complete(sluice_store *store, const char *queue,
@@ -542,14 +554,19 @@ typedef struct sluice_worker sluice_worker;
    their text: queues whose names hold a NUL byte are served only by name. */
 
 /* Versions as for sluice_store_opts: 1 .. SLUICE_WORKER_OPTS_VERSION. */
-#define SLUICE_WORKER_OPTS_VERSION 1
+#define SLUICE_WORKER_OPTS_VERSION 2
 
 typedef struct sluice_worker_opts {
     unsigned int version;
     uint64_t lease_ms;   /* 0 means 30000 */
     /* Also serve every queue whose name matches this glob (e.g. "chat:*"),
-       as queues are added; NULL for only the listed ones. */
+       as queues are added; NULL for only the listed ones. A glob that is
+       not one (fnmatch() cannot match it, like "[") is SLUICE_EINVAL. */
     const char *pattern;
+    /* ---- Since version 2 ---- */
+    /* How often a job's lease may run out (found by this worker's takes)
+       before the job fails for good; 0 means 1. */
+    uint64_t stalled_limit;
 } sluice_worker_opts;
 
 #define SLUICE_WORKER_OPTS_INIT {.version = SLUICE_WORKER_OPTS_VERSION}

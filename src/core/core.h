@@ -70,6 +70,14 @@ static inline bool sluice__mul_overflows(uint64_t a, uint64_t b, uint64_t *prod)
 /* Milliseconds on the monotonic clock: for deadlines and durations. */
 uint64_t sluice__monotonic_ms(void);
 
+/* The monotonic time 'ms' from now, UINT64_MAX (never) if that overflows. */
+static inline uint64_t sluice__deadline_ms(uint64_t ms)
+{
+    uint64_t now = sluice__monotonic_ms();
+
+    return ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
+}
+
 /* Writes 'v' in decimal into 'buf' (at least 21 bytes, no NUL); answers the
    length. */
 size_t sluice__u64_text(char *buf, uint64_t v);

@@ -296,7 +296,7 @@ static int take_wait(const redisReply *r, sluice_take_status *status,
         err = reply_array(r, 2, "queue take");
     if (err == 0 && deferred &&
         (err = reply_int(r, 1, 1, SLUICE_NOW_MAX_MS, &n)) == 0)
-        err = reply_int(r, 2, 1, SLUICE_MAX_MAX, max);
+        err = reply_int(r, 2, 0, SLUICE_MAX_MAX, max);
     else if (err == 0 && !deferred)
         err = reply_int(r, 1, 0, SLUICE_NOW_MAX_MS, &n);
     if (err == 0) {
@@ -310,12 +310,21 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
                       sluice_job *job, sluice_store *store, const char *queue,
                       size_t queue_len, uint64_t lease_ms)
 {
-    static const int which[] = {K_WAIT,    K_ACTIVE,  K_DELAYED, K_DATA,
-                                K_META,    K_LIMITER, K_ATTEMPTS};
-    char lease[24];
-    const char *args[1] = {lease};
-    size_t lens[1];
-    qcall c = {&sluice__script_queue_take, which, 7, args, lens, 1};
+    return sluice__queue_take(status, wait_ms, job, store, queue, queue_len,
+                              lease_ms, SLUICE__STALLED_LIMIT);
+}
+
+int sluice__queue_take(sluice_take_status *status, uint64_t *wait_ms,
+                       sluice_job *job, sluice_store *store, const char *queue,
+                       size_t queue_len, uint64_t lease_ms,
+                       uint64_t stalled_limit)
+{
+    static const int which[] = {K_WAIT,    K_ACTIVE,  K_DELAYED,  K_DATA,
+                                K_META,    K_LIMITER, K_ATTEMPTS, K_FAILED};
+    char lease[24], stalls[24];
+    const char *args[2] = {lease, stalls};
+    size_t lens[2];
+    qcall c = {&sluice__script_queue_take, which, 8, args, lens, 2};
     sluice__qserver s;
     redisReply *r = NULL;
     uint64_t max = 0;
@@ -332,6 +341,7 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
     if ((err = sluice__qserver_of(&s, store, "sluice_queue_take")) < 0)
         return err;
     lens[0] = sluice__u64_text(lease, lease_ms);
+    lens[1] = sluice__u64_text(stalls, stalled_limit);
     if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
         return err;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
@@ -351,16 +361,23 @@ int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
 
 /* ---- Finishing -------------------------------------------------------------------------- */
 
-/* complete or fail: the lease is checked by the script. */
+/* What a finish may answer: its op, and the outcomes that are not 0. */
+static const struct finish_op {
+    const char *name;
+    unsigned outcomes; /* bit (1 << n): n is an answer of this op */
+} FINISH_COMPLETE = {"complete", 1u << 1},
+  FINISH_FAIL = {"fail", 1u << 2 | 1u << 3},
+  FINISH_EXTEND = {"extend", 1u << 4};
+
+/* complete, fail or extend: the lease is checked by the script. */
 static int finish(uint64_t *outcome, sluice_store *store, const char *call,
                   const char *queue, size_t queue_len, const uint64_t nums[4],
-                  bool complete)
+                  const struct finish_op *op)
 {
     static const int which[] = {K_WAIT, K_ACTIVE,   K_DELAYED, K_DATA,
                                 K_META, K_ATTEMPTS, K_FAILED};
     char text[4][24];
-    const char *args[5] = {text[0], text[1], complete ? "complete" : "fail",
-                           text[2], text[3]};
+    const char *args[5] = {text[0], text[1], op->name, text[2], text[3]};
     size_t lens[5];
     qcall c = {&sluice__script_queue_done, which, 7, args, lens, 5};
     sluice__qserver s;
@@ -376,12 +393,11 @@ static int finish(uint64_t *outcome, sluice_store *store, const char *call,
     lens[4] = sluice__u64_text(text[3], nums[3]);
     if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
         return err;
-    /* complete: 0 or 1; fail: 0, 2 or 3 */
-    err = reply_int(r, 0, 0, complete ? 1 : 3, outcome);
+    err = reply_int(r, 0, 0, 4, outcome);
     freeReplyObject(r);
-    if (err == 0 && !complete && *outcome == 1)
-        err = sluice__error(SLUICE_EPROTO, "queue fail: the script answered "
-                            "'completed'");
+    if (err == 0 && *outcome != 0 && !(op->outcomes & (1u << *outcome)))
+        err = sluice__error(SLUICE_EPROTO, "queue %s: the script answered "
+                            "%llu", op->name, (unsigned long long)*outcome);
     if (err == 0 && *outcome == 0)
         err = sluice__error(SLUICE_ELEASE, "job %llu: the lease %llu is no "
                             "longer held (the job was finished already, or "
@@ -398,7 +414,7 @@ int sluice_queue_complete(sluice_store *store, const char *queue,
     uint64_t outcome;
 
     return finish(&outcome, store, "sluice_queue_complete", queue, queue_len,
-                  nums, true);
+                  nums, &FINISH_COMPLETE);
 }
 
 int sluice_queue_fail(int *dead, sluice_store *store, const char *queue,
@@ -413,10 +429,24 @@ int sluice_queue_fail(int *dead, sluice_store *store, const char *queue,
         return sluice__error(SLUICE_ERANGE, "max_attempts must be >= 1 and "
                              "backoff_ms <= 2^40");
     err = finish(&outcome, store, "sluice_queue_fail", queue, queue_len, nums,
-                 false);
+                 &FINISH_FAIL);
     if (dead != NULL)
         *dead = outcome == 3;
     return err;
+}
+
+int sluice_queue_extend(sluice_store *store, const char *queue,
+                        size_t queue_len, uint64_t id, uint64_t lease,
+                        uint64_t lease_ms)
+{
+    const uint64_t nums[4] = {id, lease, lease_ms, 0};
+    uint64_t outcome;
+
+    if (lease_ms < 1 || lease_ms > SLUICE_WINDOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE, "lease %llu ms is out of range "
+                             "1..2^40", (unsigned long long)lease_ms);
+    return finish(&outcome, store, "sluice_queue_extend", queue, queue_len,
+                  nums, &FINISH_EXTEND);
 }
 
 /* ---- Administration --------------------------------------------------------------------- */

@@ -51,6 +51,16 @@ char *sluice__queue_registry(char *buf, size_t cap, size_t *len,
 #define SLUICE__CHANNEL_MAX (SLUICE__PREFIX_MAX + 8)
 void sluice__queue_channel(char *buf, const sluice__qserver *s);
 
+/* The stalled limit of a take that names none (a worker's default). */
+#define SLUICE__STALLED_LIMIT 1
+
+/* sluice_queue_take() with a stalled limit: a job whose lease ran out more
+   than 'stalled_limit' times fails for good instead of going back. */
+int sluice__queue_take(sluice_take_status *status, uint64_t *wait_ms,
+                       sluice_job *job, sluice_store *store, const char *queue,
+                       size_t queue_len, uint64_t lease_ms,
+                       uint64_t stalled_limit);
+
 /* Reads element 'i' of an array reply (or, for 'i' 0, the reply itself
    when it is no array) as an integer in 'lo'..'hi'; else SLUICE_EPROTO,
    with 'what' naming the call in the message. */

@@ -17,6 +17,7 @@
 #include "queue/queue.h"
 
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +37,7 @@ struct sluice_worker {
     sluice_store *store;
     sluice__qserver server;
     uint64_t lease_ms;
+    uint64_t stalled_limit;
     char *pattern;
     wqueue *queues;
     size_t n, cap;
@@ -43,6 +45,7 @@ struct sluice_worker {
     uint64_t discovered_ms; /* when the pattern was last looked for */
     sluice__sub *sub;       /* subscribed to EMQ:added; NULL if broken */
     char channel[SLUICE__CHANNEL_MAX];
+    char err_msg[512];      /* the message of the last take that failed */
 };
 
 static wqueue *worker_find(sluice_worker *w, const char *name, size_t len)
@@ -172,9 +175,39 @@ static void worker_sleep(sluice_worker *w, uint64_t deadline)
     }
 }
 
+/*
+ * Checks a pattern's brackets: fnmatch() takes an unclosed '[' as a plain
+ * byte, so "chat:[" would match nothing the user meant, without a word.
+ * A ']' right after '[' or "[!" belongs to the set; '\' escapes.
+ */
+static int glob_check(const char *pattern)
+{
+    for (const char *p = pattern; *p != '\0'; p++) {
+        if (*p == '\\' && p[1] != '\0') {
+            p++;
+        } else if (*p == '[') {
+            const char *q = p + 1;
+
+            if (*q == '!' || *q == '^')
+                q++;
+            if (*q == ']')
+                q++;
+            while (*q != '\0' && *q != ']')
+                q++;
+            if (*q == '\0')
+                return sluice__error(SLUICE_EINVAL, "pattern '%.60s': the "
+                                     "'[' at byte %zu is never closed",
+                                     pattern, (size_t)(p - pattern));
+            p = q;
+        }
+    }
+    return SLUICE_OK;
+}
+
 /* The leading bytes of sluice_worker_opts that each version has. */
 static const size_t worker_opts_size[SLUICE_WORKER_OPTS_VERSION + 1] = {
-    [1] = sizeof(sluice_worker_opts),
+    [1] = offsetof(sluice_worker_opts, stalled_limit),
+    [2] = sizeof(sluice_worker_opts),
 };
 
 int sluice_worker_new(sluice_worker **out, sluice_store *store,
@@ -194,7 +227,8 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
                                  SLUICE_WORKER_OPTS_VERSION,
                                  "worker options")) < 0)
         return err;
-    if ((err = sluice__qserver_of(&s, store, "a worker")) < 0)
+    if ((err = sluice__qserver_of(&s, store, "a worker")) < 0 ||
+        (o.pattern != NULL && (err = glob_check(o.pattern)) < 0))
         return err;
     if (o.lease_ms > SLUICE_WINDOW_MAX_MS)
         return sluice__error(SLUICE_ERANGE, "lease %llu ms is above 2^40",
@@ -207,6 +241,8 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
     w->store = store;
     w->server = s;
     w->lease_ms = o.lease_ms ? o.lease_ms : DEFAULT_LEASE_MS;
+    w->stalled_limit = o.stalled_limit ? o.stalled_limit
+                                       : SLUICE__STALLED_LIMIT;
     sluice__queue_channel(w->channel, &s);
     if (o.pattern != NULL && (w->pattern = malloc(strlen(o.pattern) + 1)) != NULL)
         strcpy(w->pattern, o.pattern);
@@ -239,10 +275,71 @@ void sluice_worker_free(sluice_worker *w)
     free(w);
 }
 
+/*
+ * One pass over the queues that may be asked now ('now' on the monotonic
+ * clock). Answers 1 with a job (its queue in '*got'), 0 without one. A take
+ * that failed is remembered in '*err' and its queue asked again a little
+ * later; one that answered clears '*err'.
+ */
+static int worker_pass(sluice_worker *w, sluice_job *job, wqueue **got,
+                       uint64_t now, int *err)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        size_t at = (w->next + i) % w->n;
+        wqueue *q = &w->queues[at];
+        sluice_take_status status;
+        uint64_t wait;
+        int rc;
+
+        if (q->ready_ms > now)
+            continue;
+        rc = sluice__queue_take(&status, &wait, job, w->store, q->name,
+                                q->len, w->lease_ms, w->stalled_limit);
+        if (rc < 0) {
+            /* Try the others; reported if none answers in time. */
+            *err = rc;
+            snprintf(w->err_msg, sizeof(w->err_msg), "%s",
+                     sluice_last_error());
+            q->ready_ms = now + 100;
+            continue;
+        }
+        *err = SLUICE_OK;
+        if (status == SLUICE_TAKE_JOB) {
+            w->next = at + 1;
+            *got = q;
+            return 1;
+        }
+        q->idle = status != SLUICE_TAKE_DEFERRED;
+        if (!q->idle)
+            q->ready_ms = now + wait;
+        else
+            q->ready_ms = now + (wait > 0 && wait < IDLE_RECHECK_MS
+                                     ? wait
+                                     : IDLE_RECHECK_MS);
+    }
+    return 0;
+}
+
+/* When the worker next has something to do: a queue's wait ends, or the
+   pattern is looked for again; at the latest 'deadline'. */
+static uint64_t worker_wake_at(const sluice_worker *w, uint64_t deadline)
+{
+    uint64_t wake = deadline;
+
+    for (size_t i = 0; i < w->n; i++)
+        if (w->queues[i].ready_ms < wake)
+            wake = w->queues[i].ready_ms;
+    if (w->pattern != NULL && w->discovered_ms + DISCOVER_EVERY_MS < wake)
+        wake = w->discovered_ms + DISCOVER_EVERY_MS;
+    return wake;
+}
+
 int sluice_worker_next(sluice_job *job, const char **queue, size_t *queue_len,
                        sluice_worker *w, uint64_t timeout_ms)
 {
-    uint64_t start = sluice__monotonic_ms(), deadline = start + timeout_ms;
+    uint64_t deadline = sluice__deadline_ms(timeout_ms);
+    wqueue *got = NULL;
+    int err = SLUICE_OK;
 
     if (job == NULL || queue == NULL || w == NULL)
         return sluice__error(SLUICE_EINVAL, "job, queue or worker is NULL");
@@ -252,52 +349,19 @@ int sluice_worker_next(sluice_job *job, const char **queue, size_t *queue_len,
         *queue_len = 0;
     worker_subscribe(w); /* before looking, so no add is missed */
     for (;;) {
-        uint64_t now = sluice__monotonic_ms(), wake = deadline;
-        int last_err = SLUICE_OK;
+        uint64_t now = sluice__monotonic_ms();
 
         worker_discover(w, now);
-        for (size_t i = 0; i < w->n; i++) {
-            size_t at = (w->next + i) % w->n;
-            wqueue *q = &w->queues[at];
-            sluice_take_status status;
-            uint64_t wait;
-            int err;
-
-            if (q->ready_ms > now)
-                continue;
-            err = sluice_queue_take(&status, &wait, job, w->store, q->name,
-                                    q->len, w->lease_ms);
-            if (err < 0) {
-                last_err = err; /* try the others; report if none serves */
-                q->ready_ms = now + 100;
-                continue;
-            }
-            if (status == SLUICE_TAKE_JOB) {
-                w->next = at + 1;
-                *queue = q->name;
-                if (queue_len != NULL)
-                    *queue_len = q->len;
-                return SLUICE_OK;
-            }
-            if (status == SLUICE_TAKE_DEFERRED) {
-                q->idle = false;
-                q->ready_ms = now + wait;
-            } else {
-                q->idle = true;
-                q->ready_ms = now + (wait > 0 && wait < IDLE_RECHECK_MS
-                                         ? wait
-                                         : IDLE_RECHECK_MS);
-            }
+        if (worker_pass(w, job, &got, now, &err)) {
+            *queue = got->name;
+            if (queue_len != NULL)
+                *queue_len = got->len;
+            return SLUICE_OK;
         }
-        if (last_err < 0 && now >= deadline)
-            return last_err;
+        /* Timed out: job->id == 0, or the error that kept every queue from
+           answering since the last one did. */
         if (now >= deadline)
-            return SLUICE_OK; /* timed out: job->id == 0 */
-        for (size_t i = 0; i < w->n; i++)
-            if (w->queues[i].ready_ms < wake)
-                wake = w->queues[i].ready_ms;
-        if (w->pattern != NULL && w->discovered_ms + DISCOVER_EVERY_MS < wake)
-            wake = w->discovered_ms + DISCOVER_EVERY_MS;
-        worker_sleep(w, wake);
+            return err < 0 ? sluice__error(err, "%s", w->err_msg) : SLUICE_OK;
+        worker_sleep(w, worker_wake_at(w, deadline));
     }
 }

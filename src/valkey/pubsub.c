@@ -61,7 +61,7 @@ static const redisReply *message_payload(const redisReply *r)
 int sluice__vk_sub_next(sluice__sub *s, uint64_t wait_ms, char **payload,
                         size_t *len)
 {
-    uint64_t deadline = sluice__monotonic_ms() + wait_ms;
+    uint64_t deadline = sluice__deadline_ms(wait_ms);
     int err;
 
     *payload = NULL;

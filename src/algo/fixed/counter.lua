@@ -19,9 +19,10 @@ local function counter_incr(key, by, window)
     return n, window
   end
   local ttl = redis.call('PTTL', key)
-  if ttl == 0 then
-    redis.call('SET', key, string.format('%.0f', by), 'PX',
-               string.format('%.0f', window))
+  if ttl == 0 then -- the old window is over: this one starts anew
+    redis.call('DEL', key)
+    redis.call('INCRBY', key, string.format('%.0f', by))
+    redis.call('PEXPIRE', key, string.format('%.0f', window))
     return by, window
   elseif ttl < 0 then
     redis.call('PEXPIRE', key, string.format('%.0f', window))

@@ -6,25 +6,22 @@ KEYS[7]  emq:{q}:attempts  KEYS[8]  emq:{q}:failed
 ARGV[1]  "stats", "cap", "retry" or "failed"
   stats          Reply {waiting, active, delayed, failed, completed, max,
                  duration_ms, count in the window, wait_ms}; wait_ms is the
-                 queue-limiter read's figure
+                 queue-limiter read's figure (limiter.lua), and max a cap of
+                 0 or less shows as 0
   cap MAX DUR    sets the cap (MAX 0 removes it: not limited); Reply 1
   retry ID       moves failed job ID back to wait, its attempts reset;
                  Reply 1, or 0 when ID is not a failed job
   failed N       Reply the ids of up to N failed jobs, oldest first ]]
+--! include limiter.lua
 local op = ARGV[1]
 if op == 'stats' then
-  local cap = redis.call('HMGET', KEYS[5], 'max', 'duration', 'completed')
-  local max = tonumber(cap[1] or '') or 0
+  local wait, max, duration = limiter_state(KEYS[6], KEYS[5], 0)
   local count = tonumber(redis.call('GET', KEYS[6]) or '') or 0
-  local wait = 0
-  if max > 0 and count >= max then
-    local ttl = redis.call('PTTL', KEYS[6])
-    if ttl > 0 then wait = ttl end
-  end
+  local completed = redis.call('HGET', KEYS[5], 'completed')
+  if not max or max < 0 then max = 0 end
   return {redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]),
           redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[8]),
-          tonumber(cap[3] or '') or 0, max, tonumber(cap[2] or '') or 0,
-          count, wait}
+          tonumber(completed or '') or 0, max, duration or 0, count, wait}
 elseif op == 'cap' then
   if tonumber(ARGV[2]) == 0 then
     redis.call('HDEL', KEYS[5], 'max', 'duration')
@@ -34,7 +31,7 @@ elseif op == 'cap' then
   return 1
 elseif op == 'retry' then
   if redis.call('ZREM', KEYS[8], ARGV[2]) == 0 then return 0 end
-  redis.call('HDEL', KEYS[7], ARGV[2])
+  redis.call('HDEL', KEYS[7], ARGV[2], ARGV[2] .. ':s')
   redis.call('LPUSH', KEYS[1], ARGV[2])
   return 1
 elseif op == 'failed' then

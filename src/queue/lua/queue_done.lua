@@ -1,14 +1,15 @@
---[[ queue_done.lua - completes or fails a job held under a lease.
+--[[ queue_done.lua - completes, fails or extends a job held under a lease.
 
 KEYS[1]  emq:{q}:wait      KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:delayed
 KEYS[4]  emq:{q}:data      KEYS[5]  emq:{q}:meta      KEYS[6]  emq:{q}:attempts
 KEYS[7]  emq:{q}:failed    (score: when it failed for good, ms)
 ARGV[1]  the job id        ARGV[2]  the lease token the worker holds
-ARGV[3]  "complete" or "fail"
-ARGV[4]  with fail: the most attempts (a job taken that often fails for good)
+ARGV[3]  "complete", "fail" or "extend"
+ARGV[4]  with fail: the most attempts (a job taken that often fails for good);
+         with extend: the lease's new length in ms, from now
 ARGV[5]  with fail: the back-off in ms before the next attempt, doubled at
          each attempt
-Reply    1 completed, 2 to be retried, 3 failed for good;
+Reply    1 completed, 2 to be retried, 3 failed for good, 4 extended;
          0 the lease was lost: the job is no longer this worker's (its lease
          ran out and it went back to wait, or another worker holds it now)
 
@@ -21,10 +22,14 @@ workers. ]]
 local id = ARGV[1]
 if not redis.call('ZSCORE', KEYS[2], id) then return 0 end
 if redis.call('HGET', KEYS[6], id .. ':l') ~= ARGV[2] then return 0 end
+if ARGV[3] == 'extend' then -- a heartbeat: the lease holds a while longer
+  redis.call('ZADD', KEYS[2], 'XX', string.format('%.0f', now_ms() + tonumber(ARGV[4])), id)
+  return 4
+end
 redis.call('ZREM', KEYS[2], id)
 if ARGV[3] == 'complete' then
   redis.call('HDEL', KEYS[4], id)
-  redis.call('HDEL', KEYS[6], id, id .. ':l')
+  redis.call('HDEL', KEYS[6], id, id .. ':l', id .. ':s')
   redis.call('HINCRBY', KEYS[5], 'completed', 1)
   return 1
 end
