@@ -462,7 +462,7 @@ int cli_demo(int argc, char **argv)
     report r[CLI_ALGO_N];
     trace attack, steady;
     palette p = palette_pick();
-    cli_args args;
+    cli_pos none = {NULL, 0, NULL, false, 0};
     int status, err = 0;
 
     if (argc > 0 && strcmp(argv[0], "chat") == 0)
@@ -475,7 +475,8 @@ int cli_demo(int argc, char **argv)
             return cli_usage_error("demo", "demo: --store is for the chat "
                                    "scenario: sluice demo chat --store URL");
     }
-    if ((status = cli_args_parse(&args, "demo", argc, argv, 0)) != 0)
+    if ((status = cli_opts_parse("demo", argc, argv, NULL, 0, &none,
+                                 CLI_CHECK_LATER)) != 0)
         return status;
     attack_trace(&attack);
     steady_trace(&steady);

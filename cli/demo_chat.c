@@ -497,16 +497,14 @@ out:
 
 int cli_demo_chat(int argc, char **argv)
 {
-    cli_opt opts[] = {{"--store", true, NULL}};
-    const char *pos[1];
-    size_t npos;
-    const char *url;
+    const char *url = NULL;
+    cli_opt opts[] = {CLI_OPT_TEXT("--store", &url)};
+    cli_pos none = {NULL, 0, NULL, false, 0};
     int st;
 
-    if ((st = cli_opts_parse("demo", argc, argv, opts, 1, pos, &npos, 0,
-                             "")) != 0)
+    if ((st = cli_opts_parse("demo", argc, argv, opts, 1, &none,
+                             CLI_CHECK_AT_ONCE)) != 0)
         return st;
-    url = opts[0].value;
     if (url == NULL)
         return cli_usage_error("demo", "demo chat: needs a server store: "
                                "--store valkey://HOST[:PORT] (its queues and "

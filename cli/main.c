@@ -160,7 +160,7 @@ static const char *fallback_name(const sluice_decision *d)
 }
 
 /* Prints one decision as a line of text or, with 'json', a JSON object. */
-static void print_decision(const cli_args *args, const sluice_decision *d)
+static void print_decision(const cli_request *args, const sluice_decision *d)
 {
     const char *fallback = fallback_name(d);
 
@@ -202,21 +202,23 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     unsigned needed = CLI_TAKES_KEY | CLI_TAKES_ALGO;
     sluice_store *store = NULL;
     sluice_decision d;
-    cli_args args;
+    cli_request args;
     int err, status;
 
     if (kind != KIND_RESET) {
         takes |= CLI_TAKES_COST;
         needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;
     }
-    if ((status = cli_args_parse(&args, cmd, argc, argv, takes)) != 0)
+    if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0)
         return status;
+    if (args.store == NULL)
+        args.store = "mem://";
     /* A reset forgets the key whatever the limit; any valid one will do. */
     if (!(args.given & CLI_TAKES_MAX))
         args.limit.max = 1;
     if (!(args.given & CLI_TAKES_WINDOW))
         args.limit.window_ms = 1;
-    if ((status = cli_args_require(&args, cmd, needed)) != 0)
+    if ((status = cli_request_require(&args, cmd, needed)) != 0)
         return status;
 
     err = sluice_store_open(&store, args.store, NULL);
@@ -279,10 +281,10 @@ static int cmd_ttl(int argc, char **argv)
                      CLI_TAKES_STORE;
     sluice_store *store = NULL;
     uint64_t wait_ms = 0;
-    cli_args args;
+    cli_request args;
     int err, status;
 
-    if ((status = cli_args_parse(&args, "ttl", argc, argv, takes)) != 0)
+    if ((status = cli_request_parse(&args, "ttl", argc, argv, takes)) != 0)
         return status;
     if (!(args.given & CLI_TAKES_KEY))
         return cli_usage_error("ttl", "ttl: missing QUEUE");

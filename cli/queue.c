@@ -28,6 +28,7 @@
 #define DEFAULT_MAX_ATTEMPTS 3u
 #define DEFAULT_BACKOFF_MS 1000u
 #define DEFAULT_FAILED_LIMIT 100u
+#define MAX_ATTEMPTS_MAX 1000000u
 #define FAILED_LIMIT_MAX 100000u
 #define WORK_SLICE_MS 250u        /* how soon work notices a signal */
 #define ID_MAX ((uint64_t)INT64_MAX) /* ids and leases are server integers */
@@ -191,19 +192,6 @@ enum {
 
 #define BIT(o) (1u << (o))
 
-static const cli_opt all_opts[NOPTS] = {
-    [O_STORE] = {"--store", true, NULL},
-    [O_JSON] = {"--json", false, NULL},
-    [O_DATA] = {"--data", true, NULL},
-    [O_DELAY] = {"--delay", true, NULL},
-    [O_LEASE] = {"--lease", true, NULL},
-    [O_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
-    [O_BACKOFF] = {"--backoff", true, NULL},
-    [O_LIMIT] = {"--limit", true, NULL},
-    [O_MAX] = {"--max", true, NULL},
-    [O_PER] = {"--per", true, NULL},
-};
-
 /* What a queue subcommand was given, checked. */
 typedef struct qargs {
     const char *cmd; /* "queue take", for messages */
@@ -216,7 +204,6 @@ typedef struct qargs {
     size_t data_len;
     char *data_owned; /* read from stdin */
     uint64_t delay_ms, lease_ms, max_attempts, backoff_ms, limit, max, per_ms;
-    bool per_given;
 } qargs;
 
 typedef int (*sub_fn)(sluice_store *store, qargs *a);
@@ -249,6 +236,34 @@ static const struct subcommand {
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 static const char *const pos_names[] = {"QUEUE", "ID", "LEASE"};
+
+/*
+ * Fills 'opts' (room for NOPTS) with the options of subcommand 'sub', in
+ * the order their values are checked, each into its field of 'a'; returns
+ * how many there are.
+ */
+static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
+{
+    const cli_opt all[NOPTS] = {
+        [O_STORE] = CLI_OPT_TEXT("--store", &a->store),
+        [O_JSON] = CLI_OPT_FLAG("--json", &a->json),
+        [O_DATA] = CLI_OPT_TEXT("--data", &a->data),
+        [O_DELAY] = CLI_OPT_DURATION_0("--delay", &a->delay_ms),
+        [O_LEASE] = CLI_OPT_DURATION("--lease", &a->lease_ms),
+        [O_MAX_ATTEMPTS] = CLI_OPT_NUMBER("--max-attempts", &a->max_attempts,
+                                          1, MAX_ATTEMPTS_MAX),
+        [O_BACKOFF] = CLI_OPT_DURATION_0("--backoff", &a->backoff_ms),
+        [O_LIMIT] = CLI_OPT_NUMBER("--limit", &a->limit, 1, FAILED_LIMIT_MAX),
+        [O_MAX] = CLI_OPT_NUMBER("--max", &a->max, 0, SLUICE_MAX_MAX),
+        [O_PER] = CLI_OPT_DURATION("--per", &a->per_ms),
+    };
+    size_t n = 0;
+
+    for (int o = 0; o < NOPTS; o++)
+        if (o == O_STORE || o == O_JSON || (sub->takes & BIT(o)))
+            opts[n++] = all[o];
+    return n;
+}
 
 /* Reads all of standard input into 'a->data'; returns 0 or an exit status. */
 static int read_stdin(qargs *a)
@@ -287,111 +302,88 @@ static int read_stdin(qargs *a)
     return 0;
 }
 
-/* Checks the options given in 'opts' into 'a'; 0 or CLI_EXIT_USAGE. */
-static int qargs_check(qargs *a, const cli_opt *opts)
+/*
+ * Checks the operands 'pos' (QUEUE, and ID and LEASE if 'sub' takes them)
+ * and the options 'opts' (of 'nopts') into 'a'. Returns 0 or CLI_EXIT_USAGE.
+ */
+static int qargs_check(qargs *a, const struct subcommand *sub,
+                       const cli_pos *pos, const cli_opt *opts, size_t nopts)
 {
-    const char *cmd = "queue";
-    int st = 0;
+    int st;
 
-    a->store = opts[O_STORE].value;
-    a->json = opts[O_JSON].value != NULL;
+    if (pos->n < sub->npos)
+        return cli_usage_error("queue", "%s: missing %s", a->cmd,
+                               pos_names[pos->n]);
+    if (pos->args[0][0] == '\0')
+        return cli_usage_error("queue", "%s: QUEUE is empty", a->cmd);
+    a->queue = pos->args[0];
+    a->queue_len = strlen(pos->args[0]);
+    if (sub->npos >= 2 && (st = cli_opt_u64(&a->id, "queue", "ID",
+                                            pos->args[1], 1, ID_MAX)) != 0)
+        return st;
+    if (sub->npos >= 3 && (st = cli_opt_u64(&a->lease, "queue", "LEASE",
+                                            pos->args[2], 1, ID_MAX)) != 0)
+        return st;
     a->lease_ms = DEFAULT_LEASE_MS;
     a->max_attempts = DEFAULT_MAX_ATTEMPTS;
     a->backoff_ms = DEFAULT_BACKOFF_MS;
     a->limit = DEFAULT_FAILED_LIMIT;
-    if (opts[O_DATA].value != NULL) {
-        a->data = opts[O_DATA].value;
+    if ((st = cli_opts_check("queue", opts, nopts)) != 0)
+        return st;
+    if (a->data != NULL)
         a->data_len = strlen(a->data);
+    if (sub->run == sub_set_cap) {
+        if (cli_opt_value(opts, nopts, "--max") == NULL)
+            return cli_usage_error("queue", "%s: missing --max (jobs per "
+                                   "window, 0 to remove the cap)", a->cmd);
+        if (a->max > 0 && cli_opt_value(opts, nopts, "--per") == NULL)
+            return cli_usage_error("queue", "%s: missing --per (the window, "
+                                   "e.g. --per 1s)", a->cmd);
     }
-    if (st == 0 && opts[O_DELAY].value != NULL)
-        st = cli_opt_duration(&a->delay_ms, cmd, "--delay",
-                              opts[O_DELAY].value, true);
-    if (st == 0 && opts[O_LEASE].value != NULL)
-        st = cli_opt_duration(&a->lease_ms, cmd, "--lease",
-                              opts[O_LEASE].value, false);
-    if (st == 0 && opts[O_MAX_ATTEMPTS].value != NULL)
-        st = cli_opt_u64(&a->max_attempts, cmd, "--max-attempts",
-                         opts[O_MAX_ATTEMPTS].value, 1, 1000000);
-    if (st == 0 && opts[O_BACKOFF].value != NULL)
-        st = cli_opt_duration(&a->backoff_ms, cmd, "--backoff",
-                              opts[O_BACKOFF].value, true);
-    if (st == 0 && opts[O_LIMIT].value != NULL)
-        st = cli_opt_u64(&a->limit, cmd, "--limit", opts[O_LIMIT].value, 1,
-                         FAILED_LIMIT_MAX);
-    if (st == 0 && opts[O_MAX].value != NULL)
-        st = cli_opt_u64(&a->max, cmd, "--max", opts[O_MAX].value, 0,
-                         SLUICE_MAX_MAX);
-    if (st == 0 && opts[O_PER].value != NULL) {
-        st = cli_opt_duration(&a->per_ms, cmd, "--per", opts[O_PER].value,
-                              false);
-        a->per_given = true;
-    }
-    return st;
+    return 0;
+}
+
+/* The subcommand named 'name', or NULL. */
+static const struct subcommand *sub_find(const char *name)
+{
+    for (size_t i = 0; i < NSUBCOMMANDS; i++)
+        if (strcmp(subcommands[i].name, name) == 0)
+            return &subcommands[i];
+    return NULL;
 }
 
 int cli_queue(int argc, char **argv)
 {
-    const struct subcommand *sub = NULL;
+    const struct subcommand *sub;
     cli_opt opts[NOPTS];
-    const char *pos[3];
-    size_t npos;
+    const char *operands[3];
+    cli_pos pos = {operands, 0, NULL, false, 0};
+    size_t nopts;
     char cmd[32];
     sluice_store *store = NULL;
-    qargs a;
+    qargs a = {0};
     int st;
 
     if (argc == 0)
         return cli_usage_error("queue", "queue: missing SUBCOMMAND (add, "
                                "take, complete, fail, retry, failed, stats "
                                "or set-cap)");
-    for (size_t i = 0; i < NSUBCOMMANDS; i++)
-        if (strcmp(subcommands[i].name, argv[0]) == 0)
-            sub = &subcommands[i];
-    if (sub == NULL)
+    if ((sub = sub_find(argv[0])) == NULL)
         return cli_usage_error("queue", "queue: unknown subcommand '%s' "
                                "(expected add, take, complete, fail, retry, "
                                "failed, stats or set-cap)",
                                cli_shown(argv[0]));
     snprintf(cmd, sizeof(cmd), "queue %s", sub->name);
-
-    /* Only the options this subcommand takes are known to the parse: the
-       others keep their index but get a name no argument can match. */
-    memcpy(opts, all_opts, sizeof(opts));
-    for (int o = O_DATA; o < NOPTS; o++)
-        if (!(sub->takes & BIT(o)))
-            opts[o].name = "";
-    st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, NOPTS, pos, &npos,
-                        sub->npos, sub->npos == 1   ? "QUEUE"
-                                   : sub->npos == 2 ? "QUEUE ID"
-                                                    : "QUEUE ID LEASE");
-    if (st != 0)
-        return st;
-    memset(&a, 0, sizeof(a));
     a.cmd = cmd;
-    if (npos < sub->npos)
-        return cli_usage_error("queue", "%s: missing %s", cmd,
-                               pos_names[npos]);
-    if (pos[0][0] == '\0')
-        return cli_usage_error("queue", "%s: QUEUE is empty", cmd);
-    a.queue = pos[0];
-    a.queue_len = strlen(pos[0]);
-    if (sub->npos >= 2 &&
-        (st = cli_opt_u64(&a.id, "queue", "ID", pos[1], 1, ID_MAX)) != 0)
-        return st;
-    if (sub->npos >= 3 &&
-        (st = cli_opt_u64(&a.lease, "queue", "LEASE", pos[2], 1, ID_MAX)) != 0)
-        return st;
-    if ((st = qargs_check(&a, opts)) != 0)
-        return st;
-    if (sub->run == sub_set_cap) {
-        if (opts[O_MAX].value == NULL)
-            return cli_usage_error("queue", "%s: missing --max (jobs per "
-                                   "window, 0 to remove the cap)", cmd);
-        if (a.max > 0 && !a.per_given)
-            return cli_usage_error("queue", "%s: missing --per (the window, "
-                                   "e.g. --per 1s)", cmd);
-    }
-    if ((st = store_open(&store, "queue", a.store)) != 0)
+    nopts = sub_opts(opts, sub, &a);
+    pos.max = sub->npos;
+    pos.what = sub->npos == 1   ? "QUEUE"
+               : sub->npos == 2 ? "QUEUE ID"
+                                : "QUEUE ID LEASE";
+    if ((st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, nopts, &pos,
+                             CLI_CHECK_LATER)) != 0 ||
+        (st = qargs_check(&a, sub, &pos, opts, nopts)) != 0 ||
+        (st = store_open(&store, "queue", a.store)) != 0)
         return st;
     if (sub->run == sub_add && a.data == NULL && !isatty(STDIN_FILENO) &&
         (st = read_stdin(&a)) != 0) {
@@ -778,60 +770,42 @@ static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
 
 int cli_work(int argc, char **argv)
 {
-    enum { W_STORE, W_JSON, W_PATTERN, W_EXEC, W_LEASE, W_COUNT, W_TIMEOUT,
-           W_MAX_ATTEMPTS, W_BACKOFF, NW };
-    cli_opt opts[NW] = {
-        [W_STORE] = {"--store", true, NULL},
-        [W_JSON] = {"--json", false, NULL},
-        [W_PATTERN] = {"--pattern", true, NULL},
-        [W_EXEC] = {"--exec", true, NULL},
-        [W_LEASE] = {"--lease", true, NULL},
-        [W_COUNT] = {"--count", true, NULL},
-        [W_TIMEOUT] = {"--timeout", true, NULL},
-        [W_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
-        [W_BACKOFF] = {"--backoff", true, NULL},
-    };
     sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
     struct sigaction sa, old_int, old_term;
     sluice_store *store = NULL;
     sluice_worker *w = NULL;
-    const char **queues;
-    size_t nqueues;
     wargs a = {0};
+    cli_opt opts[] = {
+        CLI_OPT_TEXT("--store", &a.store),
+        CLI_OPT_FLAG("--json", &a.json),
+        CLI_OPT_TEXT("--pattern", &a.pattern),
+        CLI_OPT_TEXT("--exec", &a.exec),
+        CLI_OPT_DURATION("--lease", &a.lease_ms),
+        CLI_OPT_NUMBER("--count", &a.count, 1, UINT64_MAX),
+        CLI_OPT_DURATION("--timeout", &a.timeout_ms),
+        CLI_OPT_NUMBER("--max-attempts", &a.max_attempts, 1,
+                       MAX_ATTEMPTS_MAX),
+        CLI_OPT_DURATION_0("--backoff", &a.backoff_ms),
+    };
+    size_t nopts = sizeof(opts) / sizeof(opts[0]);
+    cli_pos queues = {NULL, (size_t)argc, "QUEUE...", false, 0};
     int st, err;
 
-    if ((queues = malloc(((size_t)argc + 1) * sizeof(*queues))) == NULL) {
+    if ((queues.args = malloc(((size_t)argc + 1) * sizeof(char *))) == NULL) {
         cli_error("work: out of memory");
         return CLI_EXIT_RUNTIME;
     }
-    st = cli_opts_parse("work", argc, argv, opts, NW, queues, &nqueues,
-                        (size_t)argc, "QUEUE...");
-    a.store = opts[W_STORE].value;
-    a.json = opts[W_JSON].value != NULL;
-    a.pattern = opts[W_PATTERN].value;
-    a.exec = opts[W_EXEC].value;
     a.lease_ms = DEFAULT_LEASE_MS;
     a.max_attempts = DEFAULT_MAX_ATTEMPTS;
     a.backoff_ms = DEFAULT_BACKOFF_MS;
-    if (st == 0 && opts[W_LEASE].value != NULL)
-        st = cli_opt_duration(&a.lease_ms, "work", "--lease",
-                              opts[W_LEASE].value, false);
-    if (st == 0 && opts[W_COUNT].value != NULL)
-        st = cli_opt_u64(&a.count, "work", "--count", opts[W_COUNT].value, 1,
-                         UINT64_MAX);
-    if (st == 0 && opts[W_TIMEOUT].value != NULL)
-        st = cli_opt_duration(&a.timeout_ms, "work", "--timeout",
-                              opts[W_TIMEOUT].value, false);
-    if (st == 0 && opts[W_MAX_ATTEMPTS].value != NULL)
-        st = cli_opt_u64(&a.max_attempts, "work", "--max-attempts",
-                         opts[W_MAX_ATTEMPTS].value, 1, 1000000);
-    if (st == 0 && opts[W_BACKOFF].value != NULL)
-        st = cli_opt_duration(&a.backoff_ms, "work", "--backoff",
-                              opts[W_BACKOFF].value, true);
-    for (size_t i = 0; st == 0 && i < nqueues; i++)
-        if (queues[i][0] == '\0')
+    st = cli_opts_parse("work", argc, argv, opts, nopts, &queues,
+                        CLI_CHECK_LATER);
+    if (st == 0)
+        st = cli_opts_check("work", opts, nopts);
+    for (size_t i = 0; st == 0 && i < queues.n; i++)
+        if (queues.args[i][0] == '\0')
             st = cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
-    if (st == 0 && nqueues == 0 && a.pattern == NULL)
+    if (st == 0 && queues.n == 0 && a.pattern == NULL)
         st = cli_usage_error("work", "work: missing QUEUE or --pattern (the "
                              "queues to serve)");
     if (st == 0 && a.pattern != NULL && a.pattern[0] == '\0')
@@ -841,13 +815,13 @@ int cli_work(int argc, char **argv)
     if (st == 0)
         st = store_open(&store, "work", a.store);
     if (st != 0) {
-        free(queues);
+        free(queues.args);
         return st;
     }
     wopts.lease_ms = a.lease_ms;
     wopts.pattern = a.pattern;
-    err = sluice_worker_new(&w, store, queues, NULL, nqueues, &wopts);
-    free(queues);
+    err = sluice_worker_new(&w, store, queues.args, NULL, queues.n, &wopts);
+    free(queues.args);
     if (err < 0) {
         sluice_store_free(store);
         return lib_error("work", err);

@@ -226,13 +226,15 @@ int cli_replay(int argc, char **argv)
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_vclock *vclock = NULL;
-    cli_args args;
+    cli_request args;
     int err, status;
 
-    if ((status = cli_args_parse(&args, "replay", argc, argv, takes)) != 0 ||
-        (status = cli_args_require(&args, "replay", takes & ~CLI_TAKES_STORE))
-        != 0)
+    if ((status = cli_request_parse(&args, "replay", argc, argv, takes)) != 0 ||
+        (status = cli_request_require(&args, "replay",
+                                      takes & ~CLI_TAKES_STORE)) != 0)
         return status;
+    if (args.store == NULL)
+        args.store = "mem://";
     /* Virtual time for the embedded store; real clocks for a server. */
     if (url_is_embedded(args.store)) {
         if ((err = sluice_vclock_new(&vclock, 0)) < 0) {
