@@ -51,14 +51,6 @@ void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /*
- * Reports that the store at 'url' could not be opened (error 'err'), with
- * the library's detail (sluice_last_error()), as "sluice: --store: ...".
- * A password in the URL is shown as "***", so it never reaches a terminal or
- * a log; a detail that would still reveal it is withheld.
- */
-void cli_store_error(const char *url, int err);
-
-/*
  * 'text' made safe to quote in a message: bytes outside printable ASCII are
  * written \xNN, and text past CLI_SHOWN_MAX bytes is cut to "...". The
  * result lives in one of four static buffers, used in turn, so up to four
@@ -232,6 +224,46 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
  */
 int cli_request_require(const cli_request *r, const char *cmd,
                         unsigned needed);
+
+/* ---- The store ---------------------------------------------------------------- */
+
+/*
+ * True when 'url' names the embedded store, by sluice_store_open()'s
+ * contract: NULL, "" or "mem://".
+ */
+bool cli_url_is_embedded(const char *url);
+
+/*
+ * Opens the store at 'url', the --store of command 'cmd', with 'opts' (NULL
+ * for the defaults). Without a URL (NULL), a command whose work lives on a
+ * server reports a usage error, "CMD: missing --store (SERVER_WHY)", where
+ * 'server_why' says why, e.g. "queues live on a server: valkey://HOST";
+ * when 'server_why' is NULL the embedded store (mem://) is opened instead.
+ * A store that cannot be opened is reported with cli_store_error(). Returns
+ * 0, or the exit status of the failure (reported).
+ */
+int cli_store_open(sluice_store **store, const char *cmd, const char *url,
+                   const char *server_why, const sluice_store_opts *opts);
+
+/*
+ * Reports that the store at 'url' could not be opened (error 'err'), with
+ * the library's detail (sluice_last_error()), as "sluice: --store: ...".
+ * A password in the URL is shown as "***", so it never reaches a terminal or
+ * a log; a detail that would still reveal it is withheld.
+ */
+void cli_store_error(const char *url, int err);
+
+/*
+ * Reports the failure 'err' of a library call made for 'what' ("queue
+ * take", "replay: line 4") as "sluice: WHAT: DETAIL (NAME)", with
+ * sluice_last_error()'s detail, and returns its exit status. A request that
+ * can never succeed is a usage error, CLI_EXIT_USAGE: SLUICE_ECOST (a cost
+ * above max) and SLUICE_ENOTSUP (the store has no such thing: the embedded
+ * one has no queues); with 'help_cmd' (not NULL) the message then points at
+ * that command's --help. Anything else is the store's or the library's,
+ * CLI_EXIT_RUNTIME.
+ */
+int cli_lib_error(const char *help_cmd, const char *what, int err);
 
 /* ---- Output ---------------------------------------------------------------- */
 

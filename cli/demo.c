@@ -488,12 +488,14 @@ int cli_demo(int argc, char **argv)
         if ((err = play(&r[a].attack, &limit, &attack)) < 0 ||
             (err = play(&r[a].steady, &limit, &steady)) < 0 ||
             (err = key_bytes(&r[a].bytes_small, limit.algo, DEMO_MAX)) < 0 ||
-            (err = key_bytes(&r[a].bytes_big, limit.algo, BIG_MAX)) < 0)
-            cli_error("demo: %s: %s (%s)", sluice_algo_name(limit.algo),
-                      sluice_last_error(), sluice_err_name(err));
+            (err = key_bytes(&r[a].bytes_big, limit.algo, BIG_MAX)) < 0) {
+            char what[64];
+
+            snprintf(what, sizeof(what), "demo: %s",
+                     sluice_algo_name(limit.algo));
+            return cli_lib_error(NULL, what, err);
+        }
     }
-    if (err < 0)
-        return CLI_EXIT_RUNTIME;
 
     printf("%ssluice demo: max=%u requests per window=1s (%u ms), three "
            "algorithms%s\n", p.bold, DEMO_MAX, DEMO_WINDOW_MS, p.off);

@@ -406,12 +406,11 @@ static int chat_run(const char *url)
         cli_error("demo chat: out of memory");
         return CLI_EXIT_RUNTIME;
     }
-    if ((err = sluice_store_open(&store, full, NULL)) < 0) {
-        cli_store_error(full, err);
+    if ((status = cli_store_open(&store, "demo", full, NULL, NULL)) != 0) {
         free(full);
-        return CLI_EXIT_RUNTIME;
+        return status;
     }
-    for (unsigned c = 0; c < CHATS && err == 0; c++) {
+    for (unsigned c = 0; c < CHATS && status == CLI_EXIT_OK; c++) {
         char name[NAME_MAX_LEN];
 
         chat_name(name, c);
@@ -419,17 +418,16 @@ static int chat_run(const char *url)
                                    CAP_WINDOW_MS);
         res[c].waits_us = calloc(c == FLOOD ? FLOOD_MSGS : QUIET_MSGS,
                                  sizeof(uint64_t));
-        if (err == 0 && res[c].waits_us == NULL)
-            err = SLUICE_ENOMEM;
+        if (err < 0) {
+            status = cli_lib_error(NULL, "demo chat", err);
+        } else if (res[c].waits_us == NULL) {
+            cli_error("demo chat: out of memory (%s)",
+                      sluice_err_name(SLUICE_ENOMEM));
+            status = CLI_EXIT_RUNTIME;
+        }
     }
-    if (err < 0) {
-        cli_error("demo chat: %s (%s)", err == SLUICE_ENOMEM
-                                            ? "out of memory"
-                                            : sluice_last_error(),
-                  sluice_err_name(err));
-        status = err == SLUICE_ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    if (status != CLI_EXIT_OK)
         goto out;
-    }
 
     /* The workers: fresh processes, each with its own connections. */
     fflush(stdout);
@@ -469,11 +467,8 @@ static int chat_run(const char *url)
             break;
         }
     }
-    if (status == CLI_EXIT_OK && (err = send_all(store, start_ms, res)) < 0) {
-        cli_error("demo chat: adding a message: %s (%s)", sluice_last_error(),
-                  sluice_err_name(err));
-        status = CLI_EXIT_RUNTIME;
-    }
+    if (status == CLI_EXIT_OK && (err = send_all(store, start_ms, res)) < 0)
+        status = cli_lib_error(NULL, "demo chat: adding a message", err);
     /* The workers stop at start + RUN_MS, then report. */
     for (unsigned i = 0; i < started; i++) {
         int wstatus;
@@ -509,7 +504,7 @@ int cli_demo_chat(int argc, char **argv)
         return cli_usage_error("demo", "demo chat: needs a server store: "
                                "--store valkey://HOST[:PORT] (its queues and "
                                "their caps live on the server)");
-    if (url[0] == '\0' || strcmp(url, "mem://") == 0)
+    if (cli_url_is_embedded(url))
         return cli_usage_error("demo", "demo chat: the embedded store "
                                "(mem://) has no queues; give a server: "
                                "--store valkey://HOST[:PORT]");

@@ -211,21 +211,14 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     }
     if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0)
         return status;
-    if (args.store == NULL)
-        args.store = "mem://";
     /* A reset forgets the key whatever the limit; any valid one will do. */
     if (!(args.given & CLI_TAKES_MAX))
         args.limit.max = 1;
     if (!(args.given & CLI_TAKES_WINDOW))
         args.limit.window_ms = 1;
-    if ((status = cli_request_require(&args, cmd, needed)) != 0)
+    if ((status = cli_request_require(&args, cmd, needed)) != 0 ||
+        (status = cli_store_open(&store, cmd, args.store, NULL, NULL)) != 0)
         return status;
-
-    err = sluice_store_open(&store, args.store, NULL);
-    if (err < 0) {
-        cli_store_error(args.store, err);
-        return CLI_EXIT_RUNTIME;
-    }
     if (kind == KIND_RESET) {
         err = sluice_reset(store, &args.limit, args.key, args.key_len);
     } else if (kind == KIND_HIT) {
@@ -237,9 +230,7 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     }
     if (err < 0) {
         /* The arguments were checked already, so this is the store's. */
-        cli_error("%s: %s (%s)", cmd, sluice_last_error(),
-                  sluice_err_name(err));
-        status = err == SLUICE_ECOST ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+        status = cli_lib_error(NULL, cmd, err);
     } else if (kind == KIND_RESET) {
         if (args.json) {
             fputs("{\"key\":", stdout);
@@ -288,20 +279,15 @@ static int cmd_ttl(int argc, char **argv)
         return status;
     if (!(args.given & CLI_TAKES_KEY))
         return cli_usage_error("ttl", "ttl: missing QUEUE");
-    if (!(args.given & CLI_TAKES_STORE))
-        return cli_usage_error("ttl", "ttl: missing --store (the queue "
-                               "limiter lives on a server: valkey://...)");
-    err = sluice_store_open(&store, args.store, NULL);
-    if (err < 0) {
-        cli_store_error(args.store, err);
-        return CLI_EXIT_RUNTIME;
-    }
+    if ((status = cli_store_open(&store, "ttl", args.store, "the queue "
+                                 "limiter lives on a server: valkey://...",
+                                 NULL)) != 0)
+        return status;
     err = sluice_emq_rate_limit_ttl(&wait_ms, store, args.key, args.key_len,
                                     (args.given & CLI_TAKES_MAX)
                                         ? args.limit.max : 0);
     if (err < 0) {
-        cli_error("ttl: %s (%s)", sluice_last_error(), sluice_err_name(err));
-        status = err == SLUICE_ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+        status = cli_lib_error(NULL, "ttl", err);
     } else if (args.json) {
         fputs("{\"queue\":", stdout);
         cli_json_string(stdout, args.key, args.key_len);

@@ -33,6 +33,9 @@
 #define WORK_SLICE_MS 250u        /* how soon work notices a signal */
 #define ID_MAX ((uint64_t)INT64_MAX) /* ids and leases are server integers */
 
+/* Why --store is required. */
+#define QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
+
 const char cli_queue_help[] =
     "Usage: sluice queue SUBCOMMAND QUEUE [ARGS...] --store URL [--json]\n"
     "\n"
@@ -149,37 +152,6 @@ static void print_name(const char *name)
         else
             printf("\\x%02x", *p);
     }
-}
-
-/* Opens the store at 'url' for command 'cmd'; returns 0 or an exit status. */
-static int store_open(sluice_store **store, const char *cmd, const char *url)
-{
-    int err;
-
-    if (url == NULL)
-        return cli_usage_error(cmd, "%s: missing --store (queues live on a "
-                               "server: valkey://HOST[:PORT])", cmd);
-    if ((err = sluice_store_open(store, url, NULL)) < 0) {
-        cli_store_error(url, err);
-        return CLI_EXIT_RUNTIME;
-    }
-    return 0;
-}
-
-/*
- * Reports library error 'err' of 'what' ("queue take", "work") and returns
- * its exit status: a store without queues (the embedded one) is a usage
- * error, pointing at the command's help; anything else is the store's.
- */
-static int lib_error(const char *what, int err)
-{
-    if (err == SLUICE_ENOTSUP)
-        return cli_usage_error(strncmp(what, "work", 4) == 0 ? "work"
-                                                            : "queue",
-                               "%s: %s (%s)", what, sluice_last_error(),
-                               sluice_err_name(err));
-    cli_error("%s: %s (%s)", what, sluice_last_error(), sluice_err_name(err));
-    return CLI_EXIT_RUNTIME;
 }
 
 /* ---- queue: the subcommands ------------------------------------------------- */
@@ -383,7 +355,8 @@ int cli_queue(int argc, char **argv)
     if ((st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, nopts, &pos,
                              CLI_CHECK_LATER)) != 0 ||
         (st = qargs_check(&a, sub, &pos, opts, nopts)) != 0 ||
-        (st = store_open(&store, "queue", a.store)) != 0)
+        (st = cli_store_open(&store, "queue", a.store, QUEUES_NEED_SERVER,
+                             NULL)) != 0)
         return st;
     if (sub->run == sub_add && a.data == NULL && !isatty(STDIN_FILENO) &&
         (st = read_stdin(&a)) != 0) {
@@ -410,7 +383,7 @@ static int sub_add(sluice_store *store, qargs *a)
                                a->data_len, a->delay_ms);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"id\":%llu}\n", (unsigned long long)id);
@@ -430,7 +403,7 @@ static int sub_take(sluice_store *store, qargs *a)
     const char *word = status == SLUICE_TAKE_DEFERRED ? "deferred" : "empty";
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (status == SLUICE_TAKE_JOB && a->json) {
         json_open(a);
         printf(",\"status\":\"job\",\"id\":%llu,\"attempt\":%llu,"
@@ -465,7 +438,7 @@ static int print_outcome(const qargs *a, int err, const char *outcome)
         cli_error("%s: %s", a->cmd, sluice_last_error());
         outcome = "lost";
     } else if (err < 0) {
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     }
     if (a->json) {
         json_open(a);
@@ -501,7 +474,7 @@ static int sub_retry(sluice_store *store, qargs *a)
                                  a->id);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (!retried)
         cli_error("%s: job %llu is not a failed job", a->cmd,
                   (unsigned long long)a->id);
@@ -528,7 +501,7 @@ static int sub_failed(sluice_store *store, qargs *a)
     if ((err = sluice_queue_failed(ids, &n, store, a->queue, a->queue_len))
         < 0) {
         free(ids);
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     }
     if (a->json) {
         json_open(a);
@@ -550,7 +523,7 @@ static int sub_stats(sluice_store *store, qargs *a)
     int err = sluice_queue_stats_get(&s, store, a->queue, a->queue_len);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,"
@@ -580,7 +553,7 @@ static int sub_set_cap(sluice_store *store, qargs *a)
     int err = sluice_queue_set_cap(store, a->queue, a->queue_len, a->max, per);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"max\":%llu,\"duration_ms\":%llu}\n",
@@ -728,7 +701,7 @@ static int work_one(const wargs *a, sluice_store *store, const char *queue,
     if (err == SLUICE_ELEASE)
         outcome = "lost";
     else if (err < 0)
-        return lib_error("work", err);
+        return cli_lib_error("work", "work", err);
     print_job(a, queue, job, outcome);
     return 0;
 }
@@ -752,7 +725,7 @@ static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
                 slice = a->timeout_ms - idle;
         }
         if ((err = sluice_worker_next(&job, &queue, NULL, w, slice)) < 0) {
-            st = lib_error("work", err);
+            st = cli_lib_error("work", "work", err);
             break;
         }
         if (job.id == 0)
@@ -813,7 +786,8 @@ int cli_work(int argc, char **argv)
     if (st == 0 && a.exec != NULL && a.exec[0] == '\0')
         st = cli_usage_error("work", "work: --exec is empty");
     if (st == 0)
-        st = store_open(&store, "work", a.store);
+        st = cli_store_open(&store, "work", a.store, QUEUES_NEED_SERVER,
+                            NULL);
     if (st != 0) {
         free(queues.args);
         return st;
@@ -824,7 +798,7 @@ int cli_work(int argc, char **argv)
     free(queues.args);
     if (err < 0) {
         sluice_store_free(store);
-        return lib_error("work", err);
+        return cli_lib_error("work", "work", err);
     }
 
     /* No SA_RESTART: a signal cuts a sleep short. */

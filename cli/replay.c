@@ -188,9 +188,10 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
             sleep_until(&start, t - first_t);
         err = sluice_hit(&d, store, limit, fields[1], strlen(fields[1]), cost);
         if (err < 0) {
-            cli_error("replay: line %llu: %s (%s)", lineno,
-                      sluice_last_error(), sluice_err_name(err));
-            status = CLI_EXIT_RUNTIME;
+            char what[64];
+
+            snprintf(what, sizeof(what), "replay: line %llu", lineno);
+            status = cli_lib_error(NULL, what, err);
             break;
         }
         printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)t,
@@ -210,15 +211,6 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
     return status;
 }
 
-/*
- * True when 'url' names the embedded store, by sluice_store_open()'s
- * contract: NULL, "" or "mem://".
- */
-static bool url_is_embedded(const char *url)
-{
-    return url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0;
-}
-
 int cli_replay(int argc, char **argv)
 {
     unsigned takes = CLI_TAKES_ALGO | CLI_TAKES_MAX | CLI_TAKES_WINDOW |
@@ -233,10 +225,8 @@ int cli_replay(int argc, char **argv)
         (status = cli_request_require(&args, "replay",
                                       takes & ~CLI_TAKES_STORE)) != 0)
         return status;
-    if (args.store == NULL)
-        args.store = "mem://";
     /* Virtual time for the embedded store; real clocks for a server. */
-    if (url_is_embedded(args.store)) {
+    if (cli_url_is_embedded(args.store)) {
         if ((err = sluice_vclock_new(&vclock, 0)) < 0) {
             cli_error("replay: %s", sluice_last_error());
             return CLI_EXIT_RUNTIME;
@@ -244,10 +234,10 @@ int cli_replay(int argc, char **argv)
         opts.clock_ms = sluice_vclock_now_ms;
         opts.clock_payload = vclock;
     }
-    if ((err = sluice_store_open(&store, args.store, &opts)) < 0) {
-        cli_store_error(args.store, err);
+    if ((status = cli_store_open(&store, "replay", args.store, NULL,
+                                 &opts)) != 0) {
         sluice_vclock_free(vclock);
-        return CLI_EXIT_RUNTIME;
+        return status;
     }
     status = replay(stdin, store, &args.limit, vclock);
     sluice_store_free(store);
