@@ -310,7 +310,7 @@ bool cli_wants_help(int argc, char **argv)
     return false;
 }
 
-/* ---- Requests ---------------------------------------------------------------- */
+/* ---- Requests -------------------------------------------------------------- */
 
 int cli_request_parse(cli_request *out, const char *cmd, int argc,
                       char **argv, unsigned takes)

@@ -179,7 +179,7 @@ int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
 /* True when 'argv' asks for help ("--help" or "-h") before any "--". */
 bool cli_wants_help(int argc, char **argv);
 
-/* ---- Requests ---------------------------------------------------------------- */
+/* ---- Requests -------------------------------------------------------------- */
 
 /*
  * The options of the commands that decide requests against a limit (hit,
@@ -225,7 +225,7 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
 int cli_request_require(const cli_request *r, const char *cmd,
                         unsigned needed);
 
-/* ---- The store ---------------------------------------------------------------- */
+/* ---- The store ------------------------------------------------------------- */
 
 /*
  * True when 'url' names the embedded store, by sluice_store_open()'s
@@ -265,6 +265,17 @@ void cli_store_error(const char *url, int err);
  */
 int cli_lib_error(const char *help_cmd, const char *what, int err);
 
+/* ---- Jobs ------------------------------------------------------------------ */
+
+/* What 'queue take', 'queue fail' and 'work' assume unless told. */
+#define CLI_DEFAULT_LEASE_MS 30000u /* the library's default lease */
+#define CLI_DEFAULT_MAX_ATTEMPTS 3u
+#define CLI_DEFAULT_BACKOFF_MS 1000u
+#define CLI_MAX_ATTEMPTS_MAX 1000000u
+
+/* Why queue and work need --store (cli_store_open()'s 'server_why'). */
+#define CLI_QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
+
 /* ---- Output ---------------------------------------------------------------- */
 
 /*
@@ -277,7 +288,10 @@ void cli_json_string(FILE *f, const char *s, size_t len);
 
 /* ---- Commands -------------------------------------------------------------- */
 
-/* Each takes the arguments after its name and returns an exit status. */
+/*
+ * Each takes the arguments after its name and returns an exit status; each
+ * help text is what 'sluice CMD --help' prints.
+ */
 int cli_replay(int argc, char **argv);
 int cli_demo(int argc, char **argv);
 int cli_queue(int argc, char **argv);

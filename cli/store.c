@@ -31,7 +31,7 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
     return 0;
 }
 
-/* ---- Errors ------------------------------------------------------------------ */
+/* ---- Errors ---------------------------------------------------------------- */
 
 /*
  * Where the password of 'url' ("scheme://[user]:PASSWORD@host...") starts,
