@@ -121,6 +121,16 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
     return true;
 }
 
+bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len)
+{
+    if (cost <= max)
+        return true;
+    snprintf(why, why_len, "%llu exceeds --max %llu, so the request could "
+             "never be admitted", (unsigned long long)cost,
+             (unsigned long long)max);
+    return false;
+}
+
 /* ---- Options --------------------------------------------------------------- */
 
 int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
@@ -133,15 +143,23 @@ int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
     return 0;
 }
 
-/* True for a zero duration: "0", "00", "0ms", "0s", "0m" or "0h". */
+/*
+ * True for a zero duration: zeros, then nothing or one of the library's
+ * units ("0", "00", "0ms", "0s"...). The units are those after which "1" is
+ * a duration sluice_duration_parse() takes, so the list is the library's.
+ */
 static bool is_zero_duration(const char *text)
 {
     size_t zeros = strspn(text, "0");
     const char *unit = text + zeros;
+    char one[32];
+    uint64_t ms;
 
-    return zeros > 0 && (strcmp(unit, "") == 0 || strcmp(unit, "ms") == 0 ||
-                         strcmp(unit, "s") == 0 || strcmp(unit, "m") == 0 ||
-                         strcmp(unit, "h") == 0);
+    if (zeros == 0 || (*unit >= '0' && *unit <= '9') ||
+        strlen(unit) >= sizeof(one) - 1)
+        return false;
+    snprintf(one, sizeof(one), "1%s", unit);
+    return sluice_duration_parse(&ms, one) == 0;
 }
 
 /*
@@ -193,9 +211,8 @@ static int opt_check(const char *cmd, const cli_opt *opt)
     case CLI_VALUE_ALGO:
         if (sluice_algo_parse(opt->out, opt->value) < 0)
             return cli_usage_error(cmd, "%s: unknown algorithm '%s' "
-                                   "(expected fixed, sliding-counter or "
-                                   "sliding-log)", opt->name,
-                                   cli_shown(opt->value));
+                                   "(expected %s)", opt->name,
+                                   cli_shown(opt->value), cli_algo_list());
         return 0;
     }
     return 0;
@@ -355,23 +372,25 @@ int cli_request_require(const cli_request *r, const char *cmd,
 {
     static const struct {
         unsigned bit;
-        const char *what;
+        const char *name, *hint; /* hint NULL: the algorithms' names */
     } required[] = {
-        {CLI_TAKES_KEY, "KEY (the name whose budget is counted)"},
-        {CLI_TAKES_ALGO, "--algo (fixed, sliding-counter or sliding-log)"},
-        {CLI_TAKES_MAX, "--max (units admitted per window, e.g. --max 10)"},
-        {CLI_TAKES_WINDOW, "--window (the window's length, e.g. --window 1s)"},
+        {CLI_TAKES_KEY, "KEY", "the name whose budget is counted"},
+        {CLI_TAKES_ALGO, "--algo", NULL},
+        {CLI_TAKES_MAX, "--max", "units admitted per window, e.g. --max 10"},
+        {CLI_TAKES_WINDOW, "--window", "the window's length, e.g. --window 1s"},
     };
+    char why[128];
 
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
         if ((needed & required[i].bit) && !(r->given & required[i].bit))
-            return cli_usage_error(cmd, "%s: missing %s", cmd,
-                                   required[i].what);
-    if ((r->given & CLI_TAKES_COST) && r->cost > r->limit.max)
-        return cli_usage_error(cmd, "--cost: %llu exceeds --max %llu, so the "
-                               "request could never be admitted",
-                               (unsigned long long)r->cost,
-                               (unsigned long long)r->limit.max);
+            return cli_usage_error(cmd, "%s: missing %s (%s)", cmd,
+                                   required[i].name,
+                                   required[i].hint != NULL
+                                       ? required[i].hint
+                                       : cli_algo_list());
+    if ((r->given & CLI_TAKES_COST) &&
+        !cli_cost_fits(r->cost, r->limit.max, why, sizeof(why)))
+        return cli_usage_error(cmd, "--cost: %s", why);
     if (sluice_limit_check(&r->limit) < 0)
         return cli_usage_error(cmd, "--max and --window: %s",
                                sluice_last_error());

@@ -20,10 +20,6 @@
 #define CLI_PRINTF(fmt, args)
 #endif
 
-/* How many algorithms the library has, counted from its one list. */
-#define CLI__ALGO_PLUS_ONE(name, val, folder) +1
-enum { CLI_ALGO_N = 0 SLUICE_ALGO_MAP(CLI__ALGO_PLUS_ONE) };
-
 /* ---- Exit status ----------------------------------------------------------- */
 
 /* The one list of exit codes; 'sluice --help' repeats it for users. */
@@ -73,6 +69,14 @@ bool cli_is_plain(const char *text);
  */
 bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
                    char *why, size_t why_len);
+
+/*
+ * True when a request of 'cost' units can fit a limit of 'max' at all.
+ * Otherwise writes into 'why' (of 'why_len' bytes) a phrase such as "12
+ * exceeds --max 10, so the request could never be admitted"; the caller
+ * prefixes what the cost was ("--cost: ", "line 4: cost ").
+ */
+bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len);
 
 /* ---- Options --------------------------------------------------------------- */
 
@@ -275,6 +279,29 @@ int cli_lib_error(const char *help_cmd, const char *what, int err);
 
 /* Why queue and work need --store (cli_store_open()'s 'server_why'). */
 #define CLI_QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
+
+/* ---- Help ------------------------------------------------------------------ */
+
+/*
+ * Prints help text 'text' on stdout, each placeholder in it replaced by the
+ * library's fact it names, so that no help text restates one:
+ *   @ALGOS@        the algorithms' names, "fixed, sliding-counter or ..."
+ *   @ALGO_COUNT@   how many algorithms there are, in words ("three")
+ *   @MAX@          the largest max, SLUICE_MAX_MAX
+ *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
+ * A line that a placeholder makes too long is wrapped, its continuation
+ * indented like the line.
+ */
+void cli_help_print(const char *text);
+
+/*
+ * The names of the library's algorithms, in order, as a phrase for a
+ * message: "fixed, sliding-counter or sliding-log".
+ */
+const char *cli_algo_list(void);
+
+/* 'n' in words ("three") up to ten, else in digits (a static buffer). */
+const char *cli_count_word(unsigned n);
 
 /* ---- Output ---------------------------------------------------------------- */
 

@@ -24,7 +24,7 @@ static const char main_help[] =
     "Usage: sluice COMMAND [ARGS...]\n"
     "\n"
     "Asks whether a request fits a budget of MAX units per WINDOW, counted by\n"
-    "one of three rate-limiting algorithms.\n"
+    "one of @ALGO_COUNT@ rate-limiting algorithms.\n"
     "\n"
     "Commands:\n"
     "  hit KEY      count a request against KEY's budget; say if it fits\n"
@@ -35,21 +35,21 @@ static const char main_help[] =
     "  queue SUB    a job queue held to a cap per queue: add, take,\n"
     "               complete, fail, retry, failed, stats, set-cap\n"
     "  work         run a worker: take jobs from queues and run a command\n"
-    "  demo         show, on one screen, how the three algorithms differ;\n"
+    "  demo         show, on one screen, how the @ALGO_COUNT@ algorithms "
+    "differ;\n"
     "               'demo chat --store URL': the job queue in a chat game\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
     "Options of hit, peek, reset and replay:\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
     "                 embedded store) or a server shared by every process\n"
     "                 that uses it, valkey://[[USER]:PASSWORD@]HOST[:PORT]\n"
     "                 [/DB][?OPTIONS] (or redis://...), or a cluster,\n"
     "                 valkey+cluster://HOST:PORT[,HOST:PORT...][?OPTIONS];\n"
-    "                 OPTIONS: timeout, connect_timeout, prefix,\n"
-    "                 emq_prefix, clock, pool, on_error, refused_cache\n"
+    "                 OPTIONS: @URL_OPTIONS@\n"
     "\n"
     "The embedded store lives inside one process: every 'sluice hit' on it\n"
     "starts from an empty store, so it is always admitted. Use 'sluice\n"
@@ -73,8 +73,8 @@ static const char hit_help[] =
     "Decides one request of C units (default 1) against KEY's budget of N\n"
     "units per DUR and, if it fits, counts it.\n"
     "\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
     "  --json         print one JSON object instead of a line of text\n"
@@ -335,21 +335,21 @@ static int cmd_help(int argc, char **argv)
     const struct command *c;
 
     if (argc == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     if (argc > 1)
         return cli_usage_error("help", "help: unexpected argument '%s'",
                                cli_shown(argv[1]));
     if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     c = command_find(argv[0]);
     if (c == NULL)
         return cli_usage_error(NULL, "help: unknown command '%s'",
                                cli_shown(argv[0]));
-    fputs(c->help, stdout);
+    cli_help_print(c->help);
     return CLI_EXIT_OK;
 }
 
@@ -362,7 +362,7 @@ int main(int argc, char **argv)
         return cli_usage_error(NULL, "no command given (try hit, peek, "
                                "reset, ttl, replay, queue, work or demo)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -378,7 +378,7 @@ int main(int argc, char **argv)
                                cli_shown(argv[1]));
     }
     if (c->run != cmd_help && cli_wants_help(argc - 2, argv + 2)) {
-        fputs(c->help, stdout);
+        cli_help_print(c->help);
         return CLI_EXIT_OK;
     }
     status = c->run(argc - 2, argv + 2);

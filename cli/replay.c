@@ -44,8 +44,8 @@ const char cli_replay_help[] =
     "T = 0. On a server store (valkey://) time is real: the trace is paced,\n"
     "each request sent T minus the first line's T after the start.\n"
     "\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
@@ -167,11 +167,8 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
             status = CLI_EXIT_USAGE;
             break;
         }
-        if (cost > limit->max) {
-            cli_error("replay: line %llu: cost %llu exceeds --max %llu, so "
-                      "the request could never be admitted", lineno,
-                      (unsigned long long)cost,
-                      (unsigned long long)limit->max);
+        if (!cli_cost_fits(cost, limit->max, why, sizeof(why))) {
+            cli_error("replay: line %llu: cost %s", lineno, why);
             status = CLI_EXIT_USAGE;
             break;
         }
