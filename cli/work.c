@@ -256,26 +256,75 @@ static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
 
 /* ---- The command ----------------------------------------------------------- */
 
+/*
+ * Parses and checks the 'argc' arguments 'argv' of work into 'a' and the
+ * queues named, 'queues' (whose 'args' has room for 'argc'). Returns 0 or
+ * CLI_EXIT_USAGE (reported).
+ */
+static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
+{
+    cli_opt opts[] = {
+        CLI_OPT_TEXT("--store", &a->store),
+        CLI_OPT_FLAG("--json", &a->json),
+        CLI_OPT_TEXT("--pattern", &a->pattern),
+        CLI_OPT_TEXT("--exec", &a->exec),
+        CLI_OPT_DURATION("--lease", &a->lease_ms),
+        CLI_OPT_NUMBER("--count", &a->count, 1, UINT64_MAX),
+        CLI_OPT_DURATION("--timeout", &a->timeout_ms),
+        CLI_OPT_NUMBER("--max-attempts", &a->max_attempts, 1,
+                       CLI_MAX_ATTEMPTS_MAX),
+        CLI_OPT_DURATION_0("--backoff", &a->backoff_ms),
+    };
+    size_t nopts = sizeof(opts) / sizeof(opts[0]);
+    int st;
+
+    a->lease_ms = CLI_DEFAULT_LEASE_MS;
+    a->max_attempts = CLI_DEFAULT_MAX_ATTEMPTS;
+    a->backoff_ms = CLI_DEFAULT_BACKOFF_MS;
+    if ((st = cli_opts_parse("work", argc, argv, opts, nopts, queues,
+                             CLI_CHECK_LATER)) != 0 ||
+        (st = cli_opts_check("work", opts, nopts)) != 0)
+        return st;
+    for (size_t i = 0; i < queues->n; i++)
+        if (queues->args[i][0] == '\0')
+            return cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
+    if (queues->n == 0 && a->pattern == NULL)
+        return cli_usage_error("work", "work: missing QUEUE or --pattern "
+                               "(the queues to serve)");
+    if (a->pattern != NULL && a->pattern[0] == '\0')
+        return cli_usage_error("work", "work: --pattern is empty");
+    if (a->exec != NULL && a->exec[0] == '\0')
+        return cli_usage_error("work", "work: --exec is empty");
+    return 0;
+}
+
+/*
+ * Serves jobs with worker 'w' on 'store' until told to stop, SIGINT and
+ * SIGTERM included; returns the exit status.
+ */
+static int serve(const wargs *a, sluice_store *store, sluice_worker *w)
+{
+    struct sigaction sa, old_int, old_term;
+    int st;
+
+    /* No SA_RESTART: a signal cuts a sleep short. */
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    st = work_loop(a, store, w);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return st;
+}
+
 int cli_work(int argc, char **argv)
 {
     sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
-    struct sigaction sa, old_int, old_term;
     sluice_store *store = NULL;
     sluice_worker *w = NULL;
     wargs a = {0};
-    cli_opt opts[] = {
-        CLI_OPT_TEXT("--store", &a.store),
-        CLI_OPT_FLAG("--json", &a.json),
-        CLI_OPT_TEXT("--pattern", &a.pattern),
-        CLI_OPT_TEXT("--exec", &a.exec),
-        CLI_OPT_DURATION("--lease", &a.lease_ms),
-        CLI_OPT_NUMBER("--count", &a.count, 1, UINT64_MAX),
-        CLI_OPT_DURATION("--timeout", &a.timeout_ms),
-        CLI_OPT_NUMBER("--max-attempts", &a.max_attempts, 1,
-                       CLI_MAX_ATTEMPTS_MAX),
-        CLI_OPT_DURATION_0("--backoff", &a.backoff_ms),
-    };
-    size_t nopts = sizeof(opts) / sizeof(opts[0]);
     cli_pos queues = {NULL, (size_t)argc, "QUEUE...", false, 0};
     int st, err;
 
@@ -283,27 +332,9 @@ int cli_work(int argc, char **argv)
         cli_error("work: out of memory");
         return CLI_EXIT_RUNTIME;
     }
-    a.lease_ms = CLI_DEFAULT_LEASE_MS;
-    a.max_attempts = CLI_DEFAULT_MAX_ATTEMPTS;
-    a.backoff_ms = CLI_DEFAULT_BACKOFF_MS;
-    st = cli_opts_parse("work", argc, argv, opts, nopts, &queues,
-                        CLI_CHECK_LATER);
-    if (st == 0)
-        st = cli_opts_check("work", opts, nopts);
-    for (size_t i = 0; st == 0 && i < queues.n; i++)
-        if (queues.args[i][0] == '\0')
-            st = cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
-    if (st == 0 && queues.n == 0 && a.pattern == NULL)
-        st = cli_usage_error("work", "work: missing QUEUE or --pattern (the "
-                             "queues to serve)");
-    if (st == 0 && a.pattern != NULL && a.pattern[0] == '\0')
-        st = cli_usage_error("work", "work: --pattern is empty");
-    if (st == 0 && a.exec != NULL && a.exec[0] == '\0')
-        st = cli_usage_error("work", "work: --exec is empty");
-    if (st == 0)
-        st = cli_store_open(&store, "work", a.store, CLI_QUEUES_NEED_SERVER,
-                            NULL);
-    if (st != 0) {
+    if ((st = work_args(&a, &queues, argc, argv)) != 0 ||
+        (st = cli_store_open(&store, "work", a.store, CLI_QUEUES_NEED_SERVER,
+                             NULL)) != 0) {
         free(queues.args);
         return st;
     }
@@ -315,19 +346,8 @@ int cli_work(int argc, char **argv)
         sluice_store_free(store);
         return cli_lib_error("work", "work", err);
     }
-
-    /* No SA_RESTART: a signal cuts a sleep short. */
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    st = work_loop(&a, store, w);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-
+    st = serve(&a, store, w);
     sluice_worker_free(w);
     sluice_store_free(store);
     return st;
 }
-
