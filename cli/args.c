@@ -1,11 +1,13 @@
 /*
  * args.c - messages, strict numbers, the one option parser (and the options
- * of the commands that decide requests), and JSON strings.
+ * of the commands that decide requests), the monotonic clock, and JSON
+ * strings.
  */
 #include "cli.h"
 
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- Messages -------------------------------------------------------------- */
 
@@ -395,6 +397,16 @@ int cli_request_require(const cli_request *r, const char *cmd,
         return cli_usage_error(cmd, "--max and --window: %s",
                                sluice_last_error());
     return 0;
+}
+
+/* ---- Time ------------------------------------------------------------------ */
+
+uint64_t cli_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

@@ -271,10 +271,17 @@ int cli_lib_error(const char *help_cmd, const char *what, int err);
 
 /* ---- Jobs ------------------------------------------------------------------ */
 
-/* What 'queue take', 'queue fail' and 'work' assume unless told. */
-#define CLI_DEFAULT_LEASE_MS 30000u /* the library's default lease */
-#define CLI_DEFAULT_MAX_ATTEMPTS 3u
-#define CLI_DEFAULT_BACKOFF_MS 1000u
+/* How jobs are taken and failed: 'queue take', 'queue fail' and 'work'. */
+typedef struct cli_job_opts {
+    uint64_t lease_ms;     /* --lease */
+    uint64_t max_attempts; /* --max-attempts: taken this often, it fails */
+    uint64_t backoff_ms;   /* --backoff: before a retry, doubled each time */
+} cli_job_opts;
+
+/* What they assume unless told; the lease is the library's default. */
+#define CLI_JOB_OPTS_INIT \
+    {.lease_ms = 30000u, .max_attempts = 3u, .backoff_ms = 1000u}
+
 #define CLI_MAX_ATTEMPTS_MAX 1000000u
 
 /* Why queue and work need --store (cli_store_open()'s 'server_why'). */
@@ -302,6 +309,11 @@ const char *cli_algo_list(void);
 
 /* 'n' in words ("three") up to ten, else in digits (a static buffer). */
 const char *cli_count_word(unsigned n);
+
+/* ---- Time ------------------------------------------------------------------ */
+
+/* Milliseconds on the monotonic clock, for intervals within one process. */
+uint64_t cli_mono_ms(void);
 
 /* ---- Output ---------------------------------------------------------------- */
 

@@ -59,14 +59,6 @@ static uint64_t wall_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void sleep_us(uint64_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000u),
@@ -79,7 +71,7 @@ static void sleep_us(uint64_t us)
 /* Sleeps until 'at_ms' on the monotonic clock. */
 static void sleep_until_ms(uint64_t at_ms)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = cli_mono_ms();
 
     if (at_ms > now)
         sleep_us((at_ms - now) * 1000u);
@@ -167,7 +159,7 @@ static int serve_chats(sluice_store *store, sluice_worker *w,
     sluice_job job = {0};
     int err = 0;
 
-    for (uint64_t now; (now = mono_ms()) < deadline_ms;) {
+    for (uint64_t now; (now = cli_mono_ms()) < deadline_ms;) {
         const char *queue;
 
         if ((err = sluice_worker_next(&job, &queue, NULL, w,
@@ -542,7 +534,7 @@ static int chat_play(sluice_store *store, const char *url, const char *prefix,
     /* The workers: fresh processes, each with its own connections. */
     fflush(stdout);
     fflush(stderr);
-    start_ms = mono_ms();
+    start_ms = cli_mono_ms();
     while (status == CLI_EXIT_OK && cr.started < WORKERS)
         status = crew_add(&cr, url, start_ms + RUN_MS);
     if (status == CLI_EXIT_OK && (err = send_all(store, start_ms, res)) < 0)

@@ -103,7 +103,8 @@ typedef struct qargs {
     const char *data;
     size_t data_len;
     char *data_owned; /* read from stdin */
-    uint64_t delay_ms, lease_ms, max_attempts, backoff_ms, limit, max, per_ms;
+    cli_job_opts job; /* --lease, --max-attempts, --backoff */
+    uint64_t delay_ms, limit, max, per_ms;
 } qargs;
 
 typedef int (*sub_fn)(sluice_store *store, qargs *a);
@@ -149,10 +150,11 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
         [O_JSON] = CLI_OPT_FLAG("--json", &a->json),
         [O_DATA] = CLI_OPT_TEXT("--data", &a->data),
         [O_DELAY] = CLI_OPT_DURATION_0("--delay", &a->delay_ms),
-        [O_LEASE] = CLI_OPT_DURATION("--lease", &a->lease_ms),
-        [O_MAX_ATTEMPTS] = CLI_OPT_NUMBER("--max-attempts", &a->max_attempts,
-                                          1, CLI_MAX_ATTEMPTS_MAX),
-        [O_BACKOFF] = CLI_OPT_DURATION_0("--backoff", &a->backoff_ms),
+        [O_LEASE] = CLI_OPT_DURATION("--lease", &a->job.lease_ms),
+        [O_MAX_ATTEMPTS] = CLI_OPT_NUMBER("--max-attempts",
+                                          &a->job.max_attempts, 1,
+                                          CLI_MAX_ATTEMPTS_MAX),
+        [O_BACKOFF] = CLI_OPT_DURATION_0("--backoff", &a->job.backoff_ms),
         [O_LIMIT] = CLI_OPT_NUMBER("--limit", &a->limit, 1, FAILED_LIMIT_MAX),
         [O_MAX] = CLI_OPT_NUMBER("--max", &a->max, 0, SLUICE_MAX_MAX),
         [O_PER] = CLI_OPT_DURATION("--per", &a->per_ms),
@@ -224,9 +226,7 @@ static int qargs_check(qargs *a, const struct subcommand *sub,
     if (sub->npos >= 3 && (st = cli_opt_u64(&a->lease, "queue", "LEASE",
                                             pos->args[2], 1, ID_MAX)) != 0)
         return st;
-    a->lease_ms = CLI_DEFAULT_LEASE_MS;
-    a->max_attempts = CLI_DEFAULT_MAX_ATTEMPTS;
-    a->backoff_ms = CLI_DEFAULT_BACKOFF_MS;
+    a->job = (cli_job_opts)CLI_JOB_OPTS_INIT;
     a->limit = DEFAULT_FAILED_LIMIT;
     if ((st = cli_opts_check("queue", opts, nopts)) != 0)
         return st;
@@ -327,7 +327,7 @@ static int sub_take(sluice_store *store, qargs *a)
     sluice_job job = {0};
     uint64_t wait_ms = 0;
     int err = sluice_queue_take(&status, &wait_ms, &job, store, a->queue,
-                                a->queue_len, a->lease_ms);
+                                a->queue_len, a->job.lease_ms);
     const char *word = status == SLUICE_TAKE_DEFERRED ? "deferred" : "empty";
 
     if (err < 0)
@@ -390,7 +390,8 @@ static int sub_fail(sluice_store *store, qargs *a)
 {
     int dead = 0;
     int err = sluice_queue_fail(&dead, store, a->queue, a->queue_len, a->id,
-                                a->lease, a->max_attempts, a->backoff_ms);
+                                a->lease, a->job.max_attempts,
+                                a->job.backoff_ms);
 
     return print_outcome(a, err, dead ? "failed" : "retrying");
 }

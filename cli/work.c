@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define WORK_SLICE_MS 250u /* how soon work notices a signal */
@@ -147,19 +146,12 @@ static int run_command(const char *cmd, const char *queue,
 
 /* ---- The worker ------------------------------------------------------------ */
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The checked options of work. */
 typedef struct wargs {
     const char *store, *pattern, *exec;
     bool json;
-    uint64_t lease_ms, count, timeout_ms, max_attempts, backoff_ms;
+    cli_job_opts job; /* --lease, --max-attempts, --backoff */
+    uint64_t count, timeout_ms;
 } wargs;
 
 /* Writes a queue's name as is when printable, else with \xNN escapes. */
@@ -208,7 +200,8 @@ static int work_one(const wargs *a, sluice_store *store, const char *queue,
                                     job->lease);
     } else {
         err = sluice_queue_fail(&dead, store, queue, strlen(queue), job->id,
-                                job->lease, a->max_attempts, a->backoff_ms);
+                                job->lease, a->job.max_attempts,
+                                a->job.backoff_ms);
         outcome = dead ? "failed" : "retrying";
     }
     if (err == SLUICE_ELEASE)
@@ -222,12 +215,12 @@ static int work_one(const wargs *a, sluice_store *store, const char *queue,
 /* Takes and does jobs until told to stop; returns the exit status. */
 static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
 {
-    uint64_t done = 0, idle_since = mono_ms();
+    uint64_t done = 0, idle_since = cli_mono_ms();
     sluice_job job = {0};
     int st = CLI_EXIT_OK;
 
     while (!stop_signal && (a->count == 0 || done < a->count)) {
-        uint64_t slice = WORK_SLICE_MS, idle = mono_ms() - idle_since;
+        uint64_t slice = WORK_SLICE_MS, idle = cli_mono_ms() - idle_since;
         const char *queue;
         int err;
 
@@ -248,7 +241,7 @@ static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
         if (st != 0)
             break;
         done++;
-        idle_since = mono_ms();
+        idle_since = cli_mono_ms();
     }
     sluice_job_clear(&job);
     return st;
@@ -268,19 +261,17 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
         CLI_OPT_FLAG("--json", &a->json),
         CLI_OPT_TEXT("--pattern", &a->pattern),
         CLI_OPT_TEXT("--exec", &a->exec),
-        CLI_OPT_DURATION("--lease", &a->lease_ms),
+        CLI_OPT_DURATION("--lease", &a->job.lease_ms),
         CLI_OPT_NUMBER("--count", &a->count, 1, UINT64_MAX),
         CLI_OPT_DURATION("--timeout", &a->timeout_ms),
-        CLI_OPT_NUMBER("--max-attempts", &a->max_attempts, 1,
+        CLI_OPT_NUMBER("--max-attempts", &a->job.max_attempts, 1,
                        CLI_MAX_ATTEMPTS_MAX),
-        CLI_OPT_DURATION_0("--backoff", &a->backoff_ms),
+        CLI_OPT_DURATION_0("--backoff", &a->job.backoff_ms),
     };
     size_t nopts = sizeof(opts) / sizeof(opts[0]);
     int st;
 
-    a->lease_ms = CLI_DEFAULT_LEASE_MS;
-    a->max_attempts = CLI_DEFAULT_MAX_ATTEMPTS;
-    a->backoff_ms = CLI_DEFAULT_BACKOFF_MS;
+    a->job = (cli_job_opts)CLI_JOB_OPTS_INIT;
     if ((st = cli_opts_parse("work", argc, argv, opts, nopts, queues,
                              CLI_CHECK_LATER)) != 0 ||
         (st = cli_opts_check("work", opts, nopts)) != 0)
@@ -338,7 +329,7 @@ int cli_work(int argc, char **argv)
         free(queues.args);
         return st;
     }
-    wopts.lease_ms = a.lease_ms;
+    wopts.lease_ms = a.job.lease_ms;
     wopts.pattern = a.pattern;
     err = sluice_worker_new(&w, store, queues.args, NULL, queues.n, &wopts);
     free(queues.args);
