@@ -345,7 +345,9 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
     };
     enum { NALL = sizeof(all) / sizeof(all[0]) };
     cli_opt opts[NALL];
-    cli_pos pos = {&out->key, (takes & CLI_TAKES_KEY) ? 1 : 0, "KEY", true, 0};
+    cli_pos pos = {.args = &out->key,
+                   .max = (takes & CLI_TAKES_KEY) ? 1 : 0,
+                   .is_key = true};
     size_t n = 0;
     int err;
 

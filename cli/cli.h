@@ -109,22 +109,23 @@ typedef struct cli_opt {
 /* 'p' as the 'out' of an entry, if it points to a 'type' (else a warning). */
 #define CLI__OUT(type, p) ((void *)(1 ? (p) : (type *)0))
 
-#define CLI_OPT_FLAG(name_, out_) \
-    {.name = (name_), .type = CLI_VALUE_FLAG, .out = CLI__OUT(bool, out_)}
-#define CLI_OPT_TEXT(name_, out_)                \
-    {.name = (name_), .type = CLI_VALUE_TEXT,    \
+#define CLI_OPT_FLAG(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_FLAG,  \
+     .out = CLI__OUT(bool, out_)}
+#define CLI_OPT_TEXT(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_TEXT,  \
      .out = CLI__OUT(const char *, out_)}
-#define CLI_OPT_NUMBER(name_, out_, lo_, hi_)      \
-    {.name = (name_), .type = CLI_VALUE_NUMBER,    \
+#define CLI_OPT_NUMBER(name_, out_, lo_, hi_)  \
+    {.name = (name_), .type = CLI_VALUE_NUMBER, \
      .out = CLI__OUT(uint64_t, out_), .lo = (lo_), .hi = (hi_)}
-#define CLI_OPT_DURATION(name_, out_) \
+#define CLI_OPT_DURATION(name_, out_)            \
     {.name = (name_), .type = CLI_VALUE_DURATION, \
      .out = CLI__OUT(uint64_t, out_)}
-#define CLI_OPT_DURATION_0(name_, out_) \
+#define CLI_OPT_DURATION_0(name_, out_)            \
     {.name = (name_), .type = CLI_VALUE_DURATION_0, \
      .out = CLI__OUT(uint64_t, out_)}
-#define CLI_OPT_ALGO(name_, out_) \
-    {.name = (name_), .type = CLI_VALUE_ALGO, \
+#define CLI_OPT_ALGO(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_ALGO,  \
      .out = CLI__OUT(sluice_algo, out_)}
 
 /*
@@ -296,8 +297,8 @@ typedef struct cli_job_opts {
  *   @ALGO_COUNT@   how many algorithms there are, in words ("three")
  *   @MAX@          the largest max, SLUICE_MAX_MAX
  *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
- * A line that a placeholder makes too long is wrapped, its continuation
- * indented like the line.
+ * A placeholder's words that would run past the width of the help texts'
+ * option paragraphs go on to the next line, indented like the line.
  */
 void cli_help_print(const char *text);
 
@@ -328,8 +329,8 @@ void cli_json_string(FILE *f, const char *s, size_t len);
 /* ---- Commands -------------------------------------------------------------- */
 
 /*
- * Each takes the arguments after its name and returns an exit status; each
- * help text is what 'sluice CMD --help' prints.
+ * Each takes the arguments after its name and returns an exit status. Its
+ * help text is what 'sluice CMD --help' prints through cli_help_print().
  */
 int cli_replay(int argc, char **argv);
 int cli_demo(int argc, char **argv);

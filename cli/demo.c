@@ -523,7 +523,7 @@ int cli_demo(int argc, char **argv)
     report *r;
     trace attack, steady;
     palette p = palette_pick();
-    cli_pos none = {NULL, 0, NULL, false, 0};
+    cli_pos none = {.max = 0}; /* no operands */
     int status;
 
     if (argc > 0 && strcmp(argv[0], "chat") == 0)

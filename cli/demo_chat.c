@@ -576,7 +576,7 @@ int cli_demo_chat(int argc, char **argv)
 {
     const char *url = NULL;
     cli_opt opts[] = {CLI_OPT_TEXT("--store", &url)};
-    cli_pos none = {NULL, 0, NULL, false, 0};
+    cli_pos none = {.max = 0}; /* no operands */
     int st;
 
     if ((st = cli_opts_parse("demo", argc, argv, opts, 1, &none,

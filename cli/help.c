@@ -7,7 +7,11 @@
 
 #include <string.h>
 
-/* Lines that a placeholder lengthens are wrapped to this many columns. */
+/*
+ * A line that a placeholder lengthens is wrapped to this many columns, the
+ * width of the --store paragraph of 'sluice --help', where the list of URL
+ * options goes.
+ */
 #define HELP_COLUMNS 69
 
 /* ---- The library's facts --------------------------------------------------- */
@@ -29,9 +33,10 @@ const char *cli_algo_list(void)
 
 const char *cli_count_word(unsigned n)
 {
-    static const char *const words[] = {"zero", "one", "two",   "three",
-                                        "four", "five", "six",  "seven",
-                                        "eight", "nine", "ten"};
+    static const char *const words[] = {
+        "zero", "one", "two", "three", "four", "five",
+        "six", "seven", "eight", "nine", "ten",
+    };
     static char digits[16];
 
     if (n < sizeof(words) / sizeof(words[0]))

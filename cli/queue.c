@@ -257,7 +257,7 @@ int cli_queue(int argc, char **argv)
     const struct subcommand *sub;
     cli_opt opts[NOPTS];
     const char *operands[3];
-    cli_pos pos = {operands, 0, NULL, false, 0};
+    cli_pos pos = {.args = operands};
     size_t nopts;
     char cmd[32];
     sluice_store *store = NULL;

@@ -98,14 +98,11 @@ void cli_store_error(const char *url, int err)
 
 int cli_lib_error(const char *help_cmd, const char *what, int err)
 {
-    if (err != SLUICE_ECOST && err != SLUICE_ENOTSUP) {
-        cli_error("%s: %s (%s)", what, sluice_last_error(),
-                  sluice_err_name(err));
-        return CLI_EXIT_RUNTIME;
-    }
-    if (help_cmd != NULL)
+    bool usage = err == SLUICE_ECOST || err == SLUICE_ENOTSUP;
+
+    if (usage && help_cmd != NULL)
         return cli_usage_error(help_cmd, "%s: %s (%s)", what,
                                sluice_last_error(), sluice_err_name(err));
     cli_error("%s: %s (%s)", what, sluice_last_error(), sluice_err_name(err));
-    return CLI_EXIT_USAGE;
+    return usage ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
 }

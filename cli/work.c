@@ -316,7 +316,7 @@ int cli_work(int argc, char **argv)
     sluice_store *store = NULL;
     sluice_worker *w = NULL;
     wargs a = {0};
-    cli_pos queues = {NULL, (size_t)argc, "QUEUE...", false, 0};
+    cli_pos queues = {.max = (size_t)argc, .what = "QUEUE..."};
     int st, err;
 
     if ((queues.args = malloc(((size_t)argc + 1) * sizeof(char *))) == NULL) {
