@@ -281,7 +281,7 @@ typedef struct cli_job_opts {
 
 /* What they assume unless told; the lease is the library's default. */
 #define CLI_JOB_OPTS_INIT \
-    {.lease_ms = 30000u, .max_attempts = 3u, .backoff_ms = 1000u}
+    {.lease_ms = SLUICE_LEASE_DEFAULT_MS, .max_attempts = 3u, .backoff_ms = 1000u}
 
 #define CLI_MAX_ATTEMPTS_MAX 1000000u
 

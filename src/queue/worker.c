@@ -22,7 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DEFAULT_LEASE_MS 30000u
 #define IDLE_RECHECK_MS 1000u    /* an empty queue is asked again at least this often */
 #define DISCOVER_EVERY_MS 1000u  /* a pattern worker looks for new queues */
 
@@ -220,7 +219,7 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
         return sluice__error(SLUICE_ENOMEM, "out of memory");
     w->store = store;
     w->server = s;
-    w->lease_ms = o.lease_ms ? o.lease_ms : DEFAULT_LEASE_MS;
+    w->lease_ms = o.lease_ms ? o.lease_ms : SLUICE_LEASE_DEFAULT_MS;
     sluice__queue_channel(w->channel, &s);
     if (o.pattern != NULL && (w->pattern = malloc(strlen(o.pattern) + 1)) != NULL)
         strcpy(w->pattern, o.pattern);
