@@ -108,6 +108,19 @@ static const char *algo_count_text(void)
     return cli_count_word(sluice_algo_count());
 }
 
+/* The library's default lease, as a duration: "30s". */
+static const char *lease_text(void)
+{
+    static char text[24];
+    uint64_t ms = SLUICE_LEASE_DEFAULT_MS;
+
+    if (ms % 1000 == 0)
+        snprintf(text, sizeof(text), "%llus", (unsigned long long)(ms / 1000));
+    else
+        snprintf(text, sizeof(text), "%llums", (unsigned long long)ms);
+    return text;
+}
+
 /* The placeholders of the help texts, and what each stands for. */
 static const struct placeholder {
     const char *name;
@@ -115,6 +128,7 @@ static const struct placeholder {
 } placeholders[] = {
     {"@ALGOS@", cli_algo_list},
     {"@ALGO_COUNT@", algo_count_text},
+    {"@LEASE@", lease_text},
     {"@MAX@", max_text},
     {"@URL_OPTIONS@", sluice_store_url_options},
 };

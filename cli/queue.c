@@ -37,7 +37,7 @@ const char cli_queue_help[] =
     "      --data, standard input when it is not a terminal (else empty).\n"
     "      With --delay the job is not taken before DUR has passed.\n"
     "  take QUEUE [--lease DUR]\n"
-    "      Takes the next job under a lease of DUR (default 30s) and prints\n"
+    "      Takes the next job under a lease of DUR (default @LEASE@) and prints\n"
     "      'job ID attempt N lease L', then the payload (plus a newline if it\n"
     "      does not end with one; --json gives the exact bytes). Over the\n"
     "      cap it takes nothing and prints 'deferred WAIT_MS', the ms until\n"

@@ -47,7 +47,7 @@ const char cli_work_help[] =
     "\n"
     "  --pattern GLOB     also serve the queues matching GLOB (fnmatch)\n"
     "  --exec CMD         the command run for each job\n"
-    "  --lease DUR        how long a job is this worker's (default 30s); a\n"
+    "  --lease DUR        how long a job is this worker's (default @LEASE@); a\n"
     "                     job still running then may go to another worker\n"
     "  --count N          stop after N jobs (each attempt counts)\n"
     "  --timeout DUR      stop after DUR with no job to do\n"
