@@ -1,11 +1,13 @@
 /*
- * args.c - messages, strict numbers, the options every command shares, and
- * JSON strings.
+ * args.c - messages, strict numbers, the one option parser (and the options
+ * of the commands that decide requests), the monotonic clock, and JSON
+ * strings.
  */
 #include "cli.h"
 
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- Messages -------------------------------------------------------------- */
 
@@ -70,69 +72,6 @@ bool cli_is_plain(const char *text)
     return true;
 }
 
-/*
- * Where the password of 'url' ("scheme://[user]:PASSWORD@host...") starts,
- * and its length in '*len'; NULL when the URL carries none.
- */
-static const char *url_password(const char *url, size_t *len)
-{
-    const char *p = strstr(url, "://");
-    const char *auth_end, *at = NULL, *colon;
-
-    if (p == NULL)
-        return NULL;
-    p += 3;
-    auth_end = p + strcspn(p, "/?#");
-    for (const char *s = p; s < auth_end; s++)
-        if (*s == '@')
-            at = s;
-    if (at == NULL || (colon = memchr(p, ':', (size_t)(at - p))) == NULL)
-        return NULL;
-    *len = (size_t)(at - colon - 1);
-    return colon + 1;
-}
-
-void cli_store_error(const char *url, int err)
-{
-    const char *msg = sluice_last_error();
-    const char *pw, *hit;
-    size_t pw_len = 0, url_len = strlen(url), used = 0;
-    char out[1024], secret[256];
-
-    if (!cli_is_plain(url)) {
-        /* The library quotes the URL as it is: say it here, without it. */
-        cli_error("--store: cannot open the store: %s (the URL holds bytes "
-                  "that are not printable ASCII)", sluice_strerror(err));
-        return;
-    }
-    pw = url_password(url, &pw_len);
-    if (pw == NULL || pw_len == 0 || pw_len >= sizeof(secret)) {
-        cli_error("--store: %s", pw == NULL || pw_len == 0
-                                     ? msg
-                                     : "cannot open the store (detail "
-                                       "withheld: the URL holds a password)");
-        return;
-    }
-    memcpy(secret, pw, pw_len);
-    secret[pw_len] = '\0';
-    /* Each copy of the URL in the message, with its password masked. */
-    out[0] = '\0';
-    while ((hit = strstr(msg, url)) != NULL && used < sizeof(out)) {
-        used += (size_t)snprintf(out + used, sizeof(out) - used,
-                                 "%.*s%.*s***%s", (int)(hit - msg), msg,
-                                 (int)(pw - url), url, pw + pw_len);
-        msg = hit + url_len;
-    }
-    if (used < sizeof(out))
-        snprintf(out + used, sizeof(out) - used, "%s", msg);
-    /* A detail that still quotes the password (say, decoded) is withheld. */
-    if (strstr(out, secret) != NULL)
-        cli_error("--store: cannot open the store (detail withheld: it "
-                  "quotes the URL's password)");
-    else
-        cli_error("--store: %s", out);
-}
-
 /* ---- Numbers --------------------------------------------------------------- */
 
 bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
@@ -184,239 +123,17 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
     return true;
 }
 
+bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len)
+{
+    if (cost <= max)
+        return true;
+    snprintf(why, why_len, "%llu exceeds --max %llu, so the request could "
+             "never be admitted", (unsigned long long)cost,
+             (unsigned long long)max);
+    return false;
+}
+
 /* ---- Options --------------------------------------------------------------- */
-
-/* The long options, their bits, and whether each takes a value. */
-static const struct option_spec {
-    const char *name;
-    unsigned bit;
-    bool has_value;
-} options[] = {
-    {"--algo", CLI_TAKES_ALGO, true},
-    {"--max", CLI_TAKES_MAX, true},
-    {"--window", CLI_TAKES_WINDOW, true},
-    {"--cost", CLI_TAKES_COST, true},
-    {"--json", CLI_TAKES_JSON, false},
-    {"--store", CLI_TAKES_STORE, true},
-};
-
-#define NOPTIONS (sizeof(options) / sizeof(options[0]))
-
-/*
- * Finds the option named by 'arg' ("--name" or "--name=value"); sets
- * '*value' to what follows '=' or to NULL. Returns NULL for an unknown name.
- */
-static const struct option_spec *option_find(const char *arg,
-                                             const char **value)
-{
-    const char *eq = strchr(arg, '=');
-    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        if (strlen(options[i].name) == len &&
-            memcmp(options[i].name, arg, len) == 0) {
-            *value = eq != NULL ? eq + 1 : NULL;
-            return &options[i];
-        }
-    }
-    return NULL;
-}
-
-/* Checks and stores the value of one option; returns 0 or CLI_EXIT_USAGE. */
-static int option_set(cli_args *out, const char *cmd,
-                      const struct option_spec *opt, const char *value)
-{
-    char why[256];
-    int err;
-
-    switch (opt->bit) {
-    case CLI_TAKES_ALGO:
-        if (sluice_algo_parse(&out->limit.algo, value) < 0)
-            return cli_usage_error(cmd, "--algo: unknown algorithm '%s' "
-                                   "(expected fixed, sliding-counter or "
-                                   "sliding-log)", cli_shown(value));
-        break;
-    case CLI_TAKES_MAX:
-        if (!cli_parse_u64(&out->limit.max, value, 1, SLUICE_MAX_MAX, why,
-                           sizeof(why)))
-            return cli_usage_error(cmd, "--max: %s", why);
-        break;
-    case CLI_TAKES_WINDOW:
-        if ((err = cli_opt_duration(&out->limit.window_ms, cmd, "--window",
-                                    value, false)) != 0)
-            return err;
-        break;
-    case CLI_TAKES_COST:
-        if (!cli_parse_u64(&out->cost, value, 1, SLUICE_MAX_MAX, why,
-                           sizeof(why)))
-            return cli_usage_error(cmd, "--cost: %s", why);
-        break;
-    case CLI_TAKES_JSON:
-        out->json = true;
-        break;
-    case CLI_TAKES_STORE:
-        out->store = value;
-        break;
-    }
-    out->given |= opt->bit;
-    return 0;
-}
-
-int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
-                   unsigned takes)
-{
-    bool options_done = false;
-
-    memset(out, 0, sizeof(*out));
-    out->limit.algo = SLUICE_FIXED;
-    out->cost = 1;
-    out->store = "mem://";
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const struct option_spec *opt;
-        const char *value;
-        int err;
-
-        if (!options_done && strcmp(arg, "--") == 0) {
-            options_done = true;
-            continue;
-        }
-        if (options_done || arg[0] != '-' || arg[1] == '\0') {
-            if (!(takes & CLI_TAKES_KEY))
-                return cli_usage_error(cmd, "%s: unexpected argument '%s'",
-                                       cmd, cli_shown(arg));
-            if (out->given & CLI_TAKES_KEY)
-                return cli_usage_error(cmd, "%s: unexpected argument '%s' "
-                                       "(KEY is already '%s'; a key is one "
-                                       "argument)", cmd, cli_shown(arg),
-                                       cli_shown(out->key));
-            out->key = arg;
-            out->key_len = strlen(arg);
-            out->given |= CLI_TAKES_KEY;
-            continue;
-        }
-        opt = option_find(arg, &value);
-        if (opt == NULL || !(takes & opt->bit))
-            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd,
-                                   cli_shown(arg));
-        if (out->given & opt->bit)
-            return cli_usage_error(cmd, "%s is given twice", opt->name);
-        if (opt->has_value && value == NULL) {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", opt->name);
-            value = argv[++i];
-        } else if (!opt->has_value && value != NULL) {
-            return cli_usage_error(cmd, "%s takes no value (got '%s')",
-                                   opt->name, cli_shown(arg));
-        }
-        err = option_set(out, cmd, opt, value);
-        if (err != 0)
-            return err;
-    }
-    return 0;
-}
-
-int cli_args_require(const cli_args *args, const char *cmd, unsigned needed)
-{
-    static const struct {
-        unsigned bit;
-        const char *what;
-    } required[] = {
-        {CLI_TAKES_KEY, "KEY (the name whose budget is counted)"},
-        {CLI_TAKES_ALGO, "--algo (fixed, sliding-counter or sliding-log)"},
-        {CLI_TAKES_MAX, "--max (units admitted per window, e.g. --max 10)"},
-        {CLI_TAKES_WINDOW, "--window (the window's length, e.g. --window 1s)"},
-    };
-
-    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-        if ((needed & required[i].bit) && !(args->given & required[i].bit))
-            return cli_usage_error(cmd, "%s: missing %s", cmd,
-                                   required[i].what);
-    if ((args->given & CLI_TAKES_COST) && args->cost > args->limit.max)
-        return cli_usage_error(cmd, "--cost: %llu exceeds --max %llu, so the "
-                               "request could never be admitted",
-                               (unsigned long long)args->cost,
-                               (unsigned long long)args->limit.max);
-    if (sluice_limit_check(&args->limit) < 0)
-        return cli_usage_error(cmd, "--max and --window: %s",
-                               sluice_last_error());
-    return 0;
-}
-
-/* ---- Options of the other commands ---------------------------------------- */
-
-static cli_opt *opt_find(cli_opt *opts, size_t nopts, const char *arg,
-                         const char **value)
-{
-    const char *eq = strchr(arg, '=');
-    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-
-    for (size_t i = 0; i < nopts; i++) {
-        if (strlen(opts[i].name) == len &&
-            memcmp(opts[i].name, arg, len) == 0) {
-            *value = eq != NULL ? eq + 1 : NULL;
-            return &opts[i];
-        }
-    }
-    return NULL;
-}
-
-int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
-                   size_t nopts, const char **pos, size_t *npos,
-                   size_t pos_max, const char *pos_what)
-{
-    bool options_done = false;
-
-    *npos = 0;
-    for (size_t i = 0; i < nopts; i++)
-        opts[i].value = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *value;
-        cli_opt *opt;
-
-        if (!options_done && strcmp(arg, "--") == 0) {
-            options_done = true;
-            continue;
-        }
-        if (options_done || arg[0] != '-' || arg[1] == '\0') {
-            if (*npos == pos_max) {
-                if (pos_max == 0)
-                    return cli_usage_error(cmd, "%s: unexpected argument "
-                                           "'%s'", cmd, cli_shown(arg));
-                return cli_usage_error(cmd, "%s: unexpected argument '%s' "
-                                       "(expected %s)", cmd, cli_shown(arg),
-                                       pos_what);
-            }
-            pos[(*npos)++] = arg;
-            continue;
-        }
-        opt = opt_find(opts, nopts, arg, &value);
-        if (opt == NULL)
-            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd,
-                                   cli_shown(arg));
-        if (opt->value != NULL)
-            return cli_usage_error(cmd, "%s is given twice", opt->name);
-        if (opt->has_value && value == NULL) {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", opt->name);
-            value = argv[++i];
-        } else if (!opt->has_value && value != NULL) {
-            return cli_usage_error(cmd, "%s takes no value (got '%s')",
-                                   opt->name, cli_shown(arg));
-        }
-        opt->value = opt->has_value ? value : "";
-    }
-    return 0;
-}
-
-const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name)
-{
-    for (size_t i = 0; i < nopts; i++)
-        if (strcmp(opts[i].name, name) == 0)
-            return opts[i].value;
-    return NULL;
-}
 
 int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
                 const char *text, uint64_t lo, uint64_t hi)
@@ -428,19 +145,32 @@ int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
     return 0;
 }
 
-/* True for a zero duration: "0", "00", "0ms", "0s", "0m" or "0h". */
+/*
+ * True for a zero duration: zeros, then nothing or one of the library's
+ * units ("0", "00", "0ms", "0s"...). The units are those after which "1" is
+ * a duration sluice_duration_parse() takes, so the list is the library's.
+ */
 static bool is_zero_duration(const char *text)
 {
     size_t zeros = strspn(text, "0");
     const char *unit = text + zeros;
+    char one[32];
+    uint64_t ms;
 
-    return zeros > 0 && (strcmp(unit, "") == 0 || strcmp(unit, "ms") == 0 ||
-                         strcmp(unit, "s") == 0 || strcmp(unit, "m") == 0 ||
-                         strcmp(unit, "h") == 0);
+    if (zeros == 0 || (*unit >= '0' && *unit <= '9') ||
+        strlen(unit) >= sizeof(one) - 1)
+        return false;
+    snprintf(one, sizeof(one), "1%s", unit);
+    return sluice_duration_parse(&ms, one) == 0;
 }
 
-int cli_opt_duration(uint64_t *out, const char *cmd, const char *what,
-                     const char *text, bool zero_ok)
+/*
+ * Checks 'text', the value of option 'what' of command 'cmd', as a duration
+ * (sluice_duration_parse()); with 'zero_ok', a zero duration is accepted too
+ * and means 0. Returns 0, or reports and returns CLI_EXIT_USAGE.
+ */
+static int check_duration(uint64_t *out, const char *cmd, const char *what,
+                          const char *text, bool zero_ok)
 {
     int err;
 
@@ -459,6 +189,135 @@ int cli_opt_duration(uint64_t *out, const char *cmd, const char *what,
     return 0;
 }
 
+/*
+ * Checks the value of the given option 'opt' of command 'cmd' by its type
+ * and stores it into its 'out'. Returns 0, or reports and returns
+ * CLI_EXIT_USAGE.
+ */
+static int opt_check(const char *cmd, const cli_opt *opt)
+{
+    switch (opt->type) {
+    case CLI_VALUE_FLAG:
+        *(bool *)opt->out = true;
+        return 0;
+    case CLI_VALUE_TEXT:
+        *(const char **)opt->out = opt->value;
+        return 0;
+    case CLI_VALUE_NUMBER:
+        return cli_opt_u64(opt->out, cmd, opt->name, opt->value, opt->lo,
+                           opt->hi);
+    case CLI_VALUE_DURATION:
+    case CLI_VALUE_DURATION_0:
+        return check_duration(opt->out, cmd, opt->name, opt->value,
+                              opt->type == CLI_VALUE_DURATION_0);
+    case CLI_VALUE_ALGO:
+        if (sluice_algo_parse(opt->out, opt->value) < 0)
+            return cli_usage_error(cmd, "%s: unknown algorithm '%s' "
+                                   "(expected %s)", opt->name,
+                                   cli_shown(opt->value), cli_algo_list());
+        return 0;
+    }
+    return 0;
+}
+
+/*
+ * Finds the option named by 'arg' ("--name" or "--name=value"); sets
+ * '*value' to what follows '=' or to NULL. Returns NULL for an unknown name.
+ */
+static cli_opt *opt_find(cli_opt *opts, size_t nopts, const char *arg,
+                         const char **value)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+
+    for (size_t i = 0; i < nopts; i++) {
+        if (strlen(opts[i].name) == len &&
+            memcmp(opts[i].name, arg, len) == 0) {
+            *value = eq != NULL ? eq + 1 : NULL;
+            return &opts[i];
+        }
+    }
+    return NULL;
+}
+
+/* Stores operand 'arg' of command 'cmd' into 'pos'; 0 or CLI_EXIT_USAGE. */
+static int pos_add(cli_pos *pos, const char *cmd, const char *arg)
+{
+    if (pos->n < pos->max) {
+        pos->args[pos->n++] = arg;
+        return 0;
+    }
+    if (pos->max == 0)
+        return cli_usage_error(cmd, "%s: unexpected argument '%s'", cmd,
+                               cli_shown(arg));
+    if (pos->is_key)
+        return cli_usage_error(cmd, "%s: unexpected argument '%s' (KEY is "
+                               "already '%s'; a key is one argument)", cmd,
+                               cli_shown(arg), cli_shown(pos->args[0]));
+    return cli_usage_error(cmd, "%s: unexpected argument '%s' (expected %s)",
+                           cmd, cli_shown(arg), pos->what);
+}
+
+int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
+                   size_t nopts, cli_pos *pos, cli_when when)
+{
+    bool options_done = false;
+    int err;
+
+    pos->n = 0;
+    for (size_t i = 0; i < nopts; i++)
+        opts[i].value = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i], *value;
+        cli_opt *opt;
+
+        if (!options_done && strcmp(arg, "--") == 0) {
+            options_done = true;
+            continue;
+        }
+        if (options_done || arg[0] != '-' || arg[1] == '\0') {
+            if ((err = pos_add(pos, cmd, arg)) != 0)
+                return err;
+            continue;
+        }
+        if ((opt = opt_find(opts, nopts, arg, &value)) == NULL)
+            return cli_usage_error(cmd, "%s: unknown option '%s'", cmd,
+                                   cli_shown(arg));
+        if (opt->value != NULL)
+            return cli_usage_error(cmd, "%s is given twice", opt->name);
+        if (opt->type != CLI_VALUE_FLAG && value == NULL) {
+            if (i + 1 >= argc)
+                return cli_usage_error(cmd, "%s needs a value", opt->name);
+            value = argv[++i];
+        } else if (opt->type == CLI_VALUE_FLAG && value != NULL) {
+            return cli_usage_error(cmd, "%s takes no value (got '%s')",
+                                   opt->name, cli_shown(arg));
+        }
+        opt->value = value != NULL ? value : "";
+        if (when == CLI_CHECK_AT_ONCE && (err = opt_check(cmd, opt)) != 0)
+            return err;
+    }
+    return 0;
+}
+
+int cli_opts_check(const char *cmd, const cli_opt *opts, size_t nopts)
+{
+    int err;
+
+    for (size_t i = 0; i < nopts; i++)
+        if (opts[i].value != NULL && (err = opt_check(cmd, &opts[i])) != 0)
+            return err;
+    return 0;
+}
+
+const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name)
+{
+    for (size_t i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return opts[i].value;
+    return NULL;
+}
+
 bool cli_wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++) {
@@ -468,6 +327,88 @@ bool cli_wants_help(int argc, char **argv)
             return true;
     }
     return false;
+}
+
+/* ---- Requests -------------------------------------------------------------- */
+
+int cli_request_parse(cli_request *out, const char *cmd, int argc,
+                      char **argv, unsigned takes)
+{
+    /* Entry i is the option of bit 1 << i (CLI_TAKES_*). */
+    const cli_opt all[] = {
+        CLI_OPT_ALGO("--algo", &out->limit.algo),
+        CLI_OPT_NUMBER("--max", &out->limit.max, 1, SLUICE_MAX_MAX),
+        CLI_OPT_DURATION("--window", &out->limit.window_ms),
+        CLI_OPT_NUMBER("--cost", &out->cost, 1, SLUICE_MAX_MAX),
+        CLI_OPT_FLAG("--json", &out->json),
+        CLI_OPT_TEXT("--store", &out->store),
+    };
+    enum { NALL = sizeof(all) / sizeof(all[0]) };
+    cli_opt opts[NALL];
+    cli_pos pos = {.args = &out->key,
+                   .max = (takes & CLI_TAKES_KEY) ? 1 : 0,
+                   .is_key = true};
+    size_t n = 0;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    out->limit.algo = SLUICE_FIXED;
+    out->cost = 1;
+    for (size_t i = 0; i < NALL; i++)
+        if (takes & (1u << i))
+            opts[n++] = all[i];
+    err = cli_opts_parse(cmd, argc, argv, opts, n, &pos, CLI_CHECK_AT_ONCE);
+    if (err != 0)
+        return err;
+    n = 0;
+    for (size_t i = 0; i < NALL; i++)
+        if ((takes & (1u << i)) && opts[n++].value != NULL)
+            out->given |= 1u << i;
+    if (pos.n == 1) {
+        out->key_len = strlen(out->key);
+        out->given |= CLI_TAKES_KEY;
+    }
+    return 0;
+}
+
+int cli_request_require(const cli_request *r, const char *cmd,
+                        unsigned needed)
+{
+    static const struct {
+        unsigned bit;
+        const char *name, *hint; /* hint NULL: the algorithms' names */
+    } required[] = {
+        {CLI_TAKES_KEY, "KEY", "the name whose budget is counted"},
+        {CLI_TAKES_ALGO, "--algo", NULL},
+        {CLI_TAKES_MAX, "--max", "units admitted per window, e.g. --max 10"},
+        {CLI_TAKES_WINDOW, "--window", "the window's length, e.g. --window 1s"},
+    };
+    char why[128];
+
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+        if ((needed & required[i].bit) && !(r->given & required[i].bit))
+            return cli_usage_error(cmd, "%s: missing %s (%s)", cmd,
+                                   required[i].name,
+                                   required[i].hint != NULL
+                                       ? required[i].hint
+                                       : cli_algo_list());
+    if ((r->given & CLI_TAKES_COST) &&
+        !cli_cost_fits(r->cost, r->limit.max, why, sizeof(why)))
+        return cli_usage_error(cmd, "--cost: %s", why);
+    if (sluice_limit_check(&r->limit) < 0)
+        return cli_usage_error(cmd, "--max and --window: %s",
+                               sluice_last_error());
+    return 0;
+}
+
+/* ---- Time ------------------------------------------------------------------ */
+
+uint64_t cli_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

@@ -20,10 +20,6 @@
 #define CLI_PRINTF(fmt, args)
 #endif
 
-/* How many algorithms the library has, counted from its one list. */
-#define CLI__ALGO_PLUS_ONE(name, val, folder) +1
-enum { CLI_ALGO_N = 0 SLUICE_ALGO_MAP(CLI__ALGO_PLUS_ONE) };
-
 /* ---- Exit status ----------------------------------------------------------- */
 
 /* The one list of exit codes; 'sluice --help' repeats it for users. */
@@ -51,14 +47,6 @@ void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 int cli_usage_error(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /*
- * Reports that the store at 'url' could not be opened (error 'err'), with
- * the library's detail (sluice_last_error()), as "sluice: --store: ...".
- * A password in the URL is shown as "***", so it never reaches a terminal or
- * a log; a detail that would still reveal it is withheld.
- */
-void cli_store_error(const char *url, int err);
-
-/*
  * 'text' made safe to quote in a message: bytes outside printable ASCII are
  * written \xNN, and text past CLI_SHOWN_MAX bytes is cut to "...". The
  * result lives in one of four static buffers, used in turn, so up to four
@@ -82,41 +70,156 @@ bool cli_is_plain(const char *text);
 bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
                    char *why, size_t why_len);
 
+/*
+ * True when a request of 'cost' units can fit a limit of 'max' at all.
+ * Otherwise writes into 'why' (of 'why_len' bytes) a phrase such as "12
+ * exceeds --max 10, so the request could never be admitted"; the caller
+ * prefixes what the cost was ("--cost: ", "line 4: cost ").
+ */
+bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len);
+
 /* ---- Options --------------------------------------------------------------- */
 
-/* Which options a command takes, as a set of bits. */
+/*
+ * Each command lists the options it takes in a table of cli_opt, and
+ * cli_opts_parse() reads its line by that table. An entry says how its value
+ * is checked and where the checked value goes ('out', of the C type named
+ * below); the CLI_OPT_* macros build entries and check that type.
+ */
+typedef enum cli_value {
+    CLI_VALUE_FLAG,       /* no value: true, into a bool */
+    CLI_VALUE_TEXT,       /* any text, as given: into a const char * */
+    CLI_VALUE_NUMBER,     /* a whole number in 'lo'..'hi' (cli_parse_u64()):
+                             into a uint64_t */
+    CLI_VALUE_DURATION,   /* a duration (sluice_duration_parse(): 250ms, 1s,
+                             1m, 1h or a number of ms), in ms: a uint64_t */
+    CLI_VALUE_DURATION_0, /* the same, or a zero ("0", "0s"...) meaning 0 */
+    CLI_VALUE_ALGO        /* an algorithm's name: into a sluice_algo */
+} cli_value;
+
+typedef struct cli_opt {
+    const char *name;  /* "--lease" */
+    cli_value type;
+    void *out;         /* where the checked value goes */
+    uint64_t lo, hi;   /* the range of a CLI_VALUE_NUMBER */
+    const char *value; /* set by the parse: the text given ("" for a flag),
+                          or NULL when the option is absent */
+} cli_opt;
+
+/* 'p' as the 'out' of an entry, if it points to a 'type' (else a warning). */
+#define CLI__OUT(type, p) ((void *)(1 ? (p) : (type *)0))
+
+#define CLI_OPT_FLAG(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_FLAG,  \
+     .out = CLI__OUT(bool, out_)}
+#define CLI_OPT_TEXT(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_TEXT,  \
+     .out = CLI__OUT(const char *, out_)}
+#define CLI_OPT_NUMBER(name_, out_, lo_, hi_)  \
+    {.name = (name_), .type = CLI_VALUE_NUMBER, \
+     .out = CLI__OUT(uint64_t, out_), .lo = (lo_), .hi = (hi_)}
+#define CLI_OPT_DURATION(name_, out_)            \
+    {.name = (name_), .type = CLI_VALUE_DURATION, \
+     .out = CLI__OUT(uint64_t, out_)}
+#define CLI_OPT_DURATION_0(name_, out_)            \
+    {.name = (name_), .type = CLI_VALUE_DURATION_0, \
+     .out = CLI__OUT(uint64_t, out_)}
+#define CLI_OPT_ALGO(name_, out_)              \
+    {.name = (name_), .type = CLI_VALUE_ALGO,  \
+     .out = CLI__OUT(sluice_algo, out_)}
+
+/*
+ * The arguments of a line that are not options (operands, such as KEY or
+ * QUEUE ID LEASE): the parse stores at most 'max' of them, in order, into
+ * 'args', and sets 'n'.
+ */
+typedef struct cli_pos {
+    const char **args;
+    size_t max;
+    const char *what; /* their names, e.g. "QUEUE ID LEASE", for the message
+                         about one too many */
+    bool is_key;      /* the one operand is a KEY: that message says instead
+                         that KEY is already given (a key is one argument) */
+    size_t n;         /* set by the parse */
+} cli_pos;
+
+/* When cli_opts_parse() checks the values. */
+typedef enum cli_when {
+    CLI_CHECK_LATER,  /* the caller calls cli_opts_check() when it will */
+    CLI_CHECK_AT_ONCE /* each value as it is read, so a bad value is reported
+                         before anything that follows it on the line */
+} cli_when;
+
+/*
+ * Parses the 'argc' arguments 'argv' that follow command 'cmd' against the
+ * 'nopts' options 'opts' and the operands 'pos'. Options may come before or
+ * after the operands, as "--opt VALUE" or "--opt=VALUE"; "--" ends the
+ * options, so an operand may start with '-'. An unknown option, an option
+ * given twice, a missing value, a flag given a value and one operand too
+ * many are errors; values are checked as 'when' says. Whether required
+ * options and operands are present is the caller's to check. Returns 0, or
+ * reports the problem and returns CLI_EXIT_USAGE.
+ */
+int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
+                   size_t nopts, cli_pos *pos, cli_when when);
+
+/*
+ * Checks the value of every option given in 'opts' (of 'nopts'), in the
+ * table's order, into its 'out'; a message names command 'cmd'. Returns 0,
+ * or reports the first problem and returns CLI_EXIT_USAGE.
+ */
+int cli_opts_check(const char *cmd, const cli_opt *opts, size_t nopts);
+
+/* The value of option 'name' in 'opts' (NULL when absent or unknown). */
+const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name);
+
+/*
+ * Checks 'text', the value of 'what' (an option's name, or an operand's
+ * such as "ID") of command 'cmd', as a whole number in 'lo'..'hi' (see
+ * cli_parse_u64()). Returns 0, or reports and returns CLI_EXIT_USAGE.
+ */
+int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
+                const char *text, uint64_t lo, uint64_t hi);
+
+/* True when 'argv' asks for help ("--help" or "-h") before any "--". */
+bool cli_wants_help(int argc, char **argv);
+
+/* ---- Requests -------------------------------------------------------------- */
+
+/*
+ * The options of the commands that decide requests against a limit (hit,
+ * peek, reset, replay) or read one (ttl): each takes a set of them.
+ */
 enum {
-    CLI_TAKES_KEY = 1u << 0, /* one positional KEY */
-    CLI_TAKES_ALGO = 1u << 1,
-    CLI_TAKES_MAX = 1u << 2,
-    CLI_TAKES_WINDOW = 1u << 3,
-    CLI_TAKES_COST = 1u << 4,
-    CLI_TAKES_JSON = 1u << 5,
-    CLI_TAKES_STORE = 1u << 6
+    CLI_TAKES_ALGO = 1u << 0,
+    CLI_TAKES_MAX = 1u << 1,
+    CLI_TAKES_WINDOW = 1u << 2,
+    CLI_TAKES_COST = 1u << 3,
+    CLI_TAKES_JSON = 1u << 4,
+    CLI_TAKES_STORE = 1u << 5,
+    CLI_TAKES_KEY = 1u << 6 /* one operand, KEY */
 };
 
-/* The parsed command line of one command. 'given' says what was present. */
-typedef struct cli_args {
-    unsigned given;    /* CLI_TAKES_* bits of what the line supplied */
-    const char *key;   /* points into argv */
+/* The line of such a command. 'given' says what was present. */
+typedef struct cli_request {
+    unsigned given;     /* CLI_TAKES_* bits of what the line supplied */
+    const char *key;    /* points into argv */
     size_t key_len;
-    sluice_limit limit;
-    uint64_t cost;     /* 1 unless --cost was given */
+    sluice_limit limit; /* --algo, --max, --window */
+    uint64_t cost;      /* 1 unless --cost was given */
     bool json;
-    const char *store; /* "mem://" unless --store was given */
-} cli_args;
+    const char *store;  /* NULL unless --store was given */
+} cli_request;
 
 /*
  * Parses the arguments that follow command 'cmd' ('argc' of them from
- * 'argv'), accepting only the options in 'takes'. Options may come before or
- * after KEY, as "--opt VALUE" or "--opt=VALUE"; "--" ends the options, so a
- * key may start with '-'. Each value is checked on its own (a number's range,
- * a duration, an algorithm's name); whether required options are present is
- * cli_args_require()'s job. Returns 0, or reports the problem and returns
+ * 'argv'), accepting only what 'takes' names, with cli_opts_parse(); each
+ * value is checked as it is read (a number's range, a duration, an
+ * algorithm's name). Returns 0, or reports the problem and returns
  * CLI_EXIT_USAGE.
  */
-int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
-                   unsigned takes);
+int cli_request_parse(cli_request *out, const char *cmd, int argc,
+                      char **argv, unsigned takes);
 
 /*
  * Checks that every option in 'needed' was given and that the limit, and the
@@ -124,56 +227,94 @@ int cli_args_parse(cli_args *out, const char *cmd, int argc, char **argv,
  * admitted, and sluice_limit_check() must accept the limit. Returns 0, or
  * reports the problem and returns CLI_EXIT_USAGE.
  */
-int cli_args_require(const cli_args *args, const char *cmd, unsigned needed);
+int cli_request_require(const cli_request *r, const char *cmd,
+                        unsigned needed);
+
+/* ---- The store ------------------------------------------------------------- */
 
 /*
- * The options of commands whose arguments do not fit cli_args (the queue
- * commands, work, demo chat): each command lists its options in a table of
- * cli_opt, and cli_opts_parse() fills in what the line gave. Values are
- * checked afterwards, one by one, with cli_opt_u64() and cli_opt_duration().
+ * True when 'url' names the embedded store, by sluice_store_open()'s
+ * contract: NULL, "" or "mem://".
  */
-typedef struct cli_opt {
-    const char *name;  /* "--lease" */
-    bool has_value;    /* false for a flag such as --json */
-    const char *value; /* set by the parse: the value ("" for a flag given),
-                          or NULL when the option is absent */
-} cli_opt;
+bool cli_url_is_embedded(const char *url);
 
 /*
- * Parses the 'argc' arguments 'argv' that follow command 'cmd' against the
- * 'nopts' options 'opts', with the rules of cli_args_parse() ("--opt VALUE"
- * or "--opt=VALUE", anywhere on the line; "--" ends the options; an option
- * given twice is an error). The other arguments are stored, in order, into
- * 'pos', of which at most 'pos_max' are accepted ('*npos' says how many);
- * 'pos_what' names them in the message about one too many, e.g. "QUEUE ID
- * LEASE". Returns 0, or reports the problem and returns CLI_EXIT_USAGE.
+ * Opens the store at 'url', the --store of command 'cmd', with 'opts' (NULL
+ * for the defaults). Without a URL (NULL), a command whose work lives on a
+ * server reports a usage error, "CMD: missing --store (SERVER_WHY)", where
+ * 'server_why' says why, e.g. "queues live on a server: valkey://HOST";
+ * when 'server_why' is NULL the embedded store (mem://) is opened instead.
+ * A store that cannot be opened is reported with cli_store_error(). Returns
+ * 0, or the exit status of the failure (reported).
  */
-int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
-                   size_t nopts, const char **pos, size_t *npos,
-                   size_t pos_max, const char *pos_what);
-
-/* The value of option 'name' in 'opts' (NULL when absent or unknown). */
-const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name);
+int cli_store_open(sluice_store **store, const char *cmd, const char *url,
+                   const char *server_why, const sluice_store_opts *opts);
 
 /*
- * Checks 'text', the value of 'what' (an option's name, or a positional's
- * such as "ID") of command 'cmd', as a whole number in 'lo'..'hi' (see
- * cli_parse_u64()). Returns 0, or reports and returns CLI_EXIT_USAGE.
+ * Reports that the store at 'url' could not be opened (error 'err'), with
+ * the library's detail (sluice_last_error()), as "sluice: --store: ...".
+ * A password in the URL is shown as "***", so it never reaches a terminal or
+ * a log; a detail that would still reveal it is withheld.
  */
-int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
-                const char *text, uint64_t lo, uint64_t hi);
+void cli_store_error(const char *url, int err);
 
 /*
- * Checks 'text', the value of option 'what' of command 'cmd', as a duration
- * (sluice_duration_parse(): 250ms, 1s, 1m, 1h or a number of ms); with
- * 'zero_ok', "0" (or "0ms", "0s"...) is accepted too and means 0. Returns 0,
- * or reports and returns CLI_EXIT_USAGE.
+ * Reports the failure 'err' of a library call made for 'what' ("queue
+ * take", "replay: line 4") as "sluice: WHAT: DETAIL (NAME)", with
+ * sluice_last_error()'s detail, and returns its exit status. A request that
+ * can never succeed is a usage error, CLI_EXIT_USAGE: SLUICE_ECOST (a cost
+ * above max) and SLUICE_ENOTSUP (the store has no such thing: the embedded
+ * one has no queues); with 'help_cmd' (not NULL) the message then points at
+ * that command's --help. Anything else is the store's or the library's,
+ * CLI_EXIT_RUNTIME.
  */
-int cli_opt_duration(uint64_t *out, const char *cmd, const char *what,
-                     const char *text, bool zero_ok);
+int cli_lib_error(const char *help_cmd, const char *what, int err);
 
-/* True when 'argv' asks for help ("--help" or "-h") before any "--". */
-bool cli_wants_help(int argc, char **argv);
+/* ---- Jobs ------------------------------------------------------------------ */
+
+/* How jobs are taken and failed: 'queue take', 'queue fail' and 'work'. */
+typedef struct cli_job_opts {
+    uint64_t lease_ms;     /* --lease */
+    uint64_t max_attempts; /* --max-attempts: taken this often, it fails */
+    uint64_t backoff_ms;   /* --backoff: before a retry, doubled each time */
+} cli_job_opts;
+
+/* What they assume unless told; the lease is the library's default. */
+#define CLI_JOB_OPTS_INIT \
+    {.lease_ms = SLUICE_LEASE_DEFAULT_MS, .max_attempts = 3u, .backoff_ms = 1000u}
+
+#define CLI_MAX_ATTEMPTS_MAX 1000000u
+
+/* Why queue and work need --store (cli_store_open()'s 'server_why'). */
+#define CLI_QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
+
+/* ---- Help ------------------------------------------------------------------ */
+
+/*
+ * Prints help text 'text' on stdout, each placeholder in it replaced by the
+ * library's fact it names, so that no help text restates one:
+ *   @ALGOS@        the algorithms' names, "fixed, sliding-counter or ..."
+ *   @ALGO_COUNT@   how many algorithms there are, in words ("three")
+ *   @MAX@          the largest max, SLUICE_MAX_MAX
+ *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
+ * A placeholder's words that would run past the width of the help texts'
+ * option paragraphs go on to the next line, indented like the line.
+ */
+void cli_help_print(const char *text);
+
+/*
+ * The names of the library's algorithms, in order, as a phrase for a
+ * message: "fixed, sliding-counter or sliding-log".
+ */
+const char *cli_algo_list(void);
+
+/* 'n' in words ("three") up to ten, else in digits (a static buffer). */
+const char *cli_count_word(unsigned n);
+
+/* ---- Time ------------------------------------------------------------------ */
+
+/* Milliseconds on the monotonic clock, for intervals within one process. */
+uint64_t cli_mono_ms(void);
 
 /* ---- Output ---------------------------------------------------------------- */
 
@@ -187,7 +328,10 @@ void cli_json_string(FILE *f, const char *s, size_t len);
 
 /* ---- Commands -------------------------------------------------------------- */
 
-/* Each takes the arguments after its name and returns an exit status. */
+/*
+ * Each takes the arguments after its name and returns an exit status. Its
+ * help text is what 'sluice CMD --help' prints through cli_help_print().
+ */
 int cli_replay(int argc, char **argv);
 int cli_demo(int argc, char **argv);
 int cli_queue(int argc, char **argv);

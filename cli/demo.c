@@ -28,7 +28,8 @@ const char cli_demo_help[] =
     "Usage: sluice demo\n"
     "       sluice demo chat --store URL\n"
     "\n"
-    "Shows, on one screen, how the three algorithms trade memory against\n"
+    "Shows, on one screen, how the @ALGO_COUNT@ algorithms trade memory "
+    "against\n"
     "exactness, for a budget of max=10 requests per window=1s. Runs on the\n"
     "embedded store with a virtual clock: no server, no waiting, and every\n"
     "figure is computed from the library's real decisions.\n"
@@ -283,11 +284,11 @@ static void print_peak(const palette *p, size_t peak, int width, bool last)
 }
 
 /*
- * The table: per algorithm, the seam requests of the attack admitted (all
- * but the opener at index 0, of 'attack_seam'), the peaks, the memory and
- * the steady traffic admitted.
+ * The table: per algorithm (the 'n' reports 'r'), the seam requests of the
+ * attack admitted (all but the opener at index 0, of 'attack_seam'), the
+ * peaks, the memory and the steady traffic admitted.
  */
-static void print_table(const palette *p, const report r[CLI_ALGO_N],
+static void print_table(const palette *p, const report *r, unsigned n,
                         size_t attack_seam)
 {
     char small[16], big[16];
@@ -299,7 +300,7 @@ static void print_table(const palette *p, const report r[CLI_ALGO_N],
     printf("%s%-17s %-9s %-13s %-9s %-13s %-10s %s%s\n", p->bold,
            "algorithm", "admitted", "peak in 1 s", small, big, "admitted",
            "peak in 1 s", p->off);
-    for (int a = 0; a < CLI_ALGO_N; a++) {
+    for (unsigned a = 0; a < n; a++) {
         printf("%-17s %2zu of %-3zu  ", sluice_algo_name(r[a].algo),
                r[a].attack.admitted - r[a].attack.allowed[0], attack_seam);
         print_peak(p, r[a].attack.peak, 13, false);
@@ -318,8 +319,11 @@ static void print_table(const palette *p, const report r[CLI_ALGO_N],
            "(sliding-log).%s\n", p->dim, p->off);
 }
 
-/* The attack instant by instant: admitted/sent at each distinct time. */
-static void print_seam(const palette *p, const report r[CLI_ALGO_N],
+/*
+ * The attack instant by instant, per algorithm (the 'n' reports 'r'):
+ * admitted/sent at each distinct time of 'tr'.
+ */
+static void print_seam(const palette *p, const report *r, unsigned n,
                        const trace *tr)
 {
     printf("%s%-17s", p->bold, "the attack at");
@@ -327,7 +331,7 @@ static void print_seam(const palette *p, const report r[CLI_ALGO_N],
         if (i == 0 || tr->t[i] != tr->t[i - 1])
             printf("  t=%-6llu", (unsigned long long)tr->t[i]);
     printf("   (admitted/sent)%s\n", p->off);
-    for (int a = 0; a < CLI_ALGO_N; a++) {
+    for (unsigned a = 0; a < n; a++) {
         printf("%-17s", sluice_algo_name(r[a].algo));
         for (size_t i = 0; i < tr->n;) {
             size_t sent = 0, ok = 0;
@@ -366,8 +370,9 @@ static void print_row(const char *label, const char *sign, const char *color,
     printf("\n");
 }
 
-static void print_timeline(const palette *p,
-                           const report r[CLI_ALGO_N], const trace *tr)
+/* The steady run 'tr' per algorithm (the 'n' reports 'r'), in buckets. */
+static void print_timeline(const palette *p, const report *r, unsigned n,
+                           const trace *tr)
 {
     size_t columns = (size_t)(tr->t[tr->n - 1] / BUCKET_MS) + 1;
     size_t per_window = DEMO_WINDOW_MS / BUCKET_MS;
@@ -386,7 +391,7 @@ static void print_timeline(const palette *p,
     for (size_t end = strlen(axis); end > 0 && axis[end - 1] == ' '; end--)
         axis[end - 1] = '\0';
     printf("%-17s %s\n", "", axis);
-    for (int a = 0; a < CLI_ALGO_N; a++) {
+    for (unsigned a = 0; a < n; a++) {
         print_row(sluice_algo_name(r[a].algo), "+", p->green, p, tr,
                   r[a].steady.allowed, true, columns);
         print_row("", "-", p->red, p, tr, r[a].steady.allowed, false, columns);
@@ -409,7 +414,8 @@ static size_t admitted_at(const outcome *o, const trace *tr, uint64_t t,
     return ok;
 }
 
-static void print_meaning(const palette *p, const report r[CLI_ALGO_N],
+/* What the figures mean; 'r' is indexed by sluice_algo. */
+static void print_meaning(const palette *p, const report *r,
                           const trace *attack)
 {
     const report *fx = &r[SLUICE_FIXED];
@@ -457,13 +463,68 @@ static int demo_chat_flag(int argc, char **argv, int at)
     return status;
 }
 
+/*
+ * Plays both traces against each algorithm and measures its memory, into
+ * 'r' (one report per algorithm, 'n' of them, indexed by sluice_algo).
+ * Returns 0, or the exit status of a failure (reported).
+ */
+static int measure(report *r, unsigned n, const trace *attack,
+                   const trace *steady)
+{
+    int err;
+
+    for (unsigned a = 0; a < n; a++) {
+        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, DEMO_MAX,
+                                          DEMO_WINDOW_MS);
+
+        r[a].algo = (sluice_algo)a;
+        if ((err = play(&r[a].attack, &limit, attack)) < 0 ||
+            (err = play(&r[a].steady, &limit, steady)) < 0 ||
+            (err = key_bytes(&r[a].bytes_small, limit.algo, DEMO_MAX)) < 0 ||
+            (err = key_bytes(&r[a].bytes_big, limit.algo, BIG_MAX)) < 0) {
+            char what[64];
+
+            snprintf(what, sizeof(what), "demo: %s",
+                     sluice_algo_name(limit.algo));
+            return cli_lib_error(NULL, what, err);
+        }
+    }
+    return 0;
+}
+
+/* The screen: the heading, then the 'n' reports 'r' shown four ways. */
+static void print_screen(const palette *p, const report *r, unsigned n,
+                         const trace *attack, const trace *steady)
+{
+    printf("%ssluice demo: max=%u requests per window=1s (%u ms), %s "
+           "algorithms%s\n", p->bold, DEMO_MAX, DEMO_WINDOW_MS,
+           cli_count_word(n), p->off);
+    printf("Embedded store, virtual clock: every figure is a real decision "
+           "of the library.\n");
+    printf("Boundary attack: 1 request at t=0 opens the window, then %u at "
+           "t=%u (its last ms)\nand %u at t=%u (the next window's first). "
+           "Steady: %u requests %u-%u ms apart\n(seed %u), over %.1f s: "
+           "about twice the budget.\n\n", DEMO_MAX, DEMO_WINDOW_MS - 1,
+           DEMO_MAX, DEMO_WINDOW_MS, STEADY_SENT, STEADY_GAP_MIN_MS,
+           STEADY_GAP_MIN_MS + STEADY_GAP_SPREAD_MS - 1, STEADY_SEED,
+           (double)(steady->t[steady->n - 1] + 1) / 1000.0);
+    print_table(p, r, n, attack->n - 1);
+    printf("\n");
+    print_seam(p, r, n, attack);
+    printf("\n");
+    print_timeline(p, r, n, steady);
+    printf("\n");
+    print_meaning(p, r, attack);
+}
+
 int cli_demo(int argc, char **argv)
 {
-    report r[CLI_ALGO_N];
+    unsigned n = sluice_algo_count();
+    report *r;
     trace attack, steady;
     palette p = palette_pick();
-    cli_args args;
-    int status, err = 0;
+    cli_pos none = {.max = 0}; /* no operands */
+    int status;
 
     if (argc > 0 && strcmp(argv[0], "chat") == 0)
         return cli_demo_chat(argc - 1, argv + 1);
@@ -475,42 +536,17 @@ int cli_demo(int argc, char **argv)
             return cli_usage_error("demo", "demo: --store is for the chat "
                                    "scenario: sluice demo chat --store URL");
     }
-    if ((status = cli_args_parse(&args, "demo", argc, argv, 0)) != 0)
+    if ((status = cli_opts_parse("demo", argc, argv, NULL, 0, &none,
+                                 CLI_CHECK_LATER)) != 0)
         return status;
+    if ((r = calloc(n, sizeof(*r))) == NULL) {
+        cli_error("demo: out of memory");
+        return CLI_EXIT_RUNTIME;
+    }
     attack_trace(&attack);
     steady_trace(&steady);
-    for (int a = 0; a < CLI_ALGO_N && err == 0; a++) {
-        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, DEMO_MAX,
-                                          DEMO_WINDOW_MS);
-
-        r[a].algo = (sluice_algo)a;
-        if ((err = play(&r[a].attack, &limit, &attack)) < 0 ||
-            (err = play(&r[a].steady, &limit, &steady)) < 0 ||
-            (err = key_bytes(&r[a].bytes_small, limit.algo, DEMO_MAX)) < 0 ||
-            (err = key_bytes(&r[a].bytes_big, limit.algo, BIG_MAX)) < 0)
-            cli_error("demo: %s: %s (%s)", sluice_algo_name(limit.algo),
-                      sluice_last_error(), sluice_err_name(err));
-    }
-    if (err < 0)
-        return CLI_EXIT_RUNTIME;
-
-    printf("%ssluice demo: max=%u requests per window=1s (%u ms), three "
-           "algorithms%s\n", p.bold, DEMO_MAX, DEMO_WINDOW_MS, p.off);
-    printf("Embedded store, virtual clock: every figure is a real decision "
-           "of the library.\n");
-    printf("Boundary attack: 1 request at t=0 opens the window, then %u at "
-           "t=%u (its last ms)\nand %u at t=%u (the next window's first). "
-           "Steady: %u requests %u-%u ms apart\n(seed %u), over %.1f s: "
-           "about twice the budget.\n\n", DEMO_MAX, DEMO_WINDOW_MS - 1,
-           DEMO_MAX, DEMO_WINDOW_MS, STEADY_SENT, STEADY_GAP_MIN_MS,
-           STEADY_GAP_MIN_MS + STEADY_GAP_SPREAD_MS - 1, STEADY_SEED,
-           (double)(steady.t[steady.n - 1] + 1) / 1000.0);
-    print_table(&p, r, attack.n - 1);
-    printf("\n");
-    print_seam(&p, r, &attack);
-    printf("\n");
-    print_timeline(&p, r, &steady);
-    printf("\n");
-    print_meaning(&p, r, &attack);
-    return CLI_EXIT_OK;
+    if ((status = measure(r, n, &attack, &steady)) == 0)
+        print_screen(&p, r, n, &attack, &steady);
+    free(r);
+    return status;
 }

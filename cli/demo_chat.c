@@ -59,14 +59,6 @@ static uint64_t wall_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void sleep_us(uint64_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000u),
@@ -79,7 +71,7 @@ static void sleep_us(uint64_t us)
 /* Sleeps until 'at_ms' on the monotonic clock. */
 static void sleep_until_ms(uint64_t at_ms)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = cli_mono_ms();
 
     if (at_ms > now)
         sleep_us((at_ms - now) * 1000u);
@@ -113,10 +105,99 @@ static void count_deferred(const sluice_event *event, void *payload)
     (*(uint64_t *)payload)++;
 }
 
+/* The jobs one worker did, to report. */
+typedef struct records {
+    record *v;
+    size_t n, cap;
+} records;
+
+/* Appends 'r' to 'rs'; SLUICE_ENOMEM when it cannot grow. */
+static int records_add(records *rs, record r)
+{
+    if (rs->n == rs->cap) {
+        size_t ncap = rs->cap ? 2 * rs->cap : 256;
+        record *nv = realloc(rs->v, ncap * sizeof(*nv));
+
+        if (nv == NULL)
+            return SLUICE_ENOMEM;
+        rs->v = nv;
+        rs->cap = ncap;
+    }
+    rs->v[rs->n++] = r;
+    return SLUICE_OK;
+}
+
 /*
- * The body of worker process 'n': serves every chat until 'deadline_ms'
- * (monotonic), then writes "J CHAT ADD_US TAKE_US" per job and "D
- * DEFERRED" to 'out' (or "E MESSAGE" on a failure). Never returns.
+ * Does 'job' of 'queue', taken at 'take_us': reads its chat and add time
+ * from the payload, works, completes it and records it in 'rs'. Returns 0
+ * or an error code (SLUICE_EPROTO: a payload the demo did not write).
+ */
+static int do_job(sluice_store *store, const char *queue,
+                  const sluice_job *job, uint64_t take_us, records *rs)
+{
+    unsigned chat, msg;
+    unsigned long long add_us;
+    int err;
+
+    if (sscanf(job->payload, "chat=%u msg=%u sent_us=%llu", &chat, &msg,
+               &add_us) != 3 || chat >= CHATS)
+        return SLUICE_EPROTO;
+    sleep_us(WORK_US); /* the game engine's work for one message */
+    if ((err = sluice_queue_complete(store, queue, strlen(queue), job->id,
+                                     job->lease)) < 0)
+        return err;
+    return records_add(rs, (record){chat, add_us, take_us});
+}
+
+/*
+ * Takes and does jobs with worker 'w' until 'deadline_ms' (monotonic),
+ * recording them in 'rs'. Returns 0 or the error code that stopped it.
+ */
+static int serve_chats(sluice_store *store, sluice_worker *w,
+                       uint64_t deadline_ms, records *rs)
+{
+    sluice_job job = {0};
+    int err = 0;
+
+    for (uint64_t now; (now = cli_mono_ms()) < deadline_ms;) {
+        const char *queue;
+
+        if ((err = sluice_worker_next(&job, &queue, NULL, w,
+                                      deadline_ms - now)) < 0)
+            break;
+        if (job.id == 0)
+            continue;
+        if ((err = do_job(store, queue, &job, wall_us(), rs)) < 0)
+            break;
+    }
+    sluice_job_clear(&job);
+    return err;
+}
+
+/*
+ * Writes worker 'n's report to 'out': "E MESSAGE" if 'err' stopped it,
+ * "J CHAT ADD_US TAKE_US" per job of 'rs', then "D DEFERRED".
+ */
+static void write_report(FILE *out, unsigned n, int err, const records *rs,
+                         uint64_t deferred)
+{
+    if (err < 0)
+        fprintf(out, "E worker %u: %s (%s)\n", n,
+                err == SLUICE_EPROTO ? "a payload it did not write"
+                : err == SLUICE_ENOMEM ? "out of memory"
+                                       : sluice_last_error(),
+                sluice_err_name(err));
+    for (size_t i = 0; i < rs->n; i++)
+        fprintf(out, "J %u %llu %llu\n", rs->v[i].chat,
+                (unsigned long long)rs->v[i].add_us,
+                (unsigned long long)rs->v[i].take_us);
+    fprintf(out, "D %llu\n", (unsigned long long)deferred);
+}
+
+/*
+ * The body of worker process 'n': serves every chat on the store at 'url'
+ * until 'deadline_ms' (monotonic), then writes its report to 'out'. Never
+ * returns.
  */
 static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
                         FILE *out)
@@ -126,9 +207,7 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
     sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_worker *w = NULL;
-    sluice_job job = {0};
-    record *recs = NULL;
-    size_t nrecs = 0, cap = 0;
+    records rs = {NULL, 0, 0};
     uint64_t deferred = 0;
     int err;
 
@@ -147,56 +226,13 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
         fclose(out);
         _exit(CLI_EXIT_RUNTIME);
     }
-    for (uint64_t now; (now = mono_ms()) < deadline_ms;) {
-        const char *queue;
-        unsigned chat, msg;
-        unsigned long long add_us;
-        uint64_t take_us;
-
-        if ((err = sluice_worker_next(&job, &queue, NULL, w, deadline_ms - now)) < 0)
-            break;
-        if (job.id == 0)
-            continue;
-        take_us = wall_us();
-        if (sscanf(job.payload, "chat=%u msg=%u sent_us=%llu", &chat, &msg,
-                   &add_us) != 3 || chat >= CHATS) {
-            err = SLUICE_EPROTO;
-            break;
-        }
-        sleep_us(WORK_US); /* the game engine's work for one message */
-        if ((err = sluice_queue_complete(store, queue, strlen(queue), job.id,
-                                         job.lease)) < 0)
-            break;
-        if (nrecs == cap) {
-            size_t ncap = cap ? 2 * cap : 256;
-            record *nr = realloc(recs, ncap * sizeof(*nr));
-
-            if (nr == NULL) {
-                err = SLUICE_ENOMEM;
-                break;
-            }
-            recs = nr;
-            cap = ncap;
-        }
-        recs[nrecs++] = (record){chat, add_us, take_us};
-    }
-    if (err < 0)
-        fprintf(out, "E worker %u: %s (%s)\n", n,
-                err == SLUICE_EPROTO ? "a payload it did not write"
-                : err == SLUICE_ENOMEM ? "out of memory"
-                                       : sluice_last_error(),
-                sluice_err_name(err));
-    for (size_t i = 0; i < nrecs; i++)
-        fprintf(out, "J %u %llu %llu\n", recs[i].chat,
-                (unsigned long long)recs[i].add_us,
-                (unsigned long long)recs[i].take_us);
-    fprintf(out, "D %llu\n", (unsigned long long)deferred);
+    err = serve_chats(store, w, deadline_ms, &rs);
+    write_report(out, n, err, &rs, deferred);
     fclose(out);
     sluice_telemetry_detach(handler);
-    sluice_job_clear(&job);
     sluice_worker_free(w);
     sluice_store_free(store);
-    free(recs);
+    free(rs.v);
     _exit(err < 0 ? CLI_EXIT_RUNTIME : CLI_EXIT_OK);
 }
 
@@ -389,105 +425,146 @@ static char *fresh_url(const char *url, char *prefix, size_t prefix_cap)
     return out;
 }
 
-/* Runs the scenario on the store at 'url'; returns the exit status. */
-static int chat_run(const char *url)
+/*
+ * Caps every chat's queue on 'store' and makes room in 'res' for the waits
+ * each chat can have. Returns 0, or the exit status of a failure (reported).
+ */
+static int chat_prepare(sluice_store *store, chat_result *res)
 {
-    chat_result res[CHATS];
-    pid_t pids[WORKERS];
-    FILE *reports[WORKERS];
-    char prefix[64], *full;
-    sluice_store *store = NULL;
-    uint64_t start_ms, deferred = 0;
-    unsigned started = 0;
-    int status = CLI_EXIT_OK, err;
-
-    memset(res, 0, sizeof(res));
-    if ((full = fresh_url(url, prefix, sizeof(prefix))) == NULL) {
-        cli_error("demo chat: out of memory");
-        return CLI_EXIT_RUNTIME;
-    }
-    if ((err = sluice_store_open(&store, full, NULL)) < 0) {
-        cli_store_error(full, err);
-        free(full);
-        return CLI_EXIT_RUNTIME;
-    }
-    for (unsigned c = 0; c < CHATS && err == 0; c++) {
+    for (unsigned c = 0; c < CHATS; c++) {
         char name[NAME_MAX_LEN];
+        int err;
 
         chat_name(name, c);
         err = sluice_queue_set_cap(store, name, strlen(name), CAP_MAX,
                                    CAP_WINDOW_MS);
         res[c].waits_us = calloc(c == FLOOD ? FLOOD_MSGS : QUIET_MSGS,
                                  sizeof(uint64_t));
-        if (err == 0 && res[c].waits_us == NULL)
-            err = SLUICE_ENOMEM;
+        if (err < 0)
+            return cli_lib_error(NULL, "demo chat", err);
+        if (res[c].waits_us == NULL) {
+            cli_error("demo chat: out of memory (%s)",
+                      sluice_err_name(SLUICE_ENOMEM));
+            return CLI_EXIT_RUNTIME;
+        }
     }
-    if (err < 0) {
-        cli_error("demo chat: %s (%s)", err == SLUICE_ENOMEM
-                                            ? "out of memory"
-                                            : sluice_last_error(),
-                  sluice_err_name(err));
-        status = err == SLUICE_ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
-        goto out;
+    return CLI_EXIT_OK;
+}
+
+/* The worker processes, and the pipes their reports come back on. */
+typedef struct crew {
+    pid_t pids[WORKERS];
+    FILE *reports[WORKERS];
+    unsigned started;
+} crew;
+
+/*
+ * Starts the next worker process of 'cr', on the store at 'url', to work
+ * until 'deadline_ms'. Returns 0, or CLI_EXIT_RUNTIME (reported).
+ */
+static int crew_add(crew *cr, const char *url, uint64_t deadline_ms)
+{
+    unsigned n = cr->started;
+    int fds[2];
+
+    if (pipe(fds) < 0) {
+        cli_error("demo chat: cannot start a worker: %s", strerror(errno));
+        return CLI_EXIT_RUNTIME;
     }
+    if ((cr->pids[n] = fork()) < 0) {
+        cli_error("demo chat: cannot start a worker: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return CLI_EXIT_RUNTIME;
+    }
+    if (cr->pids[n] == 0) {
+        FILE *out = fdopen(fds[1], "w");
+
+        close(fds[0]);
+        for (unsigned i = 0; i < n; i++)
+            fclose(cr->reports[i]);
+        if (out == NULL)
+            _exit(CLI_EXIT_RUNTIME);
+        worker_main(n, url, deadline_ms, out);
+    }
+    close(fds[1]);
+    if ((cr->reports[n] = fdopen(fds[0], "r")) == NULL) {
+        close(fds[0]);
+        kill(cr->pids[n], SIGTERM);
+        waitpid(cr->pids[n], NULL, 0);
+        return CLI_EXIT_RUNTIME;
+    }
+    cr->started++;
+    return CLI_EXIT_OK;
+}
+
+/*
+ * Reads the report of every worker of 'cr' into 'res' and '*deferred' and
+ * waits for the process. Returns 0, or CLI_EXIT_RUNTIME when a worker
+ * failed (reported).
+ */
+static int crew_collect(crew *cr, chat_result *res, uint64_t *deferred)
+{
+    int status = CLI_EXIT_OK;
+
+    for (unsigned i = 0; i < cr->started; i++) {
+        int wstatus;
+
+        if (read_report(cr->reports[i], res, deferred) < 0)
+            status = CLI_EXIT_RUNTIME;
+        fclose(cr->reports[i]);
+        while (waitpid(cr->pids[i], &wstatus, 0) < 0 && errno == EINTR)
+            ;
+    }
+    return status;
+}
+
+/*
+ * The scenario on 'store', reached at 'url' (the user's URL with the fresh
+ * 'prefix'): starts the workers, sends the messages, gathers the workers'
+ * reports and prints what they show. Returns the exit status.
+ */
+static int chat_play(sluice_store *store, const char *url, const char *prefix,
+                     chat_result *res)
+{
+    crew cr = {.started = 0};
+    uint64_t start_ms, deferred = 0;
+    int status = CLI_EXIT_OK, err;
 
     /* The workers: fresh processes, each with its own connections. */
     fflush(stdout);
     fflush(stderr);
-    start_ms = mono_ms();
-    for (; started < WORKERS; started++) {
-        int fds[2];
-
-        if (pipe(fds) < 0) {
-            cli_error("demo chat: cannot start a worker: %s", strerror(errno));
-            status = CLI_EXIT_RUNTIME;
-            break;
-        }
-        if ((pids[started] = fork()) < 0) {
-            cli_error("demo chat: cannot start a worker: %s", strerror(errno));
-            close(fds[0]);
-            close(fds[1]);
-            status = CLI_EXIT_RUNTIME;
-            break;
-        }
-        if (pids[started] == 0) {
-            FILE *out = fdopen(fds[1], "w");
-
-            close(fds[0]);
-            for (unsigned i = 0; i < started; i++)
-                fclose(reports[i]);
-            if (out == NULL)
-                _exit(CLI_EXIT_RUNTIME);
-            worker_main(started, full, start_ms + RUN_MS, out);
-        }
-        close(fds[1]);
-        if ((reports[started] = fdopen(fds[0], "r")) == NULL) {
-            close(fds[0]);
-            kill(pids[started], SIGTERM);
-            waitpid(pids[started], NULL, 0);
-            status = CLI_EXIT_RUNTIME;
-            break;
-        }
-    }
-    if (status == CLI_EXIT_OK && (err = send_all(store, start_ms, res)) < 0) {
-        cli_error("demo chat: adding a message: %s (%s)", sluice_last_error(),
-                  sluice_err_name(err));
-        status = CLI_EXIT_RUNTIME;
-    }
+    start_ms = cli_mono_ms();
+    while (status == CLI_EXIT_OK && cr.started < WORKERS)
+        status = crew_add(&cr, url, start_ms + RUN_MS);
+    if (status == CLI_EXIT_OK && (err = send_all(store, start_ms, res)) < 0)
+        status = cli_lib_error(NULL, "demo chat: adding a message", err);
     /* The workers stop at start + RUN_MS, then report. */
-    for (unsigned i = 0; i < started; i++) {
-        int wstatus;
-
-        if (read_report(reports[i], res, &deferred) < 0)
-            status = CLI_EXIT_RUNTIME;
-        fclose(reports[i]);
-        while (waitpid(pids[i], &wstatus, 0) < 0 && errno == EINTR)
-            ;
-    }
+    if (crew_collect(&cr, res, &deferred) != CLI_EXIT_OK)
+        status = CLI_EXIT_RUNTIME;
     if (status == CLI_EXIT_OK)
         print_report(prefix, res, deferred);
-    drain(store);
-out:
+    return status;
+}
+
+/* Runs the scenario on the store at 'url'; returns the exit status. */
+static int chat_run(const char *url)
+{
+    chat_result res[CHATS];
+    char prefix[64], *full;
+    sluice_store *store = NULL;
+    int status;
+
+    memset(res, 0, sizeof(res));
+    if ((full = fresh_url(url, prefix, sizeof(prefix))) == NULL) {
+        cli_error("demo chat: out of memory");
+        return CLI_EXIT_RUNTIME;
+    }
+    if ((status = cli_store_open(&store, "demo", full, NULL, NULL)) == 0 &&
+        (status = chat_prepare(store, res)) == 0) {
+        status = chat_play(store, full, prefix, res);
+        drain(store);
+    }
     for (unsigned c = 0; c < CHATS; c++)
         free(res[c].waits_us);
     sluice_store_free(store);
@@ -497,21 +574,19 @@ out:
 
 int cli_demo_chat(int argc, char **argv)
 {
-    cli_opt opts[] = {{"--store", true, NULL}};
-    const char *pos[1];
-    size_t npos;
-    const char *url;
+    const char *url = NULL;
+    cli_opt opts[] = {CLI_OPT_TEXT("--store", &url)};
+    cli_pos none = {.max = 0}; /* no operands */
     int st;
 
-    if ((st = cli_opts_parse("demo", argc, argv, opts, 1, pos, &npos, 0,
-                             "")) != 0)
+    if ((st = cli_opts_parse("demo", argc, argv, opts, 1, &none,
+                             CLI_CHECK_AT_ONCE)) != 0)
         return st;
-    url = opts[0].value;
     if (url == NULL)
         return cli_usage_error("demo", "demo chat: needs a server store: "
                                "--store valkey://HOST[:PORT] (its queues and "
                                "their caps live on the server)");
-    if (url[0] == '\0' || strcmp(url, "mem://") == 0)
+    if (cli_url_is_embedded(url))
         return cli_usage_error("demo", "demo chat: the embedded store "
                                "(mem://) has no queues; give a server: "
                                "--store valkey://HOST[:PORT]");

@@ -24,7 +24,7 @@ static const char main_help[] =
     "Usage: sluice COMMAND [ARGS...]\n"
     "\n"
     "Asks whether a request fits a budget of MAX units per WINDOW, counted by\n"
-    "one of three rate-limiting algorithms.\n"
+    "one of @ALGO_COUNT@ rate-limiting algorithms.\n"
     "\n"
     "Commands:\n"
     "  hit KEY      count a request against KEY's budget; say if it fits\n"
@@ -35,21 +35,21 @@ static const char main_help[] =
     "  queue SUB    a job queue held to a cap per queue: add, take,\n"
     "               complete, fail, retry, failed, stats, set-cap\n"
     "  work         run a worker: take jobs from queues and run a command\n"
-    "  demo         show, on one screen, how the three algorithms differ;\n"
+    "  demo         show, on one screen, how the @ALGO_COUNT@ algorithms "
+    "differ;\n"
     "               'demo chat --store URL': the job queue in a chat game\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
     "Options of hit, peek, reset and replay:\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
     "                 embedded store) or a server shared by every process\n"
     "                 that uses it, valkey://[[USER]:PASSWORD@]HOST[:PORT]\n"
     "                 [/DB][?OPTIONS] (or redis://...), or a cluster,\n"
     "                 valkey+cluster://HOST:PORT[,HOST:PORT...][?OPTIONS];\n"
-    "                 OPTIONS: timeout, connect_timeout, prefix,\n"
-    "                 emq_prefix, clock, pool, on_error, refused_cache\n"
+    "                 OPTIONS: @URL_OPTIONS@\n"
     "\n"
     "The embedded store lives inside one process: every 'sluice hit' on it\n"
     "starts from an empty store, so it is always admitted. Use 'sluice\n"
@@ -73,8 +73,8 @@ static const char hit_help[] =
     "Decides one request of C units (default 1) against KEY's budget of N\n"
     "units per DUR and, if it fits, counts it.\n"
     "\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
     "  --json         print one JSON object instead of a line of text\n"
@@ -160,7 +160,7 @@ static const char *fallback_name(const sluice_decision *d)
 }
 
 /* Prints one decision as a line of text or, with 'json', a JSON object. */
-static void print_decision(const cli_args *args, const sluice_decision *d)
+static void print_decision(const cli_request *args, const sluice_decision *d)
 {
     const char *fallback = fallback_name(d);
 
@@ -202,28 +202,23 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     unsigned needed = CLI_TAKES_KEY | CLI_TAKES_ALGO;
     sluice_store *store = NULL;
     sluice_decision d;
-    cli_args args;
+    cli_request args;
     int err, status;
 
     if (kind != KIND_RESET) {
         takes |= CLI_TAKES_COST;
         needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;
     }
-    if ((status = cli_args_parse(&args, cmd, argc, argv, takes)) != 0)
+    if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0)
         return status;
     /* A reset forgets the key whatever the limit; any valid one will do. */
     if (!(args.given & CLI_TAKES_MAX))
         args.limit.max = 1;
     if (!(args.given & CLI_TAKES_WINDOW))
         args.limit.window_ms = 1;
-    if ((status = cli_args_require(&args, cmd, needed)) != 0)
+    if ((status = cli_request_require(&args, cmd, needed)) != 0 ||
+        (status = cli_store_open(&store, cmd, args.store, NULL, NULL)) != 0)
         return status;
-
-    err = sluice_store_open(&store, args.store, NULL);
-    if (err < 0) {
-        cli_store_error(args.store, err);
-        return CLI_EXIT_RUNTIME;
-    }
     if (kind == KIND_RESET) {
         err = sluice_reset(store, &args.limit, args.key, args.key_len);
     } else if (kind == KIND_HIT) {
@@ -235,9 +230,7 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     }
     if (err < 0) {
         /* The arguments were checked already, so this is the store's. */
-        cli_error("%s: %s (%s)", cmd, sluice_last_error(),
-                  sluice_err_name(err));
-        status = err == SLUICE_ECOST ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+        status = cli_lib_error(NULL, cmd, err);
     } else if (kind == KIND_RESET) {
         if (args.json) {
             fputs("{\"key\":", stdout);
@@ -279,27 +272,22 @@ static int cmd_ttl(int argc, char **argv)
                      CLI_TAKES_STORE;
     sluice_store *store = NULL;
     uint64_t wait_ms = 0;
-    cli_args args;
+    cli_request args;
     int err, status;
 
-    if ((status = cli_args_parse(&args, "ttl", argc, argv, takes)) != 0)
+    if ((status = cli_request_parse(&args, "ttl", argc, argv, takes)) != 0)
         return status;
     if (!(args.given & CLI_TAKES_KEY))
         return cli_usage_error("ttl", "ttl: missing QUEUE");
-    if (!(args.given & CLI_TAKES_STORE))
-        return cli_usage_error("ttl", "ttl: missing --store (the queue "
-                               "limiter lives on a server: valkey://...)");
-    err = sluice_store_open(&store, args.store, NULL);
-    if (err < 0) {
-        cli_store_error(args.store, err);
-        return CLI_EXIT_RUNTIME;
-    }
+    if ((status = cli_store_open(&store, "ttl", args.store, "the queue "
+                                 "limiter lives on a server: valkey://...",
+                                 NULL)) != 0)
+        return status;
     err = sluice_emq_rate_limit_ttl(&wait_ms, store, args.key, args.key_len,
                                     (args.given & CLI_TAKES_MAX)
                                         ? args.limit.max : 0);
     if (err < 0) {
-        cli_error("ttl: %s (%s)", sluice_last_error(), sluice_err_name(err));
-        status = err == SLUICE_ENOTSUP ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+        status = cli_lib_error(NULL, "ttl", err);
     } else if (args.json) {
         fputs("{\"queue\":", stdout);
         cli_json_string(stdout, args.key, args.key_len);
@@ -347,21 +335,21 @@ static int cmd_help(int argc, char **argv)
     const struct command *c;
 
     if (argc == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     if (argc > 1)
         return cli_usage_error("help", "help: unexpected argument '%s'",
                                cli_shown(argv[1]));
     if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     c = command_find(argv[0]);
     if (c == NULL)
         return cli_usage_error(NULL, "help: unknown command '%s'",
                                cli_shown(argv[0]));
-    fputs(c->help, stdout);
+    cli_help_print(c->help);
     return CLI_EXIT_OK;
 }
 
@@ -374,7 +362,7 @@ int main(int argc, char **argv)
         return cli_usage_error(NULL, "no command given (try hit, peek, "
                                "reset, ttl, replay, queue, work or demo)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(main_help, stdout);
+        cli_help_print(main_help);
         return CLI_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
@@ -390,7 +378,7 @@ int main(int argc, char **argv)
                                cli_shown(argv[1]));
     }
     if (c->run != cmd_help && cli_wants_help(argc - 2, argv + 2)) {
-        fputs(c->help, stdout);
+        cli_help_print(c->help);
         return CLI_EXIT_OK;
     }
     status = c->run(argc - 2, argv + 2);

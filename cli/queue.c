@@ -1,35 +1,26 @@
 /*
- * queue.c - 'sluice queue ...': the job queue one operation at a time, and
- * 'sluice work': a worker that serves queues until told to stop.
+ * queue.c - 'sluice queue ...': the job queue one operation at a time.
  *
  *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
  *                --store URL [--json]
- *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--lease DUR]
- *               [--count N] [--timeout DUR] [--max-attempts N]
- *               [--backoff DUR] [--json] --store URL
  *
  * Queues live on a server store only (the embedded store answers
  * SLUICE_ENOTSUP): that is a usage error here, exit 2, like a missing
  * --store. A lost lease, a take with nothing to take and a retry of a job
  * that is not failed are results, exit 1, not errors.
+ *
+ * 'sluice work', a worker that serves queues until told to stop, is in
+ * work.c.
  */
 #include "cli.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_LEASE_MS 30000u   /* the library's default lease */
-#define DEFAULT_MAX_ATTEMPTS 3u
-#define DEFAULT_BACKOFF_MS 1000u
 #define DEFAULT_FAILED_LIMIT 100u
 #define FAILED_LIMIT_MAX 100000u
-#define WORK_SLICE_MS 250u        /* how soon work notices a signal */
 #define ID_MAX ((uint64_t)INT64_MAX) /* ids and leases are server integers */
 
 const char cli_queue_help[] =
@@ -46,7 +37,7 @@ const char cli_queue_help[] =
     "      --data, standard input when it is not a terminal (else empty).\n"
     "      With --delay the job is not taken before DUR has passed.\n"
     "  take QUEUE [--lease DUR]\n"
-    "      Takes the next job under a lease of DUR (default 30s) and prints\n"
+    "      Takes the next job under a lease of DUR (default @LEASE@) and prints\n"
     "      'job ID attempt N lease L', then the payload (plus a newline if it\n"
     "      does not end with one; --json gives the exact bytes). Over the\n"
     "      cap it takes nothing and prints 'deferred WAIT_MS', the ms until\n"
@@ -91,97 +82,7 @@ const char cli_queue_help[] =
     "job is not a failed job; 2 usage error, or a store without queues;\n"
     "3 store error.\n";
 
-const char cli_work_help[] =
-    "Usage: sluice work [QUEUE...] [--pattern GLOB] [--exec CMD]\n"
-    "                   [--lease DUR] [--count N] [--timeout DUR]\n"
-    "                   [--max-attempts N] [--backoff DUR] [--json]\n"
-    "                   --store URL\n"
-    "\n"
-    "Runs a worker: takes jobs from the listed queues and from every queue\n"
-    "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
-    "turn, one job per queue per round; a queue over its cap is skipped until\n"
-    "its window resets, so the others keep flowing. With nothing to take it\n"
-    "sleeps until a job is added. Any number of workers, in any processes,\n"
-    "may serve the same queues: each job goes to one of them, and the caps\n"
-    "are shared by all.\n"
-    "\n"
-    "Each job runs CMD with /bin/sh -c, the payload on its standard input\n"
-    "and SLUICE_QUEUE, SLUICE_JOB_ID and SLUICE_ATTEMPT in its environment;\n"
-    "CMD's standard output goes to standard error, so that sluice's own\n"
-    "output stays one line per job. Exit status 0 completes the job; any\n"
-    "other fails it, and it is retried after the back-off until it has been\n"
-    "taken N times, then moved to the failed set ('sluice queue failed').\n"
-    "Without --exec each job is completed at once.\n"
-    "\n"
-    "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
-    "the lease ran out before CMD finished; the job went back to wait).\n"
-    "\n"
-    "  --pattern GLOB     also serve the queues matching GLOB (fnmatch)\n"
-    "  --exec CMD         the command run for each job\n"
-    "  --lease DUR        how long a job is this worker's (default 30s); a\n"
-    "                     job still running then may go to another worker\n"
-    "  --count N          stop after N jobs (each attempt counts)\n"
-    "  --timeout DUR      stop after DUR with no job to do\n"
-    "  --max-attempts N   times a job is taken before it fails for good\n"
-    "                     (default 3)\n"
-    "  --backoff DUR      wait before a retry, doubled at each attempt\n"
-    "                     (default 1s; 0 for at once)\n"
-    "  --json             one JSON object per job: {\"queue\",\"id\",\n"
-    "                     \"attempt\",\"outcome\"}\n"
-    "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
-    "\n"
-    "SIGINT or SIGTERM stops the worker once the current job is finished (a\n"
-    "second signal passes SIGTERM to CMD).\n"
-    "\n"
-    "Exit status: 0 stopped as asked (--count, --timeout or a signal),\n"
-    "2 usage error, or a store without queues, 3 store error.\n";
-
-/* ---- Shared ---------------------------------------------------------------- */
-
-/* Writes a queue's name as is when printable, else with \xNN escapes. */
-static void print_name(const char *name)
-{
-    for (const unsigned char *p = (const unsigned char *)name; *p != '\0';
-         p++) {
-        if (*p > 0x20 && *p < 0x7F)
-            putchar(*p);
-        else
-            printf("\\x%02x", *p);
-    }
-}
-
-/* Opens the store at 'url' for command 'cmd'; returns 0 or an exit status. */
-static int store_open(sluice_store **store, const char *cmd, const char *url)
-{
-    int err;
-
-    if (url == NULL)
-        return cli_usage_error(cmd, "%s: missing --store (queues live on a "
-                               "server: valkey://HOST[:PORT])", cmd);
-    if ((err = sluice_store_open(store, url, NULL)) < 0) {
-        cli_store_error(url, err);
-        return CLI_EXIT_RUNTIME;
-    }
-    return 0;
-}
-
-/*
- * Reports library error 'err' of 'what' ("queue take", "work") and returns
- * its exit status: a store without queues (the embedded one) is a usage
- * error, pointing at the command's help; anything else is the store's.
- */
-static int lib_error(const char *what, int err)
-{
-    if (err == SLUICE_ENOTSUP)
-        return cli_usage_error(strncmp(what, "work", 4) == 0 ? "work"
-                                                            : "queue",
-                               "%s: %s (%s)", what, sluice_last_error(),
-                               sluice_err_name(err));
-    cli_error("%s: %s (%s)", what, sluice_last_error(), sluice_err_name(err));
-    return CLI_EXIT_RUNTIME;
-}
-
-/* ---- queue: the subcommands ------------------------------------------------- */
+/* ---- The subcommands ------------------------------------------------------- */
 
 /* Options of the queue subcommands; each takes a subset. */
 enum {
@@ -190,19 +91,6 @@ enum {
 };
 
 #define BIT(o) (1u << (o))
-
-static const cli_opt all_opts[NOPTS] = {
-    [O_STORE] = {"--store", true, NULL},
-    [O_JSON] = {"--json", false, NULL},
-    [O_DATA] = {"--data", true, NULL},
-    [O_DELAY] = {"--delay", true, NULL},
-    [O_LEASE] = {"--lease", true, NULL},
-    [O_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
-    [O_BACKOFF] = {"--backoff", true, NULL},
-    [O_LIMIT] = {"--limit", true, NULL},
-    [O_MAX] = {"--max", true, NULL},
-    [O_PER] = {"--per", true, NULL},
-};
 
 /* What a queue subcommand was given, checked. */
 typedef struct qargs {
@@ -215,8 +103,8 @@ typedef struct qargs {
     const char *data;
     size_t data_len;
     char *data_owned; /* read from stdin */
-    uint64_t delay_ms, lease_ms, max_attempts, backoff_ms, limit, max, per_ms;
-    bool per_given;
+    cli_job_opts job; /* --lease, --max-attempts, --backoff */
+    uint64_t delay_ms, limit, max, per_ms;
 } qargs;
 
 typedef int (*sub_fn)(sluice_store *store, qargs *a);
@@ -249,6 +137,35 @@ static const struct subcommand {
 #define NSUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 static const char *const pos_names[] = {"QUEUE", "ID", "LEASE"};
+
+/*
+ * Fills 'opts' (room for NOPTS) with the options of subcommand 'sub', in
+ * the order their values are checked, each into its field of 'a'; returns
+ * how many there are.
+ */
+static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
+{
+    const cli_opt all[NOPTS] = {
+        [O_STORE] = CLI_OPT_TEXT("--store", &a->store),
+        [O_JSON] = CLI_OPT_FLAG("--json", &a->json),
+        [O_DATA] = CLI_OPT_TEXT("--data", &a->data),
+        [O_DELAY] = CLI_OPT_DURATION_0("--delay", &a->delay_ms),
+        [O_LEASE] = CLI_OPT_DURATION("--lease", &a->job.lease_ms),
+        [O_MAX_ATTEMPTS] = CLI_OPT_NUMBER("--max-attempts",
+                                          &a->job.max_attempts, 1,
+                                          CLI_MAX_ATTEMPTS_MAX),
+        [O_BACKOFF] = CLI_OPT_DURATION_0("--backoff", &a->job.backoff_ms),
+        [O_LIMIT] = CLI_OPT_NUMBER("--limit", &a->limit, 1, FAILED_LIMIT_MAX),
+        [O_MAX] = CLI_OPT_NUMBER("--max", &a->max, 0, SLUICE_MAX_MAX),
+        [O_PER] = CLI_OPT_DURATION("--per", &a->per_ms),
+    };
+    size_t n = 0;
+
+    for (int o = 0; o < NOPTS; o++)
+        if (o == O_STORE || o == O_JSON || (sub->takes & BIT(o)))
+            opts[n++] = all[o];
+    return n;
+}
 
 /* Reads all of standard input into 'a->data'; returns 0 or an exit status. */
 static int read_stdin(qargs *a)
@@ -287,111 +204,87 @@ static int read_stdin(qargs *a)
     return 0;
 }
 
-/* Checks the options given in 'opts' into 'a'; 0 or CLI_EXIT_USAGE. */
-static int qargs_check(qargs *a, const cli_opt *opts)
+/*
+ * Checks the operands 'pos' (QUEUE, and ID and LEASE if 'sub' takes them)
+ * and the options 'opts' (of 'nopts') into 'a'. Returns 0 or CLI_EXIT_USAGE.
+ */
+static int qargs_check(qargs *a, const struct subcommand *sub,
+                       const cli_pos *pos, const cli_opt *opts, size_t nopts)
 {
-    const char *cmd = "queue";
-    int st = 0;
+    int st;
 
-    a->store = opts[O_STORE].value;
-    a->json = opts[O_JSON].value != NULL;
-    a->lease_ms = DEFAULT_LEASE_MS;
-    a->max_attempts = DEFAULT_MAX_ATTEMPTS;
-    a->backoff_ms = DEFAULT_BACKOFF_MS;
+    if (pos->n < sub->npos)
+        return cli_usage_error("queue", "%s: missing %s", a->cmd,
+                               pos_names[pos->n]);
+    if (pos->args[0][0] == '\0')
+        return cli_usage_error("queue", "%s: QUEUE is empty", a->cmd);
+    a->queue = pos->args[0];
+    a->queue_len = strlen(pos->args[0]);
+    if (sub->npos >= 2 && (st = cli_opt_u64(&a->id, "queue", "ID",
+                                            pos->args[1], 1, ID_MAX)) != 0)
+        return st;
+    if (sub->npos >= 3 && (st = cli_opt_u64(&a->lease, "queue", "LEASE",
+                                            pos->args[2], 1, ID_MAX)) != 0)
+        return st;
+    a->job = (cli_job_opts)CLI_JOB_OPTS_INIT;
     a->limit = DEFAULT_FAILED_LIMIT;
-    if (opts[O_DATA].value != NULL) {
-        a->data = opts[O_DATA].value;
+    if ((st = cli_opts_check("queue", opts, nopts)) != 0)
+        return st;
+    if (a->data != NULL)
         a->data_len = strlen(a->data);
+    if (sub->run == sub_set_cap) {
+        if (cli_opt_value(opts, nopts, "--max") == NULL)
+            return cli_usage_error("queue", "%s: missing --max (jobs per "
+                                   "window, 0 to remove the cap)", a->cmd);
+        if (a->max > 0 && cli_opt_value(opts, nopts, "--per") == NULL)
+            return cli_usage_error("queue", "%s: missing --per (the window, "
+                                   "e.g. --per 1s)", a->cmd);
     }
-    if (st == 0 && opts[O_DELAY].value != NULL)
-        st = cli_opt_duration(&a->delay_ms, cmd, "--delay",
-                              opts[O_DELAY].value, true);
-    if (st == 0 && opts[O_LEASE].value != NULL)
-        st = cli_opt_duration(&a->lease_ms, cmd, "--lease",
-                              opts[O_LEASE].value, false);
-    if (st == 0 && opts[O_MAX_ATTEMPTS].value != NULL)
-        st = cli_opt_u64(&a->max_attempts, cmd, "--max-attempts",
-                         opts[O_MAX_ATTEMPTS].value, 1, 1000000);
-    if (st == 0 && opts[O_BACKOFF].value != NULL)
-        st = cli_opt_duration(&a->backoff_ms, cmd, "--backoff",
-                              opts[O_BACKOFF].value, true);
-    if (st == 0 && opts[O_LIMIT].value != NULL)
-        st = cli_opt_u64(&a->limit, cmd, "--limit", opts[O_LIMIT].value, 1,
-                         FAILED_LIMIT_MAX);
-    if (st == 0 && opts[O_MAX].value != NULL)
-        st = cli_opt_u64(&a->max, cmd, "--max", opts[O_MAX].value, 0,
-                         SLUICE_MAX_MAX);
-    if (st == 0 && opts[O_PER].value != NULL) {
-        st = cli_opt_duration(&a->per_ms, cmd, "--per", opts[O_PER].value,
-                              false);
-        a->per_given = true;
-    }
-    return st;
+    return 0;
+}
+
+/* The subcommand named 'name', or NULL. */
+static const struct subcommand *sub_find(const char *name)
+{
+    for (size_t i = 0; i < NSUBCOMMANDS; i++)
+        if (strcmp(subcommands[i].name, name) == 0)
+            return &subcommands[i];
+    return NULL;
 }
 
 int cli_queue(int argc, char **argv)
 {
-    const struct subcommand *sub = NULL;
+    const struct subcommand *sub;
     cli_opt opts[NOPTS];
-    const char *pos[3];
-    size_t npos;
+    const char *operands[3];
+    cli_pos pos = {.args = operands};
+    size_t nopts;
     char cmd[32];
     sluice_store *store = NULL;
-    qargs a;
+    qargs a = {0};
     int st;
 
     if (argc == 0)
         return cli_usage_error("queue", "queue: missing SUBCOMMAND (add, "
                                "take, complete, fail, retry, failed, stats "
                                "or set-cap)");
-    for (size_t i = 0; i < NSUBCOMMANDS; i++)
-        if (strcmp(subcommands[i].name, argv[0]) == 0)
-            sub = &subcommands[i];
-    if (sub == NULL)
+    if ((sub = sub_find(argv[0])) == NULL)
         return cli_usage_error("queue", "queue: unknown subcommand '%s' "
                                "(expected add, take, complete, fail, retry, "
                                "failed, stats or set-cap)",
                                cli_shown(argv[0]));
     snprintf(cmd, sizeof(cmd), "queue %s", sub->name);
-
-    /* Only the options this subcommand takes are known to the parse: the
-       others keep their index but get a name no argument can match. */
-    memcpy(opts, all_opts, sizeof(opts));
-    for (int o = O_DATA; o < NOPTS; o++)
-        if (!(sub->takes & BIT(o)))
-            opts[o].name = "";
-    st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, NOPTS, pos, &npos,
-                        sub->npos, sub->npos == 1   ? "QUEUE"
-                                   : sub->npos == 2 ? "QUEUE ID"
-                                                    : "QUEUE ID LEASE");
-    if (st != 0)
-        return st;
-    memset(&a, 0, sizeof(a));
     a.cmd = cmd;
-    if (npos < sub->npos)
-        return cli_usage_error("queue", "%s: missing %s", cmd,
-                               pos_names[npos]);
-    if (pos[0][0] == '\0')
-        return cli_usage_error("queue", "%s: QUEUE is empty", cmd);
-    a.queue = pos[0];
-    a.queue_len = strlen(pos[0]);
-    if (sub->npos >= 2 &&
-        (st = cli_opt_u64(&a.id, "queue", "ID", pos[1], 1, ID_MAX)) != 0)
-        return st;
-    if (sub->npos >= 3 &&
-        (st = cli_opt_u64(&a.lease, "queue", "LEASE", pos[2], 1, ID_MAX)) != 0)
-        return st;
-    if ((st = qargs_check(&a, opts)) != 0)
-        return st;
-    if (sub->run == sub_set_cap) {
-        if (opts[O_MAX].value == NULL)
-            return cli_usage_error("queue", "%s: missing --max (jobs per "
-                                   "window, 0 to remove the cap)", cmd);
-        if (a.max > 0 && !a.per_given)
-            return cli_usage_error("queue", "%s: missing --per (the window, "
-                                   "e.g. --per 1s)", cmd);
-    }
-    if ((st = store_open(&store, "queue", a.store)) != 0)
+    nopts = sub_opts(opts, sub, &a);
+    pos.max = sub->npos;
+    pos.what = sub->npos == 1   ? "QUEUE"
+               : sub->npos == 2 ? "QUEUE ID"
+                                : "QUEUE ID LEASE";
+    if ((st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, nopts, &pos,
+                             CLI_CHECK_LATER)) != 0 ||
+        (st = qargs_check(&a, sub, &pos, opts, nopts)) != 0 ||
+        (st = cli_store_open(&store, "queue", a.store, CLI_QUEUES_NEED_SERVER,
+                             NULL)) != 0)
         return st;
     if (sub->run == sub_add && a.data == NULL && !isatty(STDIN_FILENO) &&
         (st = read_stdin(&a)) != 0) {
@@ -418,7 +311,7 @@ static int sub_add(sluice_store *store, qargs *a)
                                a->data_len, a->delay_ms);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"id\":%llu}\n", (unsigned long long)id);
@@ -434,11 +327,11 @@ static int sub_take(sluice_store *store, qargs *a)
     sluice_job job = {0};
     uint64_t wait_ms = 0;
     int err = sluice_queue_take(&status, &wait_ms, &job, store, a->queue,
-                                a->queue_len, a->lease_ms);
+                                a->queue_len, a->job.lease_ms);
     const char *word = status == SLUICE_TAKE_DEFERRED ? "deferred" : "empty";
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (status == SLUICE_TAKE_JOB && a->json) {
         json_open(a);
         printf(",\"status\":\"job\",\"id\":%llu,\"attempt\":%llu,"
@@ -473,7 +366,7 @@ static int print_outcome(const qargs *a, int err, const char *outcome)
         cli_error("%s: %s", a->cmd, sluice_last_error());
         outcome = "lost";
     } else if (err < 0) {
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     }
     if (a->json) {
         json_open(a);
@@ -497,7 +390,8 @@ static int sub_fail(sluice_store *store, qargs *a)
 {
     int dead = 0;
     int err = sluice_queue_fail(&dead, store, a->queue, a->queue_len, a->id,
-                                a->lease, a->max_attempts, a->backoff_ms);
+                                a->lease, a->job.max_attempts,
+                                a->job.backoff_ms);
 
     return print_outcome(a, err, dead ? "failed" : "retrying");
 }
@@ -509,7 +403,7 @@ static int sub_retry(sluice_store *store, qargs *a)
                                  a->id);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (!retried)
         cli_error("%s: job %llu is not a failed job", a->cmd,
                   (unsigned long long)a->id);
@@ -536,7 +430,7 @@ static int sub_failed(sluice_store *store, qargs *a)
     if ((err = sluice_queue_failed(ids, &n, store, a->queue, a->queue_len))
         < 0) {
         free(ids);
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     }
     if (a->json) {
         json_open(a);
@@ -558,7 +452,7 @@ static int sub_stats(sluice_store *store, qargs *a)
     int err = sluice_queue_stats_get(&s, store, a->queue, a->queue_len);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,"
@@ -588,7 +482,7 @@ static int sub_set_cap(sluice_store *store, qargs *a)
     int err = sluice_queue_set_cap(store, a->queue, a->queue_len, a->max, per);
 
     if (err < 0)
-        return lib_error(a->cmd, err);
+        return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"max\":%llu,\"duration_ms\":%llu}\n",
@@ -600,270 +494,4 @@ static int sub_set_cap(sluice_store *store, qargs *a)
                (unsigned long long)per);
     }
     return CLI_EXIT_OK;
-}
-
-/* ---- work ------------------------------------------------------------------- */
-
-/* Set by the signal handler; read by the loop between jobs. */
-static volatile sig_atomic_t stop_signal;
-static volatile sig_atomic_t signals_seen;
-static volatile sig_atomic_t running_pid; /* CMD's process group, or 0 */
-
-static void on_stop_signal(int sig)
-{
-    stop_signal = sig;
-    /* A second signal while CMD runs asks CMD to stop too. */
-    if (++signals_seen > 1 && running_pid > 0)
-        kill(-(pid_t)running_pid, SIGTERM);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/*
- * Runs 'cmd' for 'job' of 'queue' and answers its exit status (non-zero
- * when it was killed or could not be run), or -1 when it could not be
- * started (reported). The payload is given through an unlinked temporary
- * file rather than a pipe, so a command that does not read it cannot
- * block the worker.
- */
-static int run_command(const char *cmd, const char *queue,
-                       const sluice_job *job)
-{
-    FILE *in = tmpfile();
-    char id[24], attempt[24];
-    int wstatus;
-    pid_t pid;
-
-    if (in == NULL ||
-        fwrite(job->payload, 1, job->payload_len, in) != job->payload_len ||
-        fflush(in) != 0 || fseek(in, 0, SEEK_SET) != 0) {
-        cli_error("work: cannot hold the payload in a temporary file: %s",
-                  strerror(errno));
-        if (in != NULL)
-            fclose(in);
-        return -1;
-    }
-    snprintf(id, sizeof(id), "%llu", (unsigned long long)job->id);
-    snprintf(attempt, sizeof(attempt), "%llu", (unsigned long long)job->attempt);
-    fflush(stdout);
-    fflush(stderr);
-    if ((pid = fork()) < 0) {
-        cli_error("work: cannot start a process: %s", strerror(errno));
-        fclose(in);
-        return -1;
-    }
-    if (pid == 0) {
-        /* Its own process group: a Ctrl-C meant for the worker lets the
-           job finish. */
-        setpgid(0, 0);
-        if (dup2(fileno(in), STDIN_FILENO) < 0 ||
-            dup2(STDERR_FILENO, STDOUT_FILENO) < 0 ||
-            setenv("SLUICE_QUEUE", queue, 1) != 0 ||
-            setenv("SLUICE_JOB_ID", id, 1) != 0 ||
-            setenv("SLUICE_ATTEMPT", attempt, 1) != 0)
-            _exit(126);
-        fclose(in);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also here, so the group exists before a signal */
-    running_pid = pid;
-    fclose(in);
-    while (waitpid(pid, &wstatus, 0) < 0) {
-        if (errno != EINTR) {
-            running_pid = 0;
-            cli_error("work: cannot wait for the command: %s",
-                      strerror(errno));
-            return -1;
-        }
-    }
-    running_pid = 0;
-    if (WIFEXITED(wstatus))
-        return WEXITSTATUS(wstatus);
-    return 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
-}
-
-/* The checked options of work. */
-typedef struct wargs {
-    const char *store, *pattern, *exec;
-    bool json;
-    uint64_t lease_ms, count, timeout_ms, max_attempts, backoff_ms;
-} wargs;
-
-/* One line for one job. */
-static void print_job(const wargs *a, const char *queue, const sluice_job *job,
-                      const char *outcome)
-{
-    if (a->json) {
-        fputs("{\"queue\":", stdout);
-        cli_json_string(stdout, queue, strlen(queue));
-        printf(",\"id\":%llu,\"attempt\":%llu,\"outcome\":\"%s\"}\n",
-               (unsigned long long)job->id, (unsigned long long)job->attempt,
-               outcome);
-    } else {
-        print_name(queue);
-        printf(" %llu %s\n", (unsigned long long)job->id, outcome);
-    }
-    fflush(stdout);
-}
-
-/*
- * Does one job: runs the command (or nothing) and completes or fails the
- * job. Returns 0, or the exit status of a failure (reported).
- */
-static int work_one(const wargs *a, sluice_store *store, const char *queue,
-                    const sluice_job *job)
-{
-    const char *outcome = "done";
-    int dead = 0, err, code = 0;
-
-    if (a->exec != NULL && (code = run_command(a->exec, queue, job)) < 0)
-        return CLI_EXIT_RUNTIME; /* the lease runs out; the job comes back */
-    if (code == 0) {
-        err = sluice_queue_complete(store, queue, strlen(queue), job->id,
-                                    job->lease);
-    } else {
-        err = sluice_queue_fail(&dead, store, queue, strlen(queue), job->id,
-                                job->lease, a->max_attempts, a->backoff_ms);
-        outcome = dead ? "failed" : "retrying";
-    }
-    if (err == SLUICE_ELEASE)
-        outcome = "lost";
-    else if (err < 0)
-        return lib_error("work", err);
-    print_job(a, queue, job, outcome);
-    return 0;
-}
-
-/* Takes and does jobs until told to stop; returns the exit status. */
-static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
-{
-    uint64_t done = 0, idle_since = mono_ms();
-    sluice_job job = {0};
-    int st = CLI_EXIT_OK;
-
-    while (!stop_signal && (a->count == 0 || done < a->count)) {
-        uint64_t slice = WORK_SLICE_MS, idle = mono_ms() - idle_since;
-        const char *queue;
-        int err;
-
-        if (a->timeout_ms > 0) {
-            if (idle >= a->timeout_ms)
-                break;
-            if (a->timeout_ms - idle < slice)
-                slice = a->timeout_ms - idle;
-        }
-        if ((err = sluice_worker_next(&job, &queue, NULL, w, slice)) < 0) {
-            st = lib_error("work", err);
-            break;
-        }
-        if (job.id == 0)
-            continue;
-        st = work_one(a, store, queue, &job);
-        sluice_job_clear(&job);
-        if (st != 0)
-            break;
-        done++;
-        idle_since = mono_ms();
-    }
-    sluice_job_clear(&job);
-    return st;
-}
-
-int cli_work(int argc, char **argv)
-{
-    enum { W_STORE, W_JSON, W_PATTERN, W_EXEC, W_LEASE, W_COUNT, W_TIMEOUT,
-           W_MAX_ATTEMPTS, W_BACKOFF, NW };
-    cli_opt opts[NW] = {
-        [W_STORE] = {"--store", true, NULL},
-        [W_JSON] = {"--json", false, NULL},
-        [W_PATTERN] = {"--pattern", true, NULL},
-        [W_EXEC] = {"--exec", true, NULL},
-        [W_LEASE] = {"--lease", true, NULL},
-        [W_COUNT] = {"--count", true, NULL},
-        [W_TIMEOUT] = {"--timeout", true, NULL},
-        [W_MAX_ATTEMPTS] = {"--max-attempts", true, NULL},
-        [W_BACKOFF] = {"--backoff", true, NULL},
-    };
-    sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
-    struct sigaction sa, old_int, old_term;
-    sluice_store *store = NULL;
-    sluice_worker *w = NULL;
-    const char **queues;
-    size_t nqueues;
-    wargs a = {0};
-    int st, err;
-
-    if ((queues = malloc(((size_t)argc + 1) * sizeof(*queues))) == NULL) {
-        cli_error("work: out of memory");
-        return CLI_EXIT_RUNTIME;
-    }
-    st = cli_opts_parse("work", argc, argv, opts, NW, queues, &nqueues,
-                        (size_t)argc, "QUEUE...");
-    a.store = opts[W_STORE].value;
-    a.json = opts[W_JSON].value != NULL;
-    a.pattern = opts[W_PATTERN].value;
-    a.exec = opts[W_EXEC].value;
-    a.lease_ms = DEFAULT_LEASE_MS;
-    a.max_attempts = DEFAULT_MAX_ATTEMPTS;
-    a.backoff_ms = DEFAULT_BACKOFF_MS;
-    if (st == 0 && opts[W_LEASE].value != NULL)
-        st = cli_opt_duration(&a.lease_ms, "work", "--lease",
-                              opts[W_LEASE].value, false);
-    if (st == 0 && opts[W_COUNT].value != NULL)
-        st = cli_opt_u64(&a.count, "work", "--count", opts[W_COUNT].value, 1,
-                         UINT64_MAX);
-    if (st == 0 && opts[W_TIMEOUT].value != NULL)
-        st = cli_opt_duration(&a.timeout_ms, "work", "--timeout",
-                              opts[W_TIMEOUT].value, false);
-    if (st == 0 && opts[W_MAX_ATTEMPTS].value != NULL)
-        st = cli_opt_u64(&a.max_attempts, "work", "--max-attempts",
-                         opts[W_MAX_ATTEMPTS].value, 1, 1000000);
-    if (st == 0 && opts[W_BACKOFF].value != NULL)
-        st = cli_opt_duration(&a.backoff_ms, "work", "--backoff",
-                              opts[W_BACKOFF].value, true);
-    for (size_t i = 0; st == 0 && i < nqueues; i++)
-        if (queues[i][0] == '\0')
-            st = cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
-    if (st == 0 && nqueues == 0 && a.pattern == NULL)
-        st = cli_usage_error("work", "work: missing QUEUE or --pattern (the "
-                             "queues to serve)");
-    if (st == 0 && a.pattern != NULL && a.pattern[0] == '\0')
-        st = cli_usage_error("work", "work: --pattern is empty");
-    if (st == 0 && a.exec != NULL && a.exec[0] == '\0')
-        st = cli_usage_error("work", "work: --exec is empty");
-    if (st == 0)
-        st = store_open(&store, "work", a.store);
-    if (st != 0) {
-        free(queues);
-        return st;
-    }
-    wopts.lease_ms = a.lease_ms;
-    wopts.pattern = a.pattern;
-    err = sluice_worker_new(&w, store, queues, NULL, nqueues, &wopts);
-    free(queues);
-    if (err < 0) {
-        sluice_store_free(store);
-        return lib_error("work", err);
-    }
-
-    /* No SA_RESTART: a signal cuts a sleep short. */
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    st = work_loop(&a, store, w);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-
-    sluice_worker_free(w);
-    sluice_store_free(store);
-    return st;
 }

@@ -17,6 +17,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,8 +45,8 @@ const char cli_replay_help[] =
     "T = 0. On a server store (valkey://) time is real: the trace is paced,\n"
     "each request sent T minus the first line's T after the start.\n"
     "\n"
-    "  --algo ALGO    fixed, sliding-counter or sliding-log\n"
-    "  --max N        units admitted per window, 1..9007199254740991\n"
+    "  --algo ALGO    @ALGOS@\n"
+    "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
@@ -101,7 +102,122 @@ static void sleep_until(const struct timespec *start, uint64_t offset_ms)
         ;
 }
 
-/* ---- The command ----------------------------------------------------------- */
+/* ---- The trace --------------------------------------------------------------- */
+
+/* One request of the trace. */
+typedef struct request {
+    uint64_t t;      /* ms */
+    const char *key; /* points into the line */
+    uint64_t cost;
+} request;
+
+/* Where the replay is in the trace, and the time it keeps. */
+typedef struct progress {
+    unsigned long long lineno;
+    bool seen;              /* a request was decided */
+    uint64_t first_t, prev_t;
+    struct timespec start;  /* when the first request was sent */
+} progress;
+
+/*
+ * Reports that line 'lineno' of the trace is malformed: "replay: line N: "
+ * and the formatted text. Returns -1.
+ */
+static int line_error(unsigned long long lineno, const char *fmt, ...)
+    CLI_PRINTF(2, 3);
+
+static int line_error(unsigned long long lineno, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    cli_error("replay: line %llu: %s", lineno, text);
+    return -1;
+}
+
+/*
+ * Reads the request on 'line' (of 'len' bytes, NUL-terminated; split in
+ * place) into 'req', checking it against the trace so far 'pr' and the
+ * limit's 'max'. Returns 1 for a request, 0 for a line to skip (blank or a
+ * comment), or -1 for a malformed line (reported).
+ */
+static int parse_line(request *req, char *line, size_t len,
+                      const progress *pr, uint64_t max)
+{
+    char *fields[FIELDS_MAX];
+    char why[256];
+    int n;
+
+    if (memchr(line, '\0', len) != NULL)
+        return line_error(pr->lineno, "contains a NUL byte");
+    n = split_fields(line, len, fields);
+    if (n == 0 || fields[0][0] == '#')
+        return 0;
+    if (!cli_parse_u64(&req->t, fields[0], 0, SLUICE_NOW_MAX_MS, why,
+                       sizeof(why)))
+        return line_error(pr->lineno, "time: %s", why);
+    if (pr->seen && req->t < pr->prev_t)
+        return line_error(pr->lineno, "time %llu is before the previous "
+                          "line's %llu", (unsigned long long)req->t,
+                          (unsigned long long)pr->prev_t);
+    if (n < 2)
+        return line_error(pr->lineno, "missing KEY after the time "
+                          "(expected 'T KEY [COST]')");
+    if (n > 3)
+        return line_error(pr->lineno, "unexpected field '%s' (expected "
+                          "'T KEY [COST]')", cli_shown(fields[3]));
+    req->key = fields[1];
+    req->cost = 1;
+    if (n == 3 && !cli_parse_u64(&req->cost, fields[2], 1, SLUICE_MAX_MAX,
+                                 why, sizeof(why)))
+        return line_error(pr->lineno, "cost: %s", why);
+    if (!cli_cost_fits(req->cost, max, why, sizeof(why)))
+        return line_error(pr->lineno, "cost %s", why);
+    return 1;
+}
+
+/*
+ * Decides 'req' on 'store' with 'limit' at its time: on 'vclock' when the
+ * store runs on one, else by waiting until its time has come since the
+ * first request ('pr', which it updates). Prints the line of the decision.
+ * Returns the exit status.
+ */
+static int decide(const request *req, sluice_store *store,
+                  const sluice_limit *limit, sluice_vclock *vclock,
+                  progress *pr)
+{
+    sluice_decision d;
+    int err;
+
+    if (!pr->seen) {
+        pr->first_t = req->t;
+        clock_gettime(CLOCK_MONOTONIC, &pr->start);
+    }
+    pr->seen = true;
+    pr->prev_t = req->t;
+    if (vclock != NULL)
+        sluice_vclock_set(vclock, req->t);
+    else
+        sleep_until(&pr->start, req->t - pr->first_t);
+    err = sluice_hit(&d, store, limit, req->key, strlen(req->key), req->cost);
+    if (err < 0) {
+        char what[64];
+
+        snprintf(what, sizeof(what), "replay: line %llu", pr->lineno);
+        return cli_lib_error(NULL, what, err);
+    }
+    printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)req->t,
+           req->key, (unsigned long long)req->cost,
+           d.allowed ? "allowed" : "denied", (unsigned long long)d.remaining,
+           (unsigned long long)d.retry_after_ms,
+           d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"
+           : d.fallback == SLUICE_FELL_CLOSED ? " fallback=closed"
+                                              : "");
+    return CLI_EXIT_OK;
+}
 
 /*
  * Reads the trace from 'in' and decides each request on 'store' with
@@ -111,96 +227,22 @@ static void sleep_until(const struct timespec *start, uint64_t offset_ms)
 static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
                   sluice_vclock *vclock)
 {
+    progress pr = {0};
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
-    unsigned long long lineno = 0;
-    uint64_t prev_t = 0, first_t = 0;
-    bool seen = false;
-    struct timespec start;
     int status = CLI_EXIT_OK;
-    char why[256];
 
-    while ((got = getline(&line, &cap, in)) != -1) {
-        char *fields[FIELDS_MAX];
-        uint64_t t, cost = 1;
-        sluice_decision d;
-        int n, err;
+    while (status == CLI_EXIT_OK && (got = getline(&line, &cap, in)) != -1) {
+        request req;
+        int found;
 
-        lineno++;
-        if (memchr(line, '\0', (size_t)got) != NULL) {
-            cli_error("replay: line %llu: contains a NUL byte", lineno);
+        pr.lineno++;
+        found = parse_line(&req, line, (size_t)got, &pr, limit->max);
+        if (found < 0)
             status = CLI_EXIT_USAGE;
-            break;
-        }
-        n = split_fields(line, (size_t)got, fields);
-        if (n == 0 || fields[0][0] == '#')
-            continue;
-        if (!cli_parse_u64(&t, fields[0], 0, SLUICE_NOW_MAX_MS, why,
-                           sizeof(why))) {
-            cli_error("replay: line %llu: time: %s", lineno, why);
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-        if (seen && t < prev_t) {
-            cli_error("replay: line %llu: time %llu is before the previous "
-                      "line's %llu", lineno, (unsigned long long)t,
-                      (unsigned long long)prev_t);
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-        if (n < 2) {
-            cli_error("replay: line %llu: missing KEY after the time "
-                      "(expected 'T KEY [COST]')", lineno);
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-        if (n > 3) {
-            cli_error("replay: line %llu: unexpected field '%s' (expected "
-                      "'T KEY [COST]')", lineno, cli_shown(fields[3]));
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-        if (n == 3 && !cli_parse_u64(&cost, fields[2], 1, SLUICE_MAX_MAX, why,
-                                     sizeof(why))) {
-            cli_error("replay: line %llu: cost: %s", lineno, why);
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-        if (cost > limit->max) {
-            cli_error("replay: line %llu: cost %llu exceeds --max %llu, so "
-                      "the request could never be admitted", lineno,
-                      (unsigned long long)cost,
-                      (unsigned long long)limit->max);
-            status = CLI_EXIT_USAGE;
-            break;
-        }
-
-        if (!seen) {
-            first_t = t;
-            clock_gettime(CLOCK_MONOTONIC, &start);
-        }
-        seen = true;
-        prev_t = t;
-        if (vclock != NULL)
-            sluice_vclock_set(vclock, t);
-        else
-            sleep_until(&start, t - first_t);
-        err = sluice_hit(&d, store, limit, fields[1], strlen(fields[1]), cost);
-        if (err < 0) {
-            cli_error("replay: line %llu: %s (%s)", lineno,
-                      sluice_last_error(), sluice_err_name(err));
-            status = CLI_EXIT_RUNTIME;
-            break;
-        }
-        printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)t,
-               fields[1], (unsigned long long)cost,
-               d.allowed ? "allowed" : "denied",
-               (unsigned long long)d.remaining,
-               (unsigned long long)d.retry_after_ms,
-               d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"
-               : d.fallback == SLUICE_FELL_CLOSED ? " fallback=closed"
-                                                  : "");
+        else if (found > 0)
+            status = decide(&req, store, limit, vclock, &pr);
     }
     if (status == CLI_EXIT_OK && ferror(in)) {
         cli_error("replay: cannot read the trace: %s", strerror(errno));
@@ -210,14 +252,7 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
     return status;
 }
 
-/*
- * True when 'url' names the embedded store, by sluice_store_open()'s
- * contract: NULL, "" or "mem://".
- */
-static bool url_is_embedded(const char *url)
-{
-    return url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0;
-}
+/* ---- The command --------------------------------------------------------------- */
 
 int cli_replay(int argc, char **argv)
 {
@@ -226,15 +261,15 @@ int cli_replay(int argc, char **argv)
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_vclock *vclock = NULL;
-    cli_args args;
+    cli_request args;
     int err, status;
 
-    if ((status = cli_args_parse(&args, "replay", argc, argv, takes)) != 0 ||
-        (status = cli_args_require(&args, "replay", takes & ~CLI_TAKES_STORE))
-        != 0)
+    if ((status = cli_request_parse(&args, "replay", argc, argv, takes)) != 0 ||
+        (status = cli_request_require(&args, "replay",
+                                      takes & ~CLI_TAKES_STORE)) != 0)
         return status;
     /* Virtual time for the embedded store; real clocks for a server. */
-    if (url_is_embedded(args.store)) {
+    if (cli_url_is_embedded(args.store)) {
         if ((err = sluice_vclock_new(&vclock, 0)) < 0) {
             cli_error("replay: %s", sluice_last_error());
             return CLI_EXIT_RUNTIME;
@@ -242,10 +277,10 @@ int cli_replay(int argc, char **argv)
         opts.clock_ms = sluice_vclock_now_ms;
         opts.clock_payload = vclock;
     }
-    if ((err = sluice_store_open(&store, args.store, &opts)) < 0) {
-        cli_store_error(args.store, err);
+    if ((status = cli_store_open(&store, "replay", args.store, NULL,
+                                 &opts)) != 0) {
         sluice_vclock_free(vclock);
-        return CLI_EXIT_RUNTIME;
+        return status;
     }
     status = replay(stdin, store, &args.limit, vclock);
     sluice_store_free(store);

@@ -553,12 +553,15 @@ typedef struct sluice_worker sluice_worker;
    be shared with other threads and workers). A pattern names queues by
    their text: queues whose names hold a NUL byte are served only by name. */
 
+/* A worker's lease when its options name none: 30 s. */
+#define SLUICE_LEASE_DEFAULT_MS 30000u
+
 /* Versions as for sluice_store_opts: 1 .. SLUICE_WORKER_OPTS_VERSION. */
 #define SLUICE_WORKER_OPTS_VERSION 2
 
 typedef struct sluice_worker_opts {
     unsigned int version;
-    uint64_t lease_ms;   /* 0 means 30000 */
+    uint64_t lease_ms;   /* 0 means SLUICE_LEASE_DEFAULT_MS */
     /* Also serve every queue whose name matches this glob (e.g. "chat:*"),
        as queues are added; NULL for only the listed ones. A glob that is
        not one (fnmatch() cannot match it, like "[") is SLUICE_EINVAL. */

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DEFAULT_LEASE_MS 30000u
 #define IDLE_RECHECK_MS 1000u    /* an empty queue is asked again at least this often */
 #define DISCOVER_EVERY_MS 1000u  /* a pattern worker looks for new queues */
 
@@ -240,7 +239,7 @@ int sluice_worker_new(sluice_worker **out, sluice_store *store,
         return sluice__error(SLUICE_ENOMEM, "out of memory");
     w->store = store;
     w->server = s;
-    w->lease_ms = o.lease_ms ? o.lease_ms : DEFAULT_LEASE_MS;
+    w->lease_ms = o.lease_ms ? o.lease_ms : SLUICE_LEASE_DEFAULT_MS;
     w->stalled_limit = o.stalled_limit ? o.stalled_limit
                                        : SLUICE__STALLED_LIMIT;
     sluice__queue_channel(w->channel, &s);
