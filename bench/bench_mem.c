@@ -39,6 +39,7 @@
  */
 #include "sluice.h"
 #include "bench_options.h"
+#include "bench_util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -128,21 +129,6 @@ static void key_prefetch(const keyset *ks, size_t i)
 static void keyset_free(keyset *ks)
 {
     free(ks->bytes);
-}
-
-/*
- * A uniform index below 'n' from a xorshift64 generator: a few cycles, so
- * choosing the key does not weigh on the figures.
- */
-static size_t pick_key(uint64_t *rng, size_t n)
-{
-    uint64_t x = *rng;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *rng = x;
-    return (size_t)(((x >> 32) * (uint64_t)n) >> 32);
 }
 
 /* ---- Cases ------------------------------------------------------------------ */
@@ -337,13 +323,6 @@ static int run_once(case_result *r, unsigned run, sluice_algo algo,
     pthread_barrier_destroy(&start);
     sluice_store_free(store);
     return err < 0 ? -1 : 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
 }
 
 static double median(const double *v, unsigned n)
