@@ -181,10 +181,6 @@ typedef struct case_result {
     double cpu_share;         /* CPU time / elapsed time, all threads */
 } case_result;
 
-static const sluice_algo algos[BENCH_ALGO_N] = {
-    SLUICE_FIXED, SLUICE_SLIDING_COUNTER, SLUICE_SLIDING_LOG
-};
-
 /* ---- Timing ----------------------------------------------------------------- */
 
 static double clock_s(clockid_t id)
@@ -368,7 +364,7 @@ static long long rss_now_bytes(void)
 
 /*
  * Loads MANY_KEYS keys (one admitted hit each) into a fresh store per
- * algorithm. All three stores stay open until the end, so the growth of the
+ * algorithm. Every store stays open until the end, so the growth of the
  * resident set is each store's own and not memory freed by the one before.
  */
 static int measure_memory(mem_result *out, const keyset *keys)
@@ -377,7 +373,7 @@ static int measure_memory(mem_result *out, const keyset *keys)
     int err = 0;
 
     for (unsigned a = 0; a < BENCH_ALGO_N && err == 0; a++) {
-        sluice_limit limit = SLUICE_LIMIT(algos[a], ADMIT_MAX, WINDOW_MS);
+        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, ADMIT_MAX, WINDOW_MS);
         sluice_store_stats st;
         sluice_decision d;
         long long before, after;
@@ -498,7 +494,7 @@ static void print_row(const report *rp, unsigned a, unsigned c)
     const case_result *r = &rp->res[a][c];
 
     printf("%-16s %-33s %8.2f %8.1f %7.2f%% %4.0f%% ",
-           sluice_algo_name(algos[a]), cases[c].label, r->median / 1e6,
+           sluice_algo_name((sluice_algo)a), cases[c].label, r->median / 1e6,
            r->ns_per_call, r->admitted * 100, r->cpu_share * 100);
     for (unsigned i = 0; i < rp->repeats; i++)
         printf(" %.2f", r->runs[i] / 1e6);
@@ -553,7 +549,7 @@ static void print_summary(const report *rp)
                 continue;
             printf("  %s %s: %.2f\u00d7 \u2014 target \u2265 %.1f\u00d7: "
                    "%s\n",
-                   sluice_algo_name(algos[a]), ratios[q].label, v,
+                   sluice_algo_name((sluice_algo)a), ratios[q].label, v,
                    ratios[q].target, met(v >= ratios[q].target));
         }
     printf("\nOther ratios (no target)\n");
@@ -562,7 +558,7 @@ static void print_summary(const report *rp)
             continue;
         printf("  %-44s", ratios[q].label);
         for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-            printf("  %s %.2f\u00d7", sluice_algo_name(algos[a]),
+            printf("  %s %.2f\u00d7", sluice_algo_name((sluice_algo)a),
                    ratio_of(rp, a, &ratios[q]));
         printf("\n");
     }
@@ -571,7 +567,7 @@ static void print_summary(const report *rp)
         const mem_result *m = &rp->mem[a];
 
         printf("  %-16s stats %6.1f bytes/key; resident set grew ",
-               sluice_algo_name(algos[a]), m->stats_bytes_per_key);
+               sluice_algo_name((sluice_algo)a), m->stats_bytes_per_key);
         if (m->rss_bytes_per_key < 0)
             printf("n/a\n");
         else
@@ -602,8 +598,8 @@ static void print_json(const report *rp)
                    "\"decisions_per_s\": %.0f, \"ns_per_call\": %.2f, "
                    "\"admitted_fraction\": %.6f, \"cpu_share\": %.3f, "
                    "\"runs\": [",
-                   first ? "" : ",", sluice_algo_name(algos[a]), cases[c].id,
-                   cases[c].threads, cases[c].nkeys,
+                   first ? "" : ",", sluice_algo_name((sluice_algo)a),
+                   cases[c].id, cases[c].threads, cases[c].nkeys,
                    cases[c].same_keys ? "true" : "false",
                    (unsigned long long)(cases[c].refuse ? REFUSE_MAX
                                                         : ADMIT_MAX),
@@ -627,7 +623,7 @@ static void print_json(const report *rp)
                 continue;
             printf(",\n    {\"name\": \"%s_%s\", \"value\": %.4f, "
                    "\"target_min\": %.2f, \"met\": %s}",
-                   sluice_algo_name(algos[a]), ratios[q].id, v,
+                   sluice_algo_name((sluice_algo)a), ratios[q].id, v,
                    ratios[q].target, v >= ratios[q].target ? "true" : "false");
         }
     printf("\n  ],\n  \"ratios\": [");
@@ -637,7 +633,7 @@ static void print_json(const report *rp)
             if (ratios[q].target != 0)
                 continue;
             printf("%s\n    {\"name\": \"%s_%s\", \"value\": %.4f}",
-                   first ? "" : ",", sluice_algo_name(algos[a]),
+                   first ? "" : ",", sluice_algo_name((sluice_algo)a),
                    ratios[q].id, ratio_of(rp, a, &ratios[q]));
             first = false;
         }
@@ -647,7 +643,7 @@ static void print_json(const report *rp)
 
         printf("%s\n    {\"algo\": \"%s\", \"keys\": %llu, "
                "\"stats_bytes_per_key\": %.1f, ",
-               a ? "," : "", sluice_algo_name(algos[a]),
+               a ? "," : "", sluice_algo_name((sluice_algo)a),
                (unsigned long long)m->keys, m->stats_bytes_per_key);
         if (m->rss_bytes_per_key < 0)
             printf("\"rss_bytes_per_key\": null}");
@@ -747,7 +743,7 @@ int main(int argc, char **argv)
     for (unsigned run = 0; run < rp.repeats; run++) {
         for (unsigned a = 0; a < BENCH_ALGO_N; a++)
             for (unsigned c = 0; c < NCASES; c++)
-                if (run_once(&rp.res[a][c], run, algos[a], &cases[c],
+                if (run_once(&rp.res[a][c], run, (sluice_algo)a, &cases[c],
                              cases[c].nkeys == 1 ? hot : many,
                              rp.seconds) < 0)
                     return 1;
