@@ -39,6 +39,7 @@
  */
 #include "sluice.h"
 #include "bench_options.h"
+#include "bench_util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -130,21 +131,6 @@ static void keyset_free(keyset *ks)
     free(ks->bytes);
 }
 
-/*
- * A uniform index below 'n' from a xorshift64 generator: a few cycles, so
- * choosing the key does not weigh on the figures.
- */
-static size_t pick_key(uint64_t *rng, size_t n)
-{
-    uint64_t x = *rng;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *rng = x;
-    return (size_t)(((x >> 32) * (uint64_t)n) >> 32);
-}
-
 /* ---- Cases ------------------------------------------------------------------ */
 
 typedef struct bench_case {
@@ -194,10 +180,6 @@ typedef struct case_result {
     double admitted;          /* fraction of decisions admitted, all runs */
     double cpu_share;         /* CPU time / elapsed time, all threads */
 } case_result;
-
-static const sluice_algo algos[BENCH_ALGO_N] = {
-    SLUICE_FIXED, SLUICE_SLIDING_COUNTER, SLUICE_SLIDING_LOG
-};
 
 /* ---- Timing ----------------------------------------------------------------- */
 
@@ -339,13 +321,6 @@ static int run_once(case_result *r, unsigned run, sluice_algo algo,
     return err < 0 ? -1 : 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 static double median(const double *v, unsigned n)
 {
     double s[MAX_REPEATS];
@@ -389,7 +364,7 @@ static long long rss_now_bytes(void)
 
 /*
  * Loads MANY_KEYS keys (one admitted hit each) into a fresh store per
- * algorithm. All three stores stay open until the end, so the growth of the
+ * algorithm. Every store stays open until the end, so the growth of the
  * resident set is each store's own and not memory freed by the one before.
  */
 static int measure_memory(mem_result *out, const keyset *keys)
@@ -398,7 +373,7 @@ static int measure_memory(mem_result *out, const keyset *keys)
     int err = 0;
 
     for (unsigned a = 0; a < BENCH_ALGO_N && err == 0; a++) {
-        sluice_limit limit = SLUICE_LIMIT(algos[a], ADMIT_MAX, WINDOW_MS);
+        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, ADMIT_MAX, WINDOW_MS);
         sluice_store_stats st;
         sluice_decision d;
         long long before, after;
@@ -519,7 +494,7 @@ static void print_row(const report *rp, unsigned a, unsigned c)
     const case_result *r = &rp->res[a][c];
 
     printf("%-16s %-33s %8.2f %8.1f %7.2f%% %4.0f%% ",
-           sluice_algo_name(algos[a]), cases[c].label, r->median / 1e6,
+           sluice_algo_name((sluice_algo)a), cases[c].label, r->median / 1e6,
            r->ns_per_call, r->admitted * 100, r->cpu_share * 100);
     for (unsigned i = 0; i < rp->repeats; i++)
         printf(" %.2f", r->runs[i] / 1e6);
@@ -574,7 +549,7 @@ static void print_summary(const report *rp)
                 continue;
             printf("  %s %s: %.2f\u00d7 \u2014 target \u2265 %.1f\u00d7: "
                    "%s\n",
-                   sluice_algo_name(algos[a]), ratios[q].label, v,
+                   sluice_algo_name((sluice_algo)a), ratios[q].label, v,
                    ratios[q].target, met(v >= ratios[q].target));
         }
     printf("\nOther ratios (no target)\n");
@@ -583,7 +558,7 @@ static void print_summary(const report *rp)
             continue;
         printf("  %-44s", ratios[q].label);
         for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-            printf("  %s %.2f\u00d7", sluice_algo_name(algos[a]),
+            printf("  %s %.2f\u00d7", sluice_algo_name((sluice_algo)a),
                    ratio_of(rp, a, &ratios[q]));
         printf("\n");
     }
@@ -592,7 +567,7 @@ static void print_summary(const report *rp)
         const mem_result *m = &rp->mem[a];
 
         printf("  %-16s stats %6.1f bytes/key; resident set grew ",
-               sluice_algo_name(algos[a]), m->stats_bytes_per_key);
+               sluice_algo_name((sluice_algo)a), m->stats_bytes_per_key);
         if (m->rss_bytes_per_key < 0)
             printf("n/a\n");
         else
@@ -601,18 +576,9 @@ static void print_summary(const report *rp)
     printf("  process max RSS: %ld KiB\n", rp->max_rss_kib);
 }
 
-static void print_json(const report *rp)
+/* Every case of every algorithm, with its runs, as JSON objects. */
+static void json_cases(const report *rp)
 {
-    const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
-    bool first = true;
-
-    printf("{\n  \"version\": \"%s\",\n  \"store\": \"mem://\",\n"
-           "  \"clock\": \"realtime\",\n  \"seconds\": %g,\n"
-           "  \"repeats\": %u,\n  \"cpus\": %ld,\n",
-           SLUICE_VERSION, rp->seconds, rp->repeats, rp->cpus);
-    printf("  \"window_ms\": %u,\n  \"admit_max\": %llu,\n"
-           "  \"refuse_max\": %u,\n  \"cases\": [",
-           WINDOW_MS, (unsigned long long)ADMIT_MAX, REFUSE_MAX);
     for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned c = 0; c < NCASES; c++) {
             const case_result *r = &rp->res[a][c];
@@ -623,8 +589,8 @@ static void print_json(const report *rp)
                    "\"decisions_per_s\": %.0f, \"ns_per_call\": %.2f, "
                    "\"admitted_fraction\": %.6f, \"cpu_share\": %.3f, "
                    "\"runs\": [",
-                   first ? "" : ",", sluice_algo_name(algos[a]), cases[c].id,
-                   cases[c].threads, cases[c].nkeys,
+                   a + c == 0 ? "" : ",", sluice_algo_name((sluice_algo)a),
+                   cases[c].id, cases[c].threads, cases[c].nkeys,
                    cases[c].same_keys ? "true" : "false",
                    (unsigned long long)(cases[c].refuse ? REFUSE_MAX
                                                         : ADMIT_MAX),
@@ -632,51 +598,83 @@ static void print_json(const report *rp)
             for (unsigned i = 0; i < rp->repeats; i++)
                 printf("%s%.0f", i ? ", " : "", r->runs[i]);
             printf("]}");
-            first = false;
         }
-    printf("\n  ],\n  \"targets\": [\n");
-    printf("    {\"name\": \"fixed_hot_1t_decisions_per_s\", \"value\": %.0f, "
-           "\"target_min\": %.0f, \"ns_per_call\": %.2f, "
-           "\"target_ns_max\": %.0f, \"met\": %s}",
-           fh->median, TARGET_FIXED_HOT_PER_S, fh->ns_per_call,
-           TARGET_FIXED_HOT_NS, fixed_hot_met(rp) ? "true" : "false");
+}
+
+/*
+ * The ratios of every algorithm that have a target ('targets') or that
+ * have none, as JSON objects; the first after a comma unless 'first'.
+ */
+static void json_ratios(const report *rp, bool targets, bool first)
+{
     for (unsigned a = 0; a < BENCH_ALGO_N; a++)
         for (unsigned q = 0; q < NRATIOS; q++) {
             double v = ratio_of(rp, a, &ratios[q]);
 
-            if (ratios[q].target == 0)
+            if ((ratios[q].target != 0) != targets)
                 continue;
-            printf(",\n    {\"name\": \"%s_%s\", \"value\": %.4f, "
-                   "\"target_min\": %.2f, \"met\": %s}",
-                   sluice_algo_name(algos[a]), ratios[q].id, v,
-                   ratios[q].target, v >= ratios[q].target ? "true" : "false");
-        }
-    printf("\n  ],\n  \"ratios\": [");
-    first = true;
-    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-        for (unsigned q = 0; q < NRATIOS; q++) {
-            if (ratios[q].target != 0)
-                continue;
-            printf("%s\n    {\"name\": \"%s_%s\", \"value\": %.4f}",
-                   first ? "" : ",", sluice_algo_name(algos[a]),
-                   ratios[q].id, ratio_of(rp, a, &ratios[q]));
+            printf("%s\n    {\"name\": \"%s_%s\", \"value\": %.4f",
+                   first ? "" : ",", sluice_algo_name((sluice_algo)a),
+                   ratios[q].id, v);
+            if (targets)
+                printf(", \"target_min\": %.2f, \"met\": %s",
+                       ratios[q].target,
+                       v >= ratios[q].target ? "true" : "false");
+            printf("}");
             first = false;
         }
-    printf("\n  ],\n  \"memory\": [");
+}
+
+static void json_memory(const report *rp)
+{
     for (unsigned a = 0; a < BENCH_ALGO_N; a++) {
         const mem_result *m = &rp->mem[a];
 
         printf("%s\n    {\"algo\": \"%s\", \"keys\": %llu, "
                "\"stats_bytes_per_key\": %.1f, ",
-               a ? "," : "", sluice_algo_name(algos[a]),
+               a ? "," : "", sluice_algo_name((sluice_algo)a),
                (unsigned long long)m->keys, m->stats_bytes_per_key);
         if (m->rss_bytes_per_key < 0)
             printf("\"rss_bytes_per_key\": null}");
         else
             printf("\"rss_bytes_per_key\": %.1f}", m->rss_bytes_per_key);
     }
+}
+
+static void print_json(const report *rp)
+{
+    const case_result *fh = &rp->res[SLUICE_FIXED][HOT_1T];
+
+    printf("{\n  \"version\": \"%s\",\n  \"store\": \"mem://\",\n"
+           "  \"clock\": \"realtime\",\n  \"seconds\": %g,\n"
+           "  \"repeats\": %u,\n  \"cpus\": %ld,\n",
+           SLUICE_VERSION, rp->seconds, rp->repeats, rp->cpus);
+    printf("  \"window_ms\": %u,\n  \"admit_max\": %llu,\n"
+           "  \"refuse_max\": %u,\n  \"cases\": [",
+           WINDOW_MS, (unsigned long long)ADMIT_MAX, REFUSE_MAX);
+    json_cases(rp);
+    printf("\n  ],\n  \"targets\": [\n");
+    printf("    {\"name\": \"fixed_hot_1t_decisions_per_s\", \"value\": %.0f, "
+           "\"target_min\": %.0f, \"ns_per_call\": %.2f, "
+           "\"target_ns_max\": %.0f, \"met\": %s}",
+           fh->median, TARGET_FIXED_HOT_PER_S, fh->ns_per_call,
+           TARGET_FIXED_HOT_NS, fixed_hot_met(rp) ? "true" : "false");
+    json_ratios(rp, true, false);
+    printf("\n  ],\n  \"ratios\": [");
+    json_ratios(rp, false, true);
+    printf("\n  ],\n  \"memory\": [");
+    json_memory(rp);
     printf("\n  ],\n  \"max_rss_kib\": %ld,\n  \"busy_rows\": %u\n}\n",
            rp->max_rss_kib, busy_rows(rp));
+}
+
+static void print_text(const report *rp)
+{
+    print_header(rp);
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
+        for (unsigned c = 0; c < NCASES; c++)
+            print_row(rp, a, c);
+    print_summary(rp);
 }
 
 /* ---- Options and main --------------------------------------------------------- */
@@ -708,15 +706,14 @@ static int bad_option(const char *fmt, const char *arg)
     return 2;
 }
 
-int main(int argc, char **argv)
+/*
+ * Reads the options into 'rp' and '*json': -1 to go on, else the exit
+ * status (0 after --help, 2 after a bad option).
+ */
+static int options_parse(report *rp, bool *json, int argc, char **argv)
 {
-    static report rp;
-    bool json = false;
-    bool progress = isatty(STDERR_FILENO);
-    keyset hot[MAX_THREADS], many[MAX_THREADS];
-
-    rp.seconds = DEFAULT_SECONDS;
-    rp.repeats = DEFAULT_REPEATS;
+    rp->seconds = DEFAULT_SECONDS;
+    rp->repeats = DEFAULT_REPEATS;
     for (int i = 1; i < argc; i++) {
         bool missing = false;
         const char *v;
@@ -726,13 +723,13 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
+            *json = true;
         } else if ((v = option_value(argc, argv, &i, "--seconds",
                                      &missing)) != NULL) {
             errno = 0;
-            rp.seconds = strtod(v, &end);
+            rp->seconds = strtod(v, &end);
             if (*v == '\0' || *end != '\0' || errno != 0 ||
-                !(rp.seconds > 0 && rp.seconds <= 3600))
+                !(rp->seconds > 0 && rp->seconds <= 3600))
                 return bad_option("--seconds wants a number of seconds "
                                   "above 0 and at most 3600, not '%s'", v);
         } else if ((v = option_value(argc, argv, &i, "--repeats",
@@ -745,51 +742,66 @@ int main(int argc, char **argv)
                 n < 1 || n > MAX_REPEATS)
                 return bad_option("--repeats wants a whole number from 1 "
                                   "to 99, not '%s'", v);
-            rp.repeats = (unsigned)n;
+            rp->repeats = (unsigned)n;
         } else if (missing) {
             return bad_option("%s needs a value", argv[i]);
         } else {
             return bad_option("unknown option '%s'", argv[i]);
         }
     }
-    rp.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return -1;
+}
 
+/*
+ * Runs every case of every algorithm 'repeats' times, interleaved, on the
+ * key sets 'hot' and 'many' (one per thread), then takes the medians.
+ */
+static int run_cases(report *rp, const keyset *hot, const keyset *many)
+{
+    bool progress = isatty(STDERR_FILENO);
+
+    for (unsigned run = 0; run < rp->repeats; run++) {
+        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
+            for (unsigned c = 0; c < NCASES; c++)
+                if (run_once(&rp->res[a][c], run, (sluice_algo)a, &cases[c],
+                             cases[c].nkeys == 1 ? hot : many,
+                             rp->seconds) < 0)
+                    return -1;
+        if (progress)
+            fprintf(stderr, "sluice_bench_mem: pass %u of %u done\n",
+                    run + 1, rp->repeats);
+    }
+    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
+        for (unsigned c = 0; c < NCASES; c++)
+            case_finish(&rp->res[a][c], &cases[c], rp->repeats);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static report rp;
+    bool json = false;
+    keyset hot[MAX_THREADS], many[MAX_THREADS];
+    int status;
+
+    if ((status = options_parse(&rp, &json, argc, argv)) >= 0)
+        return status;
+    rp.cpus = sysconf(_SC_NPROCESSORS_ONLN);
     for (unsigned t = 0; t < MAX_THREADS; t++)
         if (keyset_make(&hot[t], t, 1) < 0 ||
             keyset_make(&many[t], (size_t)t * MANY_KEYS, MANY_KEYS) < 0) {
             fprintf(stderr, "sluice_bench_mem: out of memory for keys\n");
             return 1;
         }
-
     /* Memory first, while the heap is fresh. */
-    if (measure_memory(rp.mem, &many[0]) < 0)
+    if (measure_memory(rp.mem, &many[0]) < 0 ||
+        run_cases(&rp, hot, many) < 0)
         return 1;
-
-    for (unsigned run = 0; run < rp.repeats; run++) {
-        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-            for (unsigned c = 0; c < NCASES; c++)
-                if (run_once(&rp.res[a][c], run, algos[a], &cases[c],
-                             cases[c].nkeys == 1 ? hot : many,
-                             rp.seconds) < 0)
-                    return 1;
-        if (progress)
-            fprintf(stderr, "sluice_bench_mem: pass %u of %u done\n",
-                    run + 1, rp.repeats);
-    }
-    for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-        for (unsigned c = 0; c < NCASES; c++)
-            case_finish(&rp.res[a][c], &cases[c], rp.repeats);
     rp.max_rss_kib = max_rss_kib();
-    if (json) {
+    if (json)
         print_json(&rp);
-    } else {
-        print_header(&rp);
-        for (unsigned a = 0; a < BENCH_ALGO_N; a++)
-            for (unsigned c = 0; c < NCASES; c++)
-                print_row(&rp, a, c);
-        print_summary(&rp);
-    }
-
+    else
+        print_text(&rp);
     for (unsigned t = 0; t < MAX_THREADS; t++) {
         keyset_free(&hot[t]);
         keyset_free(&many[t]);

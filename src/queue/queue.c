@@ -411,7 +411,7 @@ int sluice_queue_complete(sluice_store *store, const char *queue,
                           size_t queue_len, uint64_t id, uint64_t lease)
 {
     const uint64_t nums[4] = {id, lease, 0, 0};
-    uint64_t outcome;
+    uint64_t outcome = 0;
 
     return finish(&outcome, store, "sluice_queue_complete", queue, queue_len,
                   nums, &FINISH_COMPLETE);

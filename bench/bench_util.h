@@ -1,0 +1,34 @@
+/*
+ * bench_util.h - small helpers the benchmarks share: a key picker cheap
+ * enough for a timed loop, and qsort()'s comparison of doubles.
+ */
+#ifndef SLUICE_BENCH_UTIL_H
+#define SLUICE_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A uniform index below 'n' from a xorshift64 generator: a few cycles, so
+ * choosing the key does not weigh on the figures.
+ */
+static inline size_t pick_key(uint64_t *rng, size_t n)
+{
+    uint64_t x = *rng;
+
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    return (size_t)(((x >> 32) * (uint64_t)n) >> 32);
+}
+
+/* Orders doubles for qsort(), ascending. */
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * launch.c - the private redis-server the benchmark starts when --store
+ * names none: on a free loopback port, in a temporary directory, with
+ * --save '' --appendonly no, killed by PID however the program ends.
+ *
+ * It is the tests' launcher (tests/redis_server.h), and this is the only
+ * file of bench/ that includes a test header (tests/ is on the include path
+ * of this file alone): moving to another launcher changes this file.
+ */
+#include "bench_server.h"
+#include "redis_server.h" /* tests/: rs_start(), rs_stop() */
+
+static rs_server own;
+
+/* Starts the server; its URL ("redis://127.0.0.1:PORT") into 'url'. */
+int bench_server_start(char *url, size_t cap)
+{
+    if (rs_start(&own, NULL) < 0)
+        return -1;
+    snprintf(url, cap, "%s", own.url);
+    return 0;
+}
+
+/* Stops the server and removes its directory. */
+void bench_server_stop(void)
+{
+    rs_stop(&own);
+}
