@@ -399,8 +399,10 @@ SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *
  * EchoMQ's layout: queue 'q' keeps its fixed-window counter at
  * "emq:{q}:limiter" and its settings in the hash "emq:{q}:meta" (field "max"
  * is the cap). The "{q}" hashtag pins both to one cluster slot. Queue names
- * are binary-safe: the bytes '%', '{', '}', and any byte outside printable
- * ASCII are written as %XX, so no name can break out of its hashtag.
+ * are binary-safe. Only '{', '}' and '%' are escaped in key names (as %7B,
+ * %7D and %25), so that no name can break out of its hashtag; every other
+ * byte is written as it is, so the keys of any name without those bytes are
+ * EchoMQ's own. The empty name is written "%".
  * The embedded store answers SLUICE_ENOTSUP.
  */
 

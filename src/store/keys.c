@@ -6,22 +6,24 @@
  *
  *     PREFIX ":{" enc(I) "}:" A          e.g.  sluice:{user42}:fixed
  *
- * enc() writes '%', '{', '}' and every byte outside printable ASCII as %XX,
- * and the empty id as a lone "%". It is one-to-one, and its output holds no
- * brace, so the text between the braces is always the whole hashtag: one id's
- * keys share one cluster slot, and no id can reach another id's keys.
- * Ordinary names (letters, digits, ':', '-', '_', '.') are written as they
- * are, which keeps EchoMQ's own key names.
+ * enc() escapes only what must be: the braces, which would move the
+ * hashtag, and '%', the escape byte itself, as %7B, %7D and %25; and the
+ * empty id is a lone "%". Every other byte is written as it is (spaces,
+ * UTF-8, control bytes, NUL: keys are binary-safe), so a queue's keys are
+ * EchoMQ's own, byte for byte, for every name without '%', '{' or '}'.
+ * enc() is one-to-one, and its output holds no brace, so the text between
+ * the braces is always the whole hashtag: one id's keys share one cluster
+ * slot, and no id can reach another id's keys.
  */
 #include "store/store.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes written as they are; everything else is %XX. */
+/* Bytes written as they are; the three others are %XX. */
 static int plain_byte(unsigned char c)
 {
-    return c > 0x20 && c < 0x7f && c != '%' && c != '{' && c != '}';
+    return c != '%' && c != '{' && c != '}';
 }
 
 /* The key of 'id' (see the top of this file and store.h). */
