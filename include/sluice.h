@@ -466,11 +466,36 @@ typedef enum sluice_take_status {
                                  delayed job or a lease falls due, 0 if none */
 } sluice_take_status;
 
-/* Adds a job ('delay_ms' 0: ready now); answers its id. */
+/*
+ * Adds a job ('delay_ms' 0: ready now); answers its id. A payload must fit
+ * a take's reply: at most the store's max_reply_bytes less 1 KB, and less
+ * than the server's 512 MB (SLUICE_ERANGE beyond).
+ */
 SLUICE_EXTERN int sluice_queue_add(uint64_t *id, sluice_store *store,
                                    const char *queue, size_t queue_len,
                                    const void *payload, size_t payload_len,
                                    uint64_t delay_ms);
+
+/* One job of a bulk add: 'payload', 'payload_len' and 'delay_ms' in, 'id'
+   out (0 until it is added). */
+typedef struct sluice_new_job {
+    const void *payload;
+    size_t payload_len;
+    uint64_t delay_ms;
+    uint64_t id;
+} sluice_new_job;
+
+/*
+ * Adds 'n' jobs to one queue, in order, in one round trip per batch of up to
+ * 512 jobs or 32 MB of payloads. Each batch is added whole or not at all;
+ * should one fail, the batches before it stay added (their jobs have their
+ * ids) and the rest are not (id 0), and the error is answered. A bad job (a
+ * payload too large, a delay out of range) fails the call before anything
+ * is sent.
+ */
+SLUICE_EXTERN int sluice_queue_add_many(sluice_store *store, const char *queue,
+                                        size_t queue_len, sluice_new_job *jobs,
+                                        size_t n);
 
 /*
  * The dequeue point. Reads the cap from emq:{q}:meta; if the counter has

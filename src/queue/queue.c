@@ -60,8 +60,10 @@ int sluice__qserver_of(sluice__qserver *out, const sluice_store *store,
 {
     int err = sluice__store_server(&out->ops, &out->impl, store, call);
 
-    if (err == 0)
+    if (err == 0) {
         out->prefix = store->backend.emq_prefix;
+        out->max_payload = store->backend.max_payload;
+    }
     return err;
 }
 
@@ -79,26 +81,36 @@ typedef struct qcall {
 static int queue_eval(redisReply **out, const sluice__qserver *s,
                       const char *queue, size_t queue_len, const qcall *c)
 {
-    const char *a[NKEYS + 8];
-    size_t l[NKEYS + 8];
+    size_t argc = (size_t)(c->nkeys + c->nargs);
+    const char *stack_a[NKEYS + 8], **a = stack_a;
+    size_t stack_l[NKEYS + 8], *l = stack_l;
     qkeys k;
     int err;
 
     if (queue == NULL && queue_len > 0)
         return sluice__error(SLUICE_EINVAL, "queue is NULL");
-    if ((err = qkeys_build(&k, s, queue, queue_len)) < 0)
-        return err;
-    for (int i = 0; i < c->nkeys; i++) {
-        a[i] = k.key[c->which[i]];
-        l[i] = k.lens[c->which[i]];
+    if (argc > NKEYS + 8 && ((a = malloc(argc * sizeof(*a))) == NULL ||
+                             (l = malloc(argc * sizeof(*l))) == NULL)) {
+        if (a != stack_a)
+            free(a);
+        return sluice__error(SLUICE_ENOMEM, "no memory for a script call");
     }
-    for (int i = 0; i < c->nargs; i++) {
-        a[c->nkeys + i] = c->args[i];
-        l[c->nkeys + i] = c->lens[i];
+    if ((err = qkeys_build(&k, s, queue, queue_len)) == 0) {
+        for (int i = 0; i < c->nkeys; i++) {
+            a[i] = k.key[c->which[i]];
+            l[i] = k.lens[c->which[i]];
+        }
+        for (int i = 0; i < c->nargs; i++) {
+            a[c->nkeys + i] = c->args[i];
+            l[c->nkeys + i] = c->lens[i];
+        }
+        err = s->ops->eval(s->impl, c->script, c->nkeys, (int)argc, a, l, out);
+        qkeys_free(&k);
     }
-    err = s->ops->eval(s->impl, c->script, c->nkeys, c->nkeys + c->nargs, a,
-                       l, out);
-    qkeys_free(&k);
+    if (a != stack_a) {
+        free(a);
+        free(l);
+    }
     return err;
 }
 
@@ -205,37 +217,114 @@ void sluice_job_clear(sluice_job *job)
     memset(job, 0, sizeof(*job));
 }
 
+#define ADD_BATCH_JOBS 512
+#define ADD_BATCH_BYTES ((size_t)32 << 20)
+
+/* Checks every job of a bulk add before anything is sent. */
+static int add_check(const sluice__qserver *s, const sluice_new_job *jobs,
+                     size_t n)
+{
+    if (jobs == NULL && n > 0)
+        return sluice__error(SLUICE_EINVAL, "jobs is NULL");
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].payload == NULL && jobs[i].payload_len > 0)
+            return sluice__error(SLUICE_EINVAL, "job %zu: payload is NULL", i);
+        if (jobs[i].delay_ms > SLUICE_WINDOW_MAX_MS)
+            return sluice__error(SLUICE_ERANGE, "job %zu: delay %llu ms is "
+                                 "above 2^40", i,
+                                 (unsigned long long)jobs[i].delay_ms);
+        if (jobs[i].payload_len > s->max_payload)
+            return sluice__error(SLUICE_ERANGE, "job %zu: a payload of %zu "
+                                 "bytes is over the %llu that a take can "
+                                 "read back (raise max_reply_bytes, up to "
+                                 "what the server's proto-max-bulk-len of "
+                                 "512 MB allows)", i, jobs[i].payload_len,
+                                 (unsigned long long)s->max_payload);
+    }
+    return SLUICE_OK;
+}
+
+/* Adds jobs[0..n) (one batch) with one script call; sets their ids. */
+static int add_batch(const sluice__qserver *s, const char *queue,
+                     size_t queue_len, sluice_new_job *jobs, size_t n)
+{
+    static const int which[] = {K_WAIT, K_DELAYED, K_DATA, K_META};
+    char channel[SLUICE__CHANNEL_MAX], (*delays)[24] = NULL;
+    const char **args = malloc((2 + 2 * n) * sizeof(*args));
+    size_t *lens = malloc((2 + 2 * n) * sizeof(*lens));
+    qcall c = {&sluice__script_queue_add, which, 4, args, lens,
+               (int)(2 + 2 * n)};
+    redisReply *r = NULL;
+    int err = SLUICE_OK;
+
+    if (args == NULL || lens == NULL ||
+        (delays = malloc(n * sizeof(*delays))) == NULL)
+        err = sluice__error(SLUICE_ENOMEM, "no memory for %zu jobs", n);
+    for (size_t i = 0; i < n && err == 0; i++) {
+        args[2 + 2 * i] = jobs[i].payload_len > 0 ? jobs[i].payload : "";
+        lens[2 + 2 * i] = jobs[i].payload_len;
+        args[3 + 2 * i] = delays[i];
+        lens[3 + 2 * i] = sluice__u64_text(delays[i], jobs[i].delay_ms);
+    }
+    if (err == 0) {
+        sluice__queue_channel(channel, s);
+        args[0] = channel;
+        lens[0] = strlen(channel);
+        args[1] = queue_len > 0 ? queue : "";
+        lens[1] = queue_len;
+        err = queue_eval(&r, s, queue, queue_len, &c);
+    }
+    if (err == 0) {
+        if ((err = reply_array(r, n, "queue add")) == 0)
+            for (size_t i = 0; i < n && err == 0; i++)
+                err = reply_int(r, i, 1, SLUICE_MAX_MAX, &jobs[i].id);
+        freeReplyObject(r);
+    }
+    free(args);
+    free(lens);
+    free(delays);
+    return err;
+}
+
+int sluice_queue_add_many(sluice_store *store, const char *queue,
+                          size_t queue_len, sluice_new_job *jobs, size_t n)
+{
+    sluice__qserver s;
+    int err;
+
+    for (size_t i = 0; i < n && jobs != NULL; i++)
+        jobs[i].id = 0;
+    if ((err = sluice__qserver_of(&s, store, "sluice_queue_add")) < 0 ||
+        (err = add_check(&s, jobs, n)) < 0)
+        return err;
+    if (queue == NULL && queue_len > 0)
+        return sluice__error(SLUICE_EINVAL, "queue is NULL");
+    for (size_t at = 0, end; at < n; at = end) {
+        size_t bytes = jobs[at].payload_len;
+
+        for (end = at + 1; end < n && end - at < ADD_BATCH_JOBS &&
+                           bytes + jobs[end].payload_len <= ADD_BATCH_BYTES;
+             end++)
+            bytes += jobs[end].payload_len;
+        if ((err = add_batch(&s, queue, queue_len, jobs + at, end - at)) < 0)
+            return err;
+    }
+    if (n > 0)
+        registry_add(&s, queue, queue_len);
+    return SLUICE_OK;
+}
+
 int sluice_queue_add(uint64_t *id, sluice_store *store, const char *queue,
                      size_t queue_len, const void *payload, size_t payload_len,
                      uint64_t delay_ms)
 {
-    static const int which[] = {K_WAIT, K_DELAYED, K_DATA, K_META};
-    char delay[24], channel[SLUICE__CHANNEL_MAX];
-    const char *args[4] = {payload_len > 0 ? payload : "", delay, channel,
-                           queue_len > 0 ? queue : ""};
-    size_t lens[4] = {payload_len, 0, 0, queue_len};
-    qcall c = {&sluice__script_queue_add, which, 4, args, lens, 4};
-    sluice__qserver s;
-    redisReply *r = NULL;
+    sluice_new_job job = {payload, payload_len, delay_ms, 0};
     int err;
 
-    if (id == NULL || (payload == NULL && payload_len > 0))
-        return sluice__error(SLUICE_EINVAL, "id or payload is NULL");
-    *id = 0;
-    if (delay_ms > SLUICE_WINDOW_MAX_MS)
-        return sluice__error(SLUICE_ERANGE, "delay %llu ms is above 2^40",
-                             (unsigned long long)delay_ms);
-    if ((err = sluice__qserver_of(&s, store, "sluice_queue_add")) < 0)
-        return err;
-    sluice__queue_channel(channel, &s);
-    lens[1] = sluice__u64_text(delay, delay_ms);
-    lens[2] = strlen(channel);
-    if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
-        return err;
-    err = reply_int(r, 0, 1, SLUICE_MAX_MAX, id);
-    freeReplyObject(r);
-    if (err == 0)
-        registry_add(&s, queue, queue_len);
+    if (id == NULL)
+        return sluice__error(SLUICE_EINVAL, "id is NULL");
+    err = sluice_queue_add_many(store, queue, queue_len, &job, 1);
+    *id = job.id;
     return err;
 }
 

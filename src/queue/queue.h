@@ -28,6 +28,7 @@ typedef struct sluice__qserver {
     const sluice__server_ops *ops;
     void *impl;
     const char *prefix; /* the queue keys' prefix, "emq" by default */
+    uint64_t max_payload; /* the largest payload a take can read back */
 } sluice__qserver;
 
 /*

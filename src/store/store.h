@@ -90,6 +90,7 @@ typedef struct sluice__opened {
     const char *kind;                 /* "mem", "valkey", ... */
     const sluice__server_ops *server; /* NULL: not on a server */
     const char *emq_prefix;           /* the queue keys' prefix, the impl's */
+    uint64_t max_payload;             /* the largest job payload it takes */
     bool remote;                      /* wrap it in the guard */
 } sluice__opened;
 

@@ -19,6 +19,8 @@
 #define DEFAULT_POOL 4
 #define DEFAULT_MAX_REPLY_BYTES ((uint64_t)64 << 20)
 #define DEFAULT_MAX_REPLY_ELEMENTS ((uint64_t)1 << 20)
+#define SERVER_BULK_MAX ((uint64_t)512 << 20) /* proto-max-bulk-len */
+#define VK_REPLY_ROOM 1024u /* a take's reply beyond its payload */
 
 /* ---- The store's table ----------------------------------------------------------- */
 
@@ -87,20 +89,28 @@ static const sluice__store_ops vk_cluster_ops = {
 
 /* ---- The server interface (for the queue) ------------------------------------------ */
 
-#define EVAL_ARGS_MAX 24
+#define EVAL_ARGS_STACK 24
 
 static int vk_eval(void *impl, const sluice__script *script, int nkeys,
                    int argc, const char *const *args, const size_t *arglens,
                    redisReply **out)
 {
-    const char *argv[EVAL_ARGS_MAX];
-    size_t lens[EVAL_ARGS_MAX];
+    const char *stack_argv[EVAL_ARGS_STACK], **argv = stack_argv;
+    size_t stack_lens[EVAL_ARGS_STACK], *lens = stack_lens;
     char numkeys[24];
+    int err;
 
-    if (argc > EVAL_ARGS_MAX - 3 || nkeys < 1 || nkeys > argc)
-        return sluice__error(SLUICE_EINVAL, "a script call takes 1..%d keys "
-                             "and arguments, keys first",
-                             EVAL_ARGS_MAX - 3);
+    if (nkeys < 1 || nkeys > argc)
+        return sluice__error(SLUICE_EINVAL, "a script call takes at least "
+                             "one key, and its keys first");
+    if (argc + 3 > EVAL_ARGS_STACK &&
+        ((argv = malloc((size_t)(argc + 3) * sizeof(*argv))) == NULL ||
+         (lens = malloc((size_t)(argc + 3) * sizeof(*lens))) == NULL)) {
+        if (argv != stack_argv)
+            free(argv);
+        return sluice__error(SLUICE_ENOMEM, "no memory for a script call of "
+                             "%d arguments", argc);
+    }
     argv[0] = "EVALSHA";
     lens[0] = 7;
     argv[1] = script->sha1;
@@ -111,8 +121,13 @@ static int vk_eval(void *impl, const sluice__script *script, int nkeys,
         argv[3 + i] = args[i];
         lens[3 + i] = arglens[i];
     }
-    return sluice__vk_call(impl, args[0], arglens[0], script, 3 + argc, argv,
-                           lens, out);
+    err = sluice__vk_call(impl, args[0], arglens[0], script, 3 + argc, argv,
+                          lens, out);
+    if (argv != stack_argv) {
+        free(argv);
+        free(lens);
+    }
+    return err;
 }
 
 static int vk_command(void *impl, const char *key, size_t key_len, int argc,
@@ -208,6 +223,10 @@ static int opts_settle(sluice_store_opts *o)
         (err = opt_at_most("pool_size", o->pool_size, VK_MAX_POOL)) < 0 ||
         (err = opt_at_most("max_reply_bytes", o->max_reply_bytes,
                            VK_MAX_REPLY_BYTES)) < 0 ||
+        (o->max_reply_bytes != 0 && o->max_reply_bytes < 2 * VK_REPLY_ROOM &&
+         (err = sluice__error(SLUICE_EINVAL, "max_reply_bytes %llu is below "
+                              "%u", (unsigned long long)o->max_reply_bytes,
+                              2 * VK_REPLY_ROOM)) < 0) ||
         (err = opt_at_most("max_reply_elements", o->max_reply_elements,
                            VK_MAX_REPLY_ELEMENTS)) < 0 ||
         (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0)
@@ -260,6 +279,11 @@ int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
     out->kind = v->cluster ? "valkey-cluster" : "valkey";
     out->server = &vk_server_ops;
     out->emq_prefix = v->emq_prefix;
+    /* A payload must come back in a take's reply, and the server takes no
+       argument over proto-max-bulk-len (512 MB by default). */
+    out->max_payload = v->max_reply_bytes - VK_REPLY_ROOM;
+    if (out->max_payload > SERVER_BULK_MAX - VK_REPLY_ROOM)
+        out->max_payload = SERVER_BULK_MAX - VK_REPLY_ROOM;
     out->remote = true;
     return SLUICE_OK;
 }

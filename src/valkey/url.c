@@ -170,10 +170,12 @@ static int set_reply_cap(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     uint64_t max = bytes ? VK_MAX_REPLY_BYTES : VK_MAX_REPLY_ELEMENTS, num;
 
     (void)u;
-    if (sluice__parse_u64(ov->val, ov->vlen, 1, max, &num) < 0)
+    uint64_t min = bytes ? 2048 : 1;
+
+    if (sluice__parse_u64(ov->val, ov->vlen, min, max, &num) < 0)
         return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
-                             "1..%llu", ov->url, (int)ov->nlen, ov->name,
-                             (unsigned long long)max);
+                             "%llu..%llu", ov->url, (int)ov->nlen, ov->name,
+                             (unsigned long long)min, (unsigned long long)max);
     if (bytes)
         o->max_reply_bytes = num;
     else
