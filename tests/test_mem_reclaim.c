@@ -1,0 +1,169 @@
+/*
+ * test_mem_reclaim.c - the embedded store gives its memory back, and holds
+ * at most its cap of keys, on a virtual clock.
+ *
+ *   reclaim   200,000 keys, each hit once, all idle a window later; then
+ *             calls on ONE hot key alone (which reach one shard of the 256)
+ *             drop every idle key of every shard, and the tables shrink
+ *             back: the store's own byte count falls to within a few times
+ *             its empty size;
+ *   the cap   with max_keys left at 0, the default cap of a million keys
+ *             holds: the million-and-first live key is SLUICE_EFULL, and
+ *             SLUICE_NO_KEY_CAP lifts it;
+ *   a step    on a wall clock that steps back a minute, a refusal's wait is
+ *             the caller's: the same request is refused one ms before
+ *             retry_after_ms and admitted at it, on the caller's clock.
+ */
+#include "test.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sluice_store *open_store(sluice_vclock *clock, size_t max_keys)
+{
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    sluice_store *st = NULL;
+
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = clock;
+    o.max_keys = max_keys;
+    if (!CHECK_OK(sluice_store_open(&st, "mem://", &o)))
+        exit(2);
+    return st;
+}
+
+static sluice_store_stats stats_of(sluice_store *st)
+{
+    sluice_store_stats s;
+
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(sluice_store_stats_get(&s, st));
+    return s;
+}
+
+/* Hits keys "k0" .. "k<n-1>" once each; answers how many were admitted. */
+static size_t hit_keys(sluice_store *st, const sluice_limit *l, size_t n,
+                       int *last_rc)
+{
+    size_t admitted = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char key[24];
+        sluice_decision d;
+        int len = snprintf(key, sizeof(key), "k%zu", i);
+
+        *last_rc = sluice_hit(&d, st, l, key, (size_t)len, 1);
+        admitted += *last_rc == 0 && d.allowed;
+    }
+    return admitted;
+}
+
+#define KEYS 200000
+
+static void test_reclaim(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    sluice_store_stats empty, full, after;
+    sluice_decision d;
+    long calls = 0;
+    int rc;
+
+    test_context("reclaim");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    empty = stats_of(st);
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
+    full = stats_of(st);
+    CHECK_EQ_U64(full.keys, KEYS);
+    sluice_vclock_advance(clock, 5000); /* every key idle */
+    /* Until every idle key is dropped and every table has shrunk back,
+       within a bound: a pass over every shard's table takes about a call
+       per bucket. */
+    while ((stats_of(st).keys > 1 || stats_of(st).bytes >= 4 * empty.bytes) &&
+           calls < 10000000) {
+        for (int i = 0; i < 1000; i++)
+            CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+        calls += 1000;
+        sluice_vclock_advance(clock, 1000); /* 'hot' idles, too */
+    }
+    after = stats_of(st);
+    printf("  reclaim: %d keys took %llu bytes (empty: %llu); %ld calls on "
+           "one key later, %llu keys and %llu bytes\n", KEYS,
+           (unsigned long long)full.bytes, (unsigned long long)empty.bytes,
+           calls, (unsigned long long)after.keys,
+           (unsigned long long)after.bytes);
+    CHECK(after.keys <= 1);
+    CHECK(after.expired >= KEYS);
+    /* The tables shrank back: within four times the empty store's. */
+    CHECK(after.bytes < 4 * empty.bytes);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+static void test_default_cap(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 1, 60000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    sluice_decision d;
+    int rc = 0;
+
+    test_context("the default cap");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    CHECK_EQ_U64(hit_keys(st, &l, 1000000, &rc), 1000000);
+    CHECK_RC(sluice_hit(&d, st, &l, "one more", 8, 1), SLUICE_EFULL);
+    CHECK_EQ_U64(stats_of(st).full, 1);
+    sluice_store_free(st);
+    st = open_store(clock, SLUICE_NO_KEY_CAP);
+    CHECK_EQ_U64(hit_keys(st, &l, 1000001, &rc), 1000001);
+    CHECK_OK(rc);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+static void test_clock_step(void)
+{
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    sluice_decision d;
+
+    CHECK_OK(sluice_vclock_new(&clock, 100000));
+    st = open_store(clock, 0);
+    for (unsigned a = 0; a < sluice_algo_count(); a++) {
+        sluice_limit l = SLUICE_LIMIT((sluice_algo)a, 1, 1000);
+        uint64_t wait;
+
+        test_context("a step back, %s", sluice_algo_name((sluice_algo)a));
+        sluice_vclock_set(clock, 100000);
+        CHECK_OK(sluice_hit(&d, st, &l, "step", 4, 1));
+        CHECK(d.allowed);
+        sluice_vclock_set(clock, 40000); /* a minute back */
+        CHECK_OK(sluice_hit(&d, st, &l, "step", 4, 1));
+        CHECK(!d.allowed);
+        wait = d.retry_after_ms;
+        CHECK(wait > 60000);
+        sluice_vclock_set(clock, 40000 + wait - 1);
+        CHECK_OK(sluice_peek(&d, st, &l, "step", 4, 1));
+        CHECK(!d.allowed);
+        CHECK_EQ_U64(d.retry_after_ms, 1);
+        sluice_vclock_set(clock, 40000 + wait);
+        CHECK_OK(sluice_hit(&d, st, &l, "step", 4, 1));
+        CHECK(d.allowed);
+    }
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+int main(void)
+{
+    test_reclaim();
+    test_default_cap();
+    test_clock_step();
+    test_context(NULL);
+    return test_summary("test_mem_reclaim");
+}
