@@ -529,7 +529,7 @@ int sluice_queue_extend(sluice_store *store, const char *queue,
                         uint64_t lease_ms)
 {
     const uint64_t nums[4] = {id, lease, lease_ms, 0};
-    uint64_t outcome;
+    uint64_t outcome = 0;
 
     if (lease_ms < 1 || lease_ms > SLUICE_WINDOW_MAX_MS)
         return sluice__error(SLUICE_ERANGE, "lease %llu ms is out of range "
