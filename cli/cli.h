@@ -33,9 +33,11 @@ enum {
 /* ---- Messages -------------------------------------------------------------- */
 
 /*
- * Prints "sluice: " and the formatted message, then a newline, on stderr.
- * Standard output is flushed first, so on a terminal the message follows
- * whatever was printed before it.
+ * Prints "sluice: " and the formatted message, then a newline, on stderr;
+ * the message is written with cli_put_safe(), so the control bytes that
+ * it may quote (from a name, a library or a server) never reach the
+ * terminal raw. Standard output is flushed first, so on a terminal the
+ * message follows whatever was printed before it.
  */
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 
@@ -57,6 +59,16 @@ const char *cli_shown(const char *text);
 
 /* True when every byte of 'text' is printable ASCII. */
 bool cli_is_plain(const char *text);
+
+/*
+ * Writes 'len' bytes of 's' to 'f' safe for a terminal: each byte below
+ * 0x20, 0x7F and each byte that is not part of valid UTF-8 is written
+ * \xNN (and, with 'space', a space too, for output whose fields are
+ * separated by spaces); valid UTF-8 passes through. Every message on
+ * stderr is written so, and so is every name that human output on stdout
+ * quotes.
+ */
+void cli_put_safe(FILE *f, const char *s, size_t len, bool space);
 
 /* ---- Numbers --------------------------------------------------------------- */
 

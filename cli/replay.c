@@ -36,7 +36,8 @@ const char cli_replay_help[] =
     "  T KEY COST allowed|denied REMAINING RETRY_AFTER_MS [fallback=POLICY]\n"
     "\n"
     "(the last field only when a server store could not answer and its\n"
-    "on_error policy, open or closed, decided). Blank lines and lines\n"
+    "on_error policy, open or closed, decided; a KEY's control bytes and\n"
+    "bytes that are not UTF-8 are written \\xNN). Blank lines and lines\n"
     "starting with '#' are skipped.\n"
     "\n"
     "On the embedded store (mem://, the default) T drives a virtual clock\n"
@@ -209,8 +210,9 @@ static int decide(const request *req, sluice_store *store,
         snprintf(what, sizeof(what), "replay: line %llu", pr->lineno);
         return cli_lib_error(NULL, what, err);
     }
-    printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)req->t,
-           req->key, (unsigned long long)req->cost,
+    printf("%llu ", (unsigned long long)req->t);
+    cli_put_safe(stdout, req->key, strlen(req->key), false);
+    printf(" %llu %s %llu %llu%s\n", (unsigned long long)req->cost,
            d.allowed ? "allowed" : "denied", (unsigned long long)d.remaining,
            (unsigned long long)d.retry_after_ms,
            d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"

@@ -43,7 +43,9 @@ const char cli_work_help[] =
     "Without --exec each job is completed at once.\n"
     "\n"
     "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
-    "the lease ran out before CMD finished; the job went back to wait).\n"
+    "the lease ran out before CMD finished; the job went back to wait). In\n"
+    "QUEUE, spaces, control bytes and bytes that are not UTF-8 are written\n"
+    "\\xNN.\n"
     "\n"
     "  --pattern GLOB     also serve the queues matching GLOB (fnmatch)\n"
     "  --exec CMD         the command run for each job\n"
@@ -154,18 +156,6 @@ typedef struct wargs {
     uint64_t count, timeout_ms;
 } wargs;
 
-/* Writes a queue's name as is when printable, else with \xNN escapes. */
-static void print_name(const char *name)
-{
-    for (const unsigned char *p = (const unsigned char *)name; *p != '\0';
-         p++) {
-        if (*p > 0x20 && *p < 0x7F)
-            putchar(*p);
-        else
-            printf("\\x%02x", *p);
-    }
-}
-
 /* One line for one job. */
 static void print_job(const wargs *a, const char *queue, const sluice_job *job,
                       const char *outcome)
@@ -177,7 +167,7 @@ static void print_job(const wargs *a, const char *queue, const sluice_job *job,
                (unsigned long long)job->id, (unsigned long long)job->attempt,
                outcome);
     } else {
-        print_name(queue);
+        cli_put_safe(stdout, queue, strlen(queue), true);
         printf(" %llu %s\n", (unsigned long long)job->id, outcome);
     }
     fflush(stdout);

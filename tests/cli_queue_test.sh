@@ -185,6 +185,21 @@ check "the late worker's fail: lost, exit 1" 1 \
 run queue complete leaseq 1 "$new_lease" "${S[@]}"
 check "the lease holder completes it" 0 '^done$'
 
+# ---- Control bytes in names and in the server's errors ---------------------------------------
+
+RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")
+esc=$(printf 'e\033[31m')
+"$SLUICE" queue add "$esc" --data x "${S[@]}" >/dev/null 2>&1
+run work "$esc" --count 1 "${S[@]}"
+expect_eq "work writes a queue name's ESC as \\x1b" 'e\x1b[31m 1 done' "$out"
+terminal_safe "work's line for that queue is safe for a terminal" "$TMP/out"
+# A cap without a duration: the server's error quotes the meta hash's key.
+"${RAW[@]}" HSET "qtest$$:{$esc}:meta" max 1 >/dev/null
+run queue take "$esc" "${S[@]}"
+check_err "a server error quoting a queue name: the ESC as \\x1b" 3 \
+    'meta hash .*\\x1b\[31m'
+terminal_safe "that server error is safe for a terminal" "$TMP/err"
+
 # ---- Usage errors ------------------------------------------------------------------------
 
 usage_error "queue without a subcommand" "missing SUBCOMMAND" queue

@@ -332,6 +332,13 @@ fi
 run_in '5 k\n' replay "${LIMIT[@]}" --store nope://
 expect_rc "replay with an unsupported --store" 3
 
+# A key with an ESC, a byte that is not UTF-8 and valid UTF-8 (é) is
+# written with \xNN escapes but for the UTF-8.
+run_in '0 k\033[31m\377\303\251\n' replay "${LIMIT[@]}"
+expect_eq "replay escapes control bytes and bytes not UTF-8 in a key" \
+    "0 k\\x1b[31m\\xff$(printf '\303\251') 1 allowed 9 0" "$out"
+terminal_safe "replay's output of that key is safe for a terminal" "$TMP/out"
+
 # ---- replay: malformed traces -------------------------------------------------
 
 # bad_trace NAME INPUT PATTERN: exit 2 and stderr matching PATTERN.

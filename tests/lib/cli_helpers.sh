@@ -97,3 +97,15 @@ start_server() {
     fi
     pass "the server starts on port $port ($(basename "$SERVER"))"
 }
+
+# terminal_safe NAME FILE: FILE holds no control byte but newlines and is
+# valid UTF-8, as all that the CLI writes for a terminal must be.
+terminal_safe() {
+    if tr -d '\n' <"$2" | LC_ALL=C grep -aq '[[:cntrl:]]'; then
+        fail "$1" "a raw control byte in: $(od -c "$2" | head -n 5)"
+    elif ! iconv -f UTF-8 -t UTF-8 "$2" >/dev/null 2>&1; then
+        fail "$1" "bytes that are not UTF-8 in: $(od -c "$2" | head -n 5)"
+    else
+        pass "$1"
+    fi
+}
