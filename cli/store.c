@@ -96,13 +96,28 @@ void cli_store_error(const char *url, int err)
         cli_error("--store: %s", out);
 }
 
+/*
+ * sluice_last_error() for a call made for 'what', without the "WHAT: " it
+ * may start with (the library names some calls as the CLI does, "queue
+ * take: malformed reply"), so that a message names the command once.
+ */
+static const char *lib_detail(const char *what)
+{
+    const char *msg = sluice_last_error();
+    size_t n = strlen(what);
+
+    if (strncmp(msg, what, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        return msg + n + 2;
+    return msg;
+}
+
 int cli_lib_error(const char *help_cmd, const char *what, int err)
 {
     bool usage = err == SLUICE_ECOST || err == SLUICE_ENOTSUP;
 
     if (usage && help_cmd != NULL)
         return cli_usage_error(help_cmd, "%s: %s (%s)", what,
-                               sluice_last_error(), sluice_err_name(err));
-    cli_error("%s: %s (%s)", what, sluice_last_error(), sluice_err_name(err));
+                               lib_detail(what), sluice_err_name(err));
+    cli_error("%s: %s (%s)", what, lib_detail(what), sluice_err_name(err));
     return usage ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
 }

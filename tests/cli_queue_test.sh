@@ -27,7 +27,12 @@ fi
 TMP=$(mktemp -d)
 server_pid=
 worker_pid=
+fake_pid=
 cleanup() {
+    if [ -n "$fake_pid" ]; then
+        kill "$fake_pid" 2>/dev/null
+        wait "$fake_pid" 2>/dev/null
+    fi
     if [ -n "$worker_pid" ]; then
         kill "$worker_pid" 2>/dev/null
         wait "$worker_pid" 2>/dev/null
@@ -42,7 +47,8 @@ trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
 
-# pass, fail, run, run_in, check, usage_error, expect_eq and start_server
+# pass, fail, run, run_in, check, usage_error, expect_eq, start_server,
+# terminal_safe and start_fake
 . "$(dirname "$0")/lib/cli_helpers.sh"
 
 # check_err NAME RC PATTERN: the last run exited RC and stderr matches.
@@ -199,6 +205,29 @@ run queue take "$esc" "${S[@]}"
 check_err "a server error quoting a queue name: the ESC as \\x1b" 3 \
     'meta hash .*\\x1b\[31m'
 terminal_safe "that server error is safe for a terminal" "$TMP/err"
+
+# ---- A wrong reply is named once ---------------------------------------------------------
+
+# A fake server whose scripts answer a list of one integer: each command
+# names itself once, not again in the library's words.
+if start_fake 29000 '*1\r\n:5\r\n'; then
+    FAKE=(--store "valkey://127.0.0.1:$fake_port")
+    for sub in take stats failed; do
+        run queue "$sub" q1 "${FAKE[@]}"
+        if [ "$rc" -eq 3 ] && grep -q "^sluice: queue $sub: " "$TMP/err" &&
+            ! grep -q "queue $sub: .*queue $sub:" "$TMP/err"; then
+            pass "queue $sub: a wrong reply, the command named once ($err)"
+        else
+            fail "queue $sub: a wrong reply, the command named once" \
+                "exit $rc; $err"
+        fi
+    done
+    kill "$fake_pid" 2>/dev/null
+    wait "$fake_pid" 2>/dev/null
+    fake_pid=
+else
+    fail "the fake server starts (python3)" "$(cat "$TMP/fake.log" 2>&1)"
+fi
 
 # ---- Usage errors ------------------------------------------------------------------------
 
