@@ -338,6 +338,14 @@ const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name)
     return NULL;
 }
 
+int cli_name_check(const char *cmd, const char *what, const char *name)
+{
+    if (name[0] != '\0')
+        return 0;
+    return cli_usage_error(cmd, "%s: %s is empty (a name needs at least one "
+                           "byte)", cmd, what);
+}
+
 bool cli_wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++) {

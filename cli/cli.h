@@ -193,6 +193,15 @@ const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name);
 int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
                 const char *text, uint64_t lo, uint64_t hi);
 
+/*
+ * Checks that 'name', operand 'what' ("KEY", "QUEUE", "QUEUE 2") of command
+ * 'cmd', is not empty. The library takes the empty name, but on a command
+ * line it is nearly always a shell variable that was not set, so every
+ * command refuses it alike. Returns 0, or reports and returns
+ * CLI_EXIT_USAGE.
+ */
+int cli_name_check(const char *cmd, const char *what, const char *name);
+
 /* True when 'argv' asks for help ("--help" or "-h") before any "--". */
 bool cli_wants_help(int argc, char **argv);
 

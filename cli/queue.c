@@ -216,8 +216,8 @@ static int qargs_check(qargs *a, const struct subcommand *sub,
     if (pos->n < sub->npos)
         return cli_usage_error("queue", "%s: missing %s", a->cmd,
                                pos_names[pos->n]);
-    if (pos->args[0][0] == '\0')
-        return cli_usage_error("queue", "%s: QUEUE is empty", a->cmd);
+    if ((st = cli_name_check(a->cmd, "QUEUE", pos->args[0])) != 0)
+        return st;
     a->queue = pos->args[0];
     a->queue_len = strlen(pos->args[0]);
     if (sub->npos >= 2 && (st = cli_opt_u64(&a->id, "queue", "ID",

@@ -266,9 +266,13 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
                              CLI_CHECK_LATER)) != 0 ||
         (st = cli_opts_check("work", opts, nopts)) != 0)
         return st;
-    for (size_t i = 0; i < queues->n; i++)
-        if (queues->args[i][0] == '\0')
-            return cli_usage_error("work", "work: QUEUE %zu is empty", i + 1);
+    for (size_t i = 0; i < queues->n; i++) {
+        char what[32];
+
+        snprintf(what, sizeof(what), "QUEUE %zu", i + 1);
+        if ((st = cli_name_check("work", what, queues->args[i])) != 0)
+            return st;
+    }
     if (queues->n == 0 && a->pattern == NULL)
         return cli_usage_error("work", "work: missing QUEUE or --pattern "
                                "(the queues to serve)");

@@ -236,6 +236,12 @@ usage_error "queue: unknown subcommand" "unknown subcommand 'pop'" \
     queue pop q1 "${S[@]}"
 usage_error "take: missing QUEUE" "queue take: missing QUEUE" \
     queue take "${S[@]}"
+for sub in add take stats; do
+    usage_error "queue $sub: an empty QUEUE" "^sluice: queue $sub: QUEUE is empty" \
+        queue "$sub" '' "${S[@]}"
+done
+usage_error "work: an empty QUEUE" "^sluice: work: QUEUE 2 is empty" \
+    work q1 '' "${S[@]}"
 usage_error "complete: missing LEASE" "queue complete: missing LEASE" \
     queue complete q1 1 "${S[@]}"
 usage_error "complete: ID 0" "ID: '0' is out of range" \

@@ -93,6 +93,13 @@ usage_error "replay takes no KEY" "unexpected argument 'k'" \
 usage_error "replay missing --window" "missing --window" \
     replay --algo fixed --max 10
 usage_error "demo takes no argument" "unexpected argument 'now'" demo now
+# An empty KEY or QUEUE is refused by every command alike.
+for cmd in hit peek reset; do
+    usage_error "$cmd: an empty KEY" "^sluice: $cmd: KEY is empty" \
+        "$cmd" '' "${LIMIT[@]}"
+done
+usage_error "ttl: an empty QUEUE" "^sluice: ttl: QUEUE is empty" \
+    ttl '' --store valkey://127.0.0.1:1
 usage_error "help on an unknown command" "unknown command 'nope'" help nope
 
 # ---- hit, peek, reset ---------------------------------------------------------
