@@ -47,7 +47,9 @@ const char cli_work_help[] =
     "QUEUE, spaces, control bytes and bytes that are not UTF-8 are written\n"
     "\\xNN.\n"
     "\n"
-    "  --pattern GLOB     also serve the queues matching GLOB (fnmatch)\n"
+    "  --pattern GLOB     also serve the queues matching GLOB (fnmatch); one\n"
+    "                     that is not a glob (an unclosed '[') is a usage\n"
+    "                     error\n"
     "  --exec CMD         the command run for each job\n"
     "  --lease DUR        how long a job is this worker's (default @LEASE@); a\n"
     "                     job still running then may go to another worker\n"
@@ -327,9 +329,15 @@ int cli_work(int argc, char **argv)
     wopts.pattern = a.pattern;
     err = sluice_worker_new(&w, store, queues.args, NULL, queues.n, &wopts);
     free(queues.args);
+    if (err == SLUICE_EINVAL) /* the arguments: a pattern that is none */
+        st = cli_usage_error("work", "work: %s%s (EINVAL)",
+                             a.pattern != NULL ? "--pattern: " : "",
+                             sluice_last_error());
+    else if (err < 0)
+        st = cli_lib_error("work", "work", err);
     if (err < 0) {
         sluice_store_free(store);
-        return cli_lib_error("work", "work", err);
+        return st;
     }
     st = serve(&a, store, w);
     sluice_worker_free(w);

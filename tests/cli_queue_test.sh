@@ -275,6 +275,12 @@ usage_error "work: bad --timeout" "--timeout: invalid duration" \
     work q1 --timeout never "${S[@]}"
 usage_error "work: the embedded store has no queues" "server store" \
     work q1 --store mem://
+usage_error "work --pattern '[': the library's message, a usage error" \
+    "^sluice: work: --pattern: pattern '\[': the '\[' at byte 0 is never closed" \
+    work --pattern '[' "${S[@]}"
+usage_error "work --pattern with an ESC and an unclosed '['" "\\x1b\[" \
+    work --pattern "$(printf '\033[')" "${S[@]}"
+terminal_safe "that message is safe for a terminal" "$TMP/err"
 usage_error "demo chat: no --store" "demo chat: needs a server store" \
     demo chat
 usage_error "demo chat: the embedded store" "embedded store" \
