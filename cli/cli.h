@@ -306,6 +306,10 @@ typedef struct cli_job_opts {
 
 #define CLI_MAX_ATTEMPTS_MAX 1000000u
 
+/* The most a payload may hold: a server takes less than 512 MB in one
+   string (its proto-max-bulk-len), so no more is read from stdin. */
+#define CLI_PAYLOAD_MAX ((size_t)512 * 1024 * 1024)
+
 /* Why queue and work need --store (cli_store_open()'s 'server_why'). */
 #define CLI_QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
 

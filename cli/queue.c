@@ -34,7 +34,9 @@ const char cli_queue_help[] =
     "Subcommands:\n"
     "  add QUEUE [--data TEXT] [--delay DUR]\n"
     "      Adds a job and prints its id. The payload is TEXT or, without\n"
-    "      --data, standard input when it is not a terminal (else empty).\n"
+    "      --data, standard input when it is not a terminal (else empty),\n"
+    "      read up to 512 MB. A payload that a take could not read back\n"
+    "      (over the URL's max_reply_bytes less 1 KB) is a usage error.\n"
     "      With --delay the job is not taken before DUR has passed.\n"
     "  take QUEUE [--lease DUR]\n"
     "      Takes the next job under a lease of DUR (default @LEASE@) and prints\n"
@@ -79,8 +81,8 @@ const char cli_queue_help[] =
     "\n"
     "Exit status: 0 done (take: a job was taken); 1 take found nothing to\n"
     "take (deferred or empty), complete or fail lost the lease, or retry's\n"
-    "job is not a failed job; 2 usage error, or a store without queues;\n"
-    "3 store error.\n";
+    "job is not a failed job; 2 usage error, a store without queues or a\n"
+    "payload too large; 3 store error.\n";
 
 /* ---- The subcommands ------------------------------------------------------- */
 
@@ -167,20 +169,26 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
     return n;
 }
 
-/* Reads all of standard input into 'a->data'; returns 0 or an exit status. */
+/*
+ * Reads all of standard input into 'a->data', up to CLI_PAYLOAD_MAX bytes:
+ * one more is an error, so an endless input is not read without end.
+ * Returns 0 or an exit status (reported).
+ */
 static int read_stdin(qargs *a)
 {
     size_t len = 0, cap = 0;
     char *buf = NULL;
 
-    for (;;) {
+    while (len <= CLI_PAYLOAD_MAX) {
         size_t got;
 
         if (len == cap) {
             size_t ncap = cap ? 2 * cap : 4096;
-            char *nbuf = realloc(buf, ncap);
+            char *nbuf;
 
-            if (nbuf == NULL) {
+            if (ncap > CLI_PAYLOAD_MAX + 1)
+                ncap = CLI_PAYLOAD_MAX + 1;
+            if ((nbuf = realloc(buf, ncap)) == NULL) {
                 free(buf);
                 cli_error("%s: out of memory reading the payload", a->cmd);
                 return CLI_EXIT_RUNTIME;
@@ -188,13 +196,16 @@ static int read_stdin(qargs *a)
             buf = nbuf;
             cap = ncap;
         }
-        got = fread(buf + len, 1, cap - len, stdin);
-        len += got;
-        if (got == 0)
+        if ((got = fread(buf + len, 1, cap - len, stdin)) == 0)
             break;
+        len += got;
     }
-    if (ferror(stdin)) {
+    if (len > CLI_PAYLOAD_MAX || ferror(stdin)) {
         free(buf);
+        if (len > CLI_PAYLOAD_MAX)
+            return cli_usage_error("queue", "%s: the payload on stdin is over "
+                                   "512 MB, more than a server takes",
+                                   a->cmd);
         cli_error("%s: cannot read the payload from stdin: %s", a->cmd,
                   strerror(errno));
         return CLI_EXIT_RUNTIME;
@@ -304,6 +315,19 @@ static void json_open(const qargs *a)
     cli_json_string(stdout, a->queue, a->queue_len);
 }
 
+/*
+ * Reports add's failure 'err' and returns its exit status. A payload that
+ * the store could not give back to a take (SLUICE_ERANGE) can never be
+ * added: a usage error, like a payload over CLI_PAYLOAD_MAX on stdin.
+ */
+static int add_error(const qargs *a, int err)
+{
+    if (err == SLUICE_ERANGE)
+        return cli_usage_error("queue", "%s: %s (ERANGE)", a->cmd,
+                               sluice_last_error());
+    return cli_lib_error("queue", a->cmd, err);
+}
+
 static int sub_add(sluice_store *store, qargs *a)
 {
     uint64_t id;
@@ -311,7 +335,7 @@ static int sub_add(sluice_store *store, qargs *a)
                                a->data_len, a->delay_ms);
 
     if (err < 0)
-        return cli_lib_error("queue", a->cmd, err);
+        return add_error(a, err);
     if (a->json) {
         json_open(a);
         printf(",\"id\":%llu}\n", (unsigned long long)id);

@@ -83,6 +83,31 @@ check "add --json" 0 '^\{"queue":"q1","id":2\}$'
 run_in 'from\nstdin\n' queue add q1 "${S[@]}"
 check "add reads the payload from stdin" 0 '^3$'
 
+# Standard input is read up to 512 MB and one byte, not without end.
+start=$(now_ms)
+(ulimit -v 4000000; timeout 60 "$SLUICE" queue add big "${S[@]}" \
+    </dev/zero >"$TMP/out" 2>"$TMP/err")
+rc=$?
+took=$(($(now_ms) - start))
+if [ "$rc" -eq 2 ] && grep -q 'over 512 MB' "$TMP/err" && [ ! -s "$TMP/out" ]; then
+    pass "add from an endless stdin stops at 512 MB (exit 2 in $took ms: $(head -n 1 "$TMP/err"))"
+else
+    fail "add from an endless stdin stops at 512 MB" \
+        "exit $rc in $took ms; $(cat "$TMP/out" "$TMP/err")"
+fi
+# A payload that a take could not read back is refused alike, before it
+# is sent (max_reply_bytes: 64 MB, less 1 KB for the rest of the reply).
+head -c $((64 * 1024 * 1024)) /dev/zero >"$TMP/64m"
+"$SLUICE" queue add big "${S[@]}" <"$TMP/64m" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+rm -f "$TMP/64m"
+if [ "$rc" -eq 2 ] && grep -q 'that a take can read back' "$TMP/err"; then
+    pass "add of a payload a take could not read back: exit 2 ($(head -n 1 "$TMP/err"))"
+else
+    fail "add of a payload a take could not read back: exit 2" \
+        "exit $rc; $(cat "$TMP/out" "$TMP/err")"
+fi
+
 run queue take q1 "${S[@]}"
 check "take prints the job, then its payload" 0 \
     '^job 1 attempt 1 lease [0-9]+$'
