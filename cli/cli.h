@@ -274,9 +274,11 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 /*
  * Reports that the store at 'url' could not be opened (error 'err'), with
  * the library's detail (sluice_last_error()), as "sluice: --store: ...".
- * A password in the URL is shown as "***", so it never reaches a terminal or
- * a log; a detail that would still reveal it is withheld.
+ * The library shows a URL's password as "***"; as a last resort, a detail
+ * that still quotes the whole password (of CLI_SECRET_MIN bytes or more,
+ * so that a short one does not hide every message by chance) is withheld.
  */
+#define CLI_SECRET_MIN 4
 void cli_store_error(const char *url, int err);
 
 /*

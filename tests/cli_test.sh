@@ -174,6 +174,30 @@ if grep -q "bogus" "$TMP/err" && ! grep -q "hunter2" "$TMP/err"; then
 else
     fail "a store error masks the URL's password" "$err"
 fi
+# A short password no longer withholds every URL error: the library masks
+# it, and the message says what is wrong.
+run hit k "${LIMIT[@]}" --store 'valkey://:e@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "bogus" "$TMP/err" && ! grep -q "withheld" "$TMP/err"; then
+    pass "a URL error with a short password is shown ($err)"
+else
+    fail "a URL error with a short password is shown" "exit $rc; $err"
+fi
+# The last resort: a message that quotes the whole password (here by
+# chance: the unknown option has its name) is withheld.
+run hit k "${LIMIT[@]}" --store 'valkey://:bogus@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/err"; then
+    pass "a message that quotes the whole password is withheld ($err)"
+else
+    fail "a message that quotes the whole password is withheld" "exit $rc; $err"
+fi
+# A password holding '/' and '?' is masked whole.
+run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
+    ! grep -q "nt?er" "$TMP/err"; then
+    pass "a password holding '/' and '?' is masked whole ($err)"
+else
+    fail "a password holding '/' and '?' is masked whole" "exit $rc; $err"
+fi
 run hit k "${LIMIT[@]}" --store mem://
 expect_rc "--store mem:// works" 0
 
