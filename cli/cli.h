@@ -345,6 +345,16 @@ uint64_t cli_mono_ms(void);
 
 /* ---- Output ---------------------------------------------------------------- */
 
+/* True when the 'len' bytes at 's' are valid UTF-8 (RFC 3629). */
+bool cli_utf8_valid(const char *s, size_t len);
+
+/*
+ * Writes the 'len' bytes at 'data' to 'f' in standard base64 (RFC 4648,
+ * with '=' padding, no line breaks), for bytes that JSON strings cannot
+ * carry exactly.
+ */
+void cli_base64(FILE *f, const void *data, size_t len);
+
 /*
  * Writes 'len' bytes of 's' to 'f' as a JSON string, quotes included.
  * Quotes, backslashes and control characters are escaped; valid UTF-8 passes

@@ -41,9 +41,11 @@ const char cli_queue_help[] =
     "  take QUEUE [--lease DUR]\n"
     "      Takes the next job under a lease of DUR (default @LEASE@) and prints\n"
     "      'job ID attempt N lease L', then the payload (plus a newline if it\n"
-    "      does not end with one; --json gives the exact bytes). Over the\n"
-    "      cap it takes nothing and prints 'deferred WAIT_MS', the ms until\n"
-    "      the window resets; with nothing ready it prints 'empty', or\n"
+    "      does not end with one). With --json the payload's bytes are\n"
+    "      exact: \"payload\", a JSON string, when they are valid UTF-8, else\n"
+    "      \"payload_base64\", the bytes in standard base64. Over the cap it\n"
+    "      takes nothing and prints 'deferred WAIT_MS', the ms until the\n"
+    "      window resets; with nothing ready it prints 'empty', or\n"
     "      'empty WAIT_MS' when a delayed job or a lease falls due then.\n"
     "  complete QUEUE ID LEASE\n"
     "      Finishes the job taken under lease LEASE; prints 'done'.\n"
@@ -69,11 +71,12 @@ const char cli_queue_help[] =
     "                 keys are emq:{q}:*; the URL option emq_prefix= moves them\n"
     "  --json         print one JSON object: add {\"queue\",\"id\"}; take\n"
     "                 {\"queue\",\"status\":\"job\",\"id\",\"attempt\",\"lease\",\n"
-    "                 \"payload\"} or {\"queue\",\"status\":\"deferred\"|\"empty\",\n"
-    "                 \"wait_ms\"}; complete and fail {\"queue\",\"id\",\"outcome\":\n"
-    "                 \"done\"|\"retrying\"|\"failed\"|\"lost\"}; retry {\"queue\",\n"
-    "                 \"id\",\"retried\"}; failed {\"queue\",\"failed\":[IDS]};\n"
-    "                 stats and set-cap the figures named above\n"
+    "                 \"payload\"|\"payload_base64\"} or {\"queue\",\"status\":\n"
+    "                 \"deferred\"|\"empty\",\"wait_ms\"}; complete and fail\n"
+    "                 {\"queue\",\"id\",\"outcome\":\"done\"|\"retrying\"|\n"
+    "                 \"failed\"|\"lost\"}; retry {\"queue\",\"id\",\"retried\"};\n"
+    "                 failed {\"queue\",\"failed\":[IDS]}; stats and set-cap\n"
+    "                 the figures named above\n"
     "\n"
     "A lease is proven by its token: once it has run out (the job went back\n"
     "to wait for another worker) or the job was finished, complete and fail\n"
@@ -112,6 +115,22 @@ typedef struct qargs {
 typedef int (*sub_fn)(sluice_store *store, qargs *a);
 
 static int sub_add(sluice_store *store, qargs *a);
+/*
+ * A payload as a JSON field, exactly: "payload" (a string) when it is
+ * valid UTF-8, else "payload_base64" (its bytes in base64).
+ */
+static void print_payload(const char *payload, size_t len)
+{
+    if (cli_utf8_valid(payload, len)) {
+        fputs("\"payload\":", stdout);
+        cli_json_string(stdout, payload, len);
+    } else {
+        fputs("\"payload_base64\":\"", stdout);
+        cli_base64(stdout, payload, len);
+        putchar('"');
+    }
+}
+
 static int sub_take(sluice_store *store, qargs *a);
 static int sub_complete(sluice_store *store, qargs *a);
 static int sub_fail(sluice_store *store, qargs *a);
@@ -359,9 +378,9 @@ static int sub_take(sluice_store *store, qargs *a)
     if (status == SLUICE_TAKE_JOB && a->json) {
         json_open(a);
         printf(",\"status\":\"job\",\"id\":%llu,\"attempt\":%llu,"
-               "\"lease\":%llu,\"payload\":", (unsigned long long)job.id,
+               "\"lease\":%llu,", (unsigned long long)job.id,
                (unsigned long long)job.attempt, (unsigned long long)job.lease);
-        cli_json_string(stdout, job.payload, job.payload_len);
+        print_payload(job.payload, job.payload_len);
         printf("}\n");
     } else if (status == SLUICE_TAKE_JOB) {
         printf("job %llu attempt %llu lease %llu\n",

@@ -41,6 +41,22 @@ static size_t utf8_length(const unsigned char *s, size_t len)
     return n;
 }
 
+bool cli_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, n;
+
+    while (i < len) {
+        if (p[i] < 0x80)
+            i++;
+        else if ((n = utf8_length(p + i, len - i)) > 0)
+            i += n;
+        else
+            return false;
+    }
+    return true;
+}
+
 /* ---- For a terminal -------------------------------------------------------- */
 
 void cli_put_safe(FILE *f, const char *s, size_t len, bool space)
@@ -101,4 +117,29 @@ void cli_json_string(FILE *f, const char *s, size_t len)
         }
     }
     fputc('"', f);
+}
+
+/* ---- Base64 ---------------------------------------------------------------- */
+
+void cli_base64(FILE *f, const void *data, size_t len)
+{
+    static const char digits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = data;
+
+    for (size_t i = 0; i < len; i += 3) {
+        size_t left = len - i;
+        uint32_t group = (uint32_t)p[i] << 16;
+        char out[4];
+
+        if (left > 1)
+            group |= (uint32_t)p[i + 1] << 8;
+        if (left > 2)
+            group |= p[i + 2];
+        out[0] = digits[group >> 18];
+        out[1] = digits[(group >> 12) & 63];
+        out[2] = left > 1 ? digits[(group >> 6) & 63] : '=';
+        out[3] = left > 2 ? digits[group & 63] : '=';
+        fwrite(out, 1, 4, f);
+    }
 }

@@ -123,6 +123,26 @@ check "take --json: bytes from stdin kept exactly" 0 \
     '"id":3,.*"payload":"from\\nstdin\\n"\}$'
 lease3=$(printf '%s\n' "$out" | sed 's/.*"lease":\([0-9]*\).*/\1/')
 
+# Bytes that are not UTF-8 (0xff) and a NUL: the exact bytes in base64.
+printf 'a\377\000b\n' >"$TMP/bin"
+"$SLUICE" queue add binq "${S[@]}" <"$TMP/bin" >/dev/null 2>&1
+run queue take binq "${S[@]}" --json
+check "take --json: a payload that is not UTF-8 as payload_base64" 0 \
+    '^\{"queue":"binq","status":"job","id":1,"attempt":1,"lease":[0-9]+,"payload_base64":"[A-Za-z0-9+/=]+"\}$'
+printf '%s\n' "$out" | sed 's/.*"payload_base64":"\([^"]*\)".*/\1/' |
+    base64 -d >"$TMP/bin.back" 2>/dev/null
+if cmp -s "$TMP/bin" "$TMP/bin.back"; then
+    pass "take --json: base64 -d gives back the exact bytes"
+else
+    fail "take --json: base64 -d gives back the exact bytes" \
+        "$out; $(od -c "$TMP/bin.back")"
+fi
+# Valid UTF-8 with a NUL stays a JSON string, exact.
+printf 'n\000\303\251' | "$SLUICE" queue add binq "${S[@]}" >/dev/null 2>&1
+run queue take binq "${S[@]}" --json
+check "take --json: valid UTF-8 with a NUL is a JSON string" 0 \
+    '"payload":"n\\u0000'"$(printf '\303\251')"'"\}$'
+
 run queue complete q1 1 "$lease1" "${S[@]}"
 check "complete" 0 '^done$'
 run queue complete q1 1 "$lease1" "${S[@]}"
