@@ -157,6 +157,58 @@ run queue take q1 "${S[@]}" --json
 check "take --json with nothing ready" 1 \
     '^\{"queue":"q1","status":"empty","wait_ms":[0-9]+\}$'
 
+# ---- add --lines -------------------------------------------------------------------
+
+# One job per line, in one call: the ids one per line, in order.
+seq 1 5000 >"$TMP/lines"
+start=$(now_ms)
+"$SLUICE" queue add bulk --lines "${S[@]}" <"$TMP/lines" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+took=$(($(now_ms) - start))
+if [ "$rc" -eq 0 ] && [ "$(wc -l <"$TMP/out")" -eq 5000 ] &&
+    [ "$(head -n 1 "$TMP/out")" = 1 ] && [ "$(tail -n 1 "$TMP/out")" = 5000 ] &&
+    [ "$took" -lt 10000 ]; then
+    pass "add --lines: 5,000 jobs in one call, 5,000 ids ($took ms)"
+else
+    fail "add --lines: 5,000 jobs in one call, 5,000 ids" \
+        "exit $rc in $took ms; $(head -n 3 "$TMP/out") $(cat "$TMP/err")"
+fi
+run queue stats bulk "${S[@]}"
+check "add --lines: 5,000 jobs waiting" 0 '^waiting=5000 '
+run queue take bulk "${S[@]}"
+check "add --lines: the payload is the line" 0 '^job 1 attempt 1 '
+expect_eq "add --lines: job 1's payload, without its newline" "1" \
+    "$(printf '%s\n' "$out" | sed -n 2p)"
+# An empty line is a job with an empty payload; a last line without a
+# newline counts.
+run_in 'a\n\nb' queue add lines2 --lines "${S[@]}" --json
+check "add --lines --json: the ids in an array" 0 \
+    '^\{"queue":"lines2","ids":\[1,2,3\]\}$'
+got=
+for _ in 1 2 3; do
+    run queue take lines2 "${S[@]}" --json
+    got="$got$(printf '%s\n' "$out" | sed 's/.*"payload":\("[^"]*"\).*/\1/')"
+done
+expect_eq "add --lines: 'a', an empty line, and 'b' without a newline" \
+    '"a""""b"' "$got"
+run_in '' queue add lines3 --lines "${S[@]}" --json
+check "add --lines of nothing adds nothing" 0 '^\{"queue":"lines3","ids":\[\]\}$'
+# A line too long for the store: the batches before it are added (their
+# ids printed), the rest not, and the message names the line.
+{ seq 1 599; head -c 2000 /dev/zero | tr '\0' x; echo; seq 1 10; } >"$TMP/lines"
+"$SLUICE" queue add lines4 --lines --store "$STORE&max_reply_bytes=2048" \
+    <"$TMP/lines" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(wc -l <"$TMP/out")" -eq 512 ] &&
+    grep -q 'not added from line 513 on (job 0 below is line 513): job 87: a payload of 2000 bytes' "$TMP/err"; then
+    pass "add --lines: a line too long stops the add at its batch ($(head -n 1 "$TMP/err"))"
+else
+    fail "add --lines: a line too long stops the add at its batch" \
+        "exit $rc; $(wc -l <"$TMP/out") ids; $(cat "$TMP/err")"
+fi
+usage_error "add --lines with --data" "--lines .*--data" \
+    queue add lines3 --lines --data x "${S[@]}"
+
 # ---- fail, failed, retry ------------------------------------------------------------
 
 run queue fail q1 3 "$lease3" --max-attempts 1 "${S[@]}"
