@@ -1,30 +1,32 @@
 /*
  * work.c - 'sluice work': a worker that serves queues until told to stop.
  *
- *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--lease DUR]
- *               [--count N] [--timeout DUR] [--max-attempts N]
- *               [--backoff DUR] [--json] --store URL
+ *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--concurrency N]
+ *               [--lease DUR] [--stalled-limit N] [--count N]
+ *               [--timeout DUR] [--max-attempts N] [--backoff DUR]
+ *               [--json] --store URL
+ *
+ * One process, one event loop, one sluice_worker (which is not
+ * thread-safe): it takes jobs while fewer than --concurrency commands run,
+ * and meanwhile waits on those commands (work_run.c) with a time-out, so
+ * that it renews each job's lease every third of it.
  *
  * Queues live on a server store only: the embedded store (SLUICE_ENOTSUP)
  * is a usage error, exit 2, like a missing --store.
  */
-#include "cli.h"
+#include "work.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#define WORK_SLICE_MS 250u /* how soon work notices a signal */
+#define WORK_SLICE_MS 250u  /* how soon an idle worker notices a signal */
+#define WORK_BUSY_MS 50u    /* how soon a take notices a command's end */
 
 const char cli_work_help[] =
     "Usage: sluice work [QUEUE...] [--pattern GLOB] [--exec CMD]\n"
-    "                   [--lease DUR] [--count N] [--timeout DUR]\n"
-    "                   [--max-attempts N] [--backoff DUR] [--json]\n"
-    "                   --store URL\n"
+    "                   [--concurrency N] [--lease DUR] [--stalled-limit N]\n"
+    "                   [--count N] [--timeout DUR] [--max-attempts N]\n"
+    "                   [--backoff DUR] [--json] --store URL\n"
     "\n"
     "Runs a worker: takes jobs from the listed queues and from every queue\n"
     "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
@@ -40,10 +42,12 @@ const char cli_work_help[] =
     "output stays one line per job. Exit status 0 completes the job; any\n"
     "other fails it, and it is retried after the back-off until it has been\n"
     "taken N times, then moved to the failed set ('sluice queue failed').\n"
-    "Without --exec each job is completed at once.\n"
+    "While CMD runs, the job's lease is renewed every third of the lease, so\n"
+    "a job may take longer than its lease. Without --exec each job is\n"
+    "completed at once.\n"
     "\n"
     "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
-    "the lease ran out before CMD finished; the job went back to wait). In\n"
+    "the lease was lost before CMD finished; the job went back to wait). In\n"
     "QUEUE, spaces, control bytes and bytes that are not UTF-8 are written\n"
     "\\xNN.\n"
     "\n"
@@ -51,192 +55,273 @@ const char cli_work_help[] =
     "                     that is not a glob (an unclosed '[') is a usage\n"
     "                     error\n"
     "  --exec CMD         the command run for each job\n"
-    "  --lease DUR        how long a job is this worker's (default @LEASE@); a\n"
-    "                     job still running then may go to another worker\n"
+    "  --concurrency N    run up to N jobs at once (default 1, at most 256)\n"
+    "  --lease DUR        how long a job is this worker's unless renewed\n"
+    "                     (default @LEASE@); should the worker die, its job\n"
+    "                     goes to another worker then\n"
+    "  --stalled-limit N  times a job's lease may run out (its worker died\n"
+    "                     or stalled) before the job fails for good\n"
+    "                     (default 1)\n"
     "  --count N          stop after N jobs (each attempt counts)\n"
     "  --timeout DUR      stop after DUR with no job to do\n"
     "  --max-attempts N   times a job is taken before it fails for good\n"
     "                     (default 3)\n"
     "  --backoff DUR      wait before a retry, doubled at each attempt\n"
     "                     (default 1s; 0 for at once)\n"
+
     "  --json             one JSON object per job: {\"queue\",\"id\",\n"
     "                     \"attempt\",\"outcome\"}\n"
     "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
     "\n"
-    "SIGINT or SIGTERM stops the worker once the current job is finished (a\n"
-    "second signal passes SIGTERM to CMD).\n"
+    "SIGINT or SIGTERM stops the worker once the running jobs are finished\n"
+    "(a second signal passes SIGTERM to their commands).\n"
     "\n"
     "Exit status: 0 stopped as asked (--count, --timeout or a signal),\n"
     "2 usage error, or a store without queues, 3 store error.\n";
 
-/* ---- Running CMD ----------------------------------------------------------- */
-
-/* Set by the signal handler; read by the loop between jobs. */
-static volatile sig_atomic_t stop_signal;
-static volatile sig_atomic_t signals_seen;
-static volatile sig_atomic_t running_pid; /* CMD's process group, or 0 */
-
-static void on_stop_signal(int sig)
-{
-    stop_signal = sig;
-    /* A second signal while CMD runs asks CMD to stop too. */
-    if (++signals_seen > 1 && running_pid > 0)
-        kill(-(pid_t)running_pid, SIGTERM);
-}
-
-/*
- * Runs 'cmd' for 'job' of 'queue' and answers its exit status (non-zero
- * when it was killed or could not be run), or -1 when it could not be
- * started (reported). The payload is given through an unlinked temporary
- * file rather than a pipe, so a command that does not read it cannot
- * block the worker.
- */
-static int run_command(const char *cmd, const char *queue,
-                       const sluice_job *job)
-{
-    FILE *in = tmpfile();
-    char id[24], attempt[24];
-    int wstatus;
-    pid_t pid;
-
-    if (in == NULL ||
-        fwrite(job->payload, 1, job->payload_len, in) != job->payload_len ||
-        fflush(in) != 0 || fseek(in, 0, SEEK_SET) != 0) {
-        cli_error("work: cannot hold the payload in a temporary file: %s",
-                  strerror(errno));
-        if (in != NULL)
-            fclose(in);
-        return -1;
-    }
-    snprintf(id, sizeof(id), "%llu", (unsigned long long)job->id);
-    snprintf(attempt, sizeof(attempt), "%llu", (unsigned long long)job->attempt);
-    fflush(stdout);
-    fflush(stderr);
-    if ((pid = fork()) < 0) {
-        cli_error("work: cannot start a process: %s", strerror(errno));
-        fclose(in);
-        return -1;
-    }
-    if (pid == 0) {
-        /* Its own process group: a Ctrl-C meant for the worker lets the
-           job finish. */
-        setpgid(0, 0);
-        if (dup2(fileno(in), STDIN_FILENO) < 0 ||
-            dup2(STDERR_FILENO, STDOUT_FILENO) < 0 ||
-            setenv("SLUICE_QUEUE", queue, 1) != 0 ||
-            setenv("SLUICE_JOB_ID", id, 1) != 0 ||
-            setenv("SLUICE_ATTEMPT", attempt, 1) != 0)
-            _exit(126);
-        fclose(in);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also here, so the group exists before a signal */
-    running_pid = pid;
-    fclose(in);
-    while (waitpid(pid, &wstatus, 0) < 0) {
-        if (errno != EINTR) {
-            running_pid = 0;
-            cli_error("work: cannot wait for the command: %s",
-                      strerror(errno));
-            return -1;
-        }
-    }
-    running_pid = 0;
-    if (WIFEXITED(wstatus))
-        return WEXITSTATUS(wstatus);
-    return 128 + (WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
-}
-
-/* ---- The worker ------------------------------------------------------------ */
+/* ---- The worker's state ---------------------------------------------------- */
 
 /* The checked options of work. */
 typedef struct wargs {
     const char *store, *pattern, *exec;
     bool json;
     cli_job_opts job; /* --lease, --max-attempts, --backoff */
-    uint64_t count, timeout_ms;
+    uint64_t count, timeout_ms, concurrency, stalled_limit;
 } wargs;
 
+/* A worker at work. */
+typedef struct work {
+    const wargs *a;
+    sluice_store *store;
+    sluice_worker *w;
+    cli_run *runs;          /* a->concurrency slots */
+    size_t running;         /* slots whose command runs */
+    uint64_t taken;         /* jobs taken (--count) */
+    uint64_t idle_since;    /* when a job was last taken or finished */
+    bool over;              /* stop: 'status' is the exit status */
+    int status;
+} work;
+
+/* The end of the loop with exit status 'status'. */
+static void work_over(work *wk, int status)
+{
+    wk->over = true;
+    wk->status = status;
+}
+
+/* ---- Output ---------------------------------------------------------------- */
+
 /* One line for one job. */
-static void print_job(const wargs *a, const char *queue, const sluice_job *job,
-                      const char *outcome)
+static void print_job(const wargs *a, const cli_run *job, const char *outcome)
 {
     if (a->json) {
         fputs("{\"queue\":", stdout);
-        cli_json_string(stdout, queue, strlen(queue));
+        cli_json_string(stdout, job->queue, job->queue_len);
         printf(",\"id\":%llu,\"attempt\":%llu,\"outcome\":\"%s\"}\n",
                (unsigned long long)job->id, (unsigned long long)job->attempt,
                outcome);
     } else {
-        cli_put_safe(stdout, queue, strlen(queue), true);
+        cli_put_safe(stdout, job->queue, job->queue_len, true);
         printf(" %llu %s\n", (unsigned long long)job->id, outcome);
     }
     fflush(stdout);
 }
 
-/*
- * Does one job: runs the command (or nothing) and completes or fails the
- * job. Returns 0, or the exit status of a failure (reported).
- */
-static int work_one(const wargs *a, sluice_store *store, const char *queue,
-                    const sluice_job *job)
+/* Reports 'err', a call to the store that failed, and ends the worker. */
+static void store_failed(work *wk, int err)
 {
-    const char *outcome = "done";
-    int dead = 0, err, code = 0;
+    work_over(wk, cli_lib_error("work", "work", err));
+}
 
-    if (a->exec != NULL && (code = run_command(a->exec, queue, job)) < 0)
-        return CLI_EXIT_RUNTIME; /* the lease runs out; the job comes back */
-    if (code == 0) {
-        err = sluice_queue_complete(store, queue, strlen(queue), job->id,
-                                    job->lease);
-    } else {
-        err = sluice_queue_fail(&dead, store, queue, strlen(queue), job->id,
-                                job->lease, a->job.max_attempts,
-                                a->job.backoff_ms);
+/* ---- Jobs -------------------------------------------------------------------- */
+
+/* How often a running job's lease is renewed: a third of it. */
+static uint64_t beat_every_ms(const wargs *a)
+{
+    return a->job.lease_ms >= 3 ? a->job.lease_ms / 3 : 1;
+}
+
+/*
+ * Records the end of 'job', whose command exited with 'code' (0 without
+ * --exec): completes or fails it, and prints its line.
+ */
+static void finish_job(work *wk, const cli_run *job, int code)
+{
+    const char *outcome = "lost";
+    int dead = 0, err = SLUICE_ELEASE;
+
+    if (!job->lost && code == 0) {
+        err = sluice_queue_complete(wk->store, job->queue, job->queue_len,
+                                    job->id, job->lease);
+        outcome = "done";
+    } else if (!job->lost) {
+        err = sluice_queue_fail(&dead, wk->store, job->queue, job->queue_len,
+                                job->id, job->lease, wk->a->job.max_attempts,
+                                wk->a->job.backoff_ms);
         outcome = dead ? "failed" : "retrying";
     }
-    if (err == SLUICE_ELEASE)
+    if (err == SLUICE_ELEASE) {
         outcome = "lost";
-    else if (err < 0)
-        return cli_lib_error("work", "work", err);
-    print_job(a, queue, job, outcome);
-    return 0;
+    } else if (err < 0) {
+        store_failed(wk, err);
+        return;
+    }
+    print_job(wk->a, job, outcome);
+}
+
+/* Finishes the jobs whose commands have ended. */
+static void reap_all(work *wk)
+{
+    for (size_t i = 0; i < wk->a->concurrency && !wk->over; i++) {
+        int code;
+
+        if (wk->runs[i].pid == 0 || (code = cli_run_reap(wk->runs, i)) < 0)
+            continue;
+        wk->running--;
+        wk->idle_since = cli_mono_ms();
+        finish_job(wk, &wk->runs[i], code);
+    }
+}
+
+/* Renews the leases that are due: the running jobs' heartbeat. */
+static void beat_all(work *wk, uint64_t now)
+{
+    for (size_t i = 0; i < wk->a->concurrency && !wk->over; i++) {
+        cli_run *r = &wk->runs[i];
+        int err;
+
+        if (r->pid == 0 || r->lost || r->beat_ms > now)
+            continue;
+        err = sluice_queue_extend(wk->store, r->queue, r->queue_len, r->id,
+                                  r->lease, wk->a->job.lease_ms);
+        r->beat_ms = now + beat_every_ms(wk->a);
+        if (err == SLUICE_ELEASE)
+            r->lost = true; /* 'lost' when CMD ends */
+        else if (err < 0)
+            store_failed(wk, err);
+    }
+}
+
+/* Starts the command of 'job' (of 'queue') in a free slot. */
+static void start_job(work *wk, const char *queue, size_t queue_len,
+                      const sluice_job *job)
+{
+    size_t slot = 0;
+
+    while (wk->runs[slot].pid != 0)
+        slot++;
+    if (cli_run_start(wk->runs, slot, wk->a->exec, queue, queue_len, job) <
+        0) {
+        work_over(wk, CLI_EXIT_RUNTIME); /* its lease runs out; it comes back */
+        return;
+    }
+    wk->runs[slot].beat_ms = cli_mono_ms() + beat_every_ms(wk->a);
+    wk->running++;
+}
+
+/* Takes the next job, waiting at most 'timeout_ms', and starts it. */
+static void take_job(work *wk, uint64_t timeout_ms)
+{
+    sluice_job job = {0};
+    const char *queue;
+    size_t queue_len = 0;
+    int err = sluice_worker_next(&job, &queue, &queue_len, wk->w, timeout_ms);
+
+    if (err < 0) {
+        store_failed(wk, err);
+    } else if (job.id != 0) {
+        wk->taken++;
+        wk->idle_since = cli_mono_ms();
+        if (wk->a->exec != NULL) {
+            start_job(wk, queue, queue_len, &job);
+        } else {
+            cli_run done = {.queue = queue, .queue_len = queue_len,
+                            .id = job.id, .attempt = job.attempt,
+                            .lease = job.lease};
+
+            finish_job(wk, &done, 0);
+        }
+    }
+    sluice_job_clear(&job);
+}
+
+/* ---- The loop ------------------------------------------------------------------ */
+
+/* True when the worker may take another job now. */
+static bool may_take(const work *wk)
+{
+    const wargs *a = wk->a;
+
+    return !wk->over && !cli_work_stopping() &&
+           wk->running < a->concurrency &&
+           (a->count == 0 || wk->taken < a->count);
+}
+
+/*
+ * True (with the exit status set) when the worker is to stop: with no
+ * command running, a signal, --count jobs taken, or --timeout with nothing
+ * to do.
+ */
+static bool loop_ends(work *wk, uint64_t now)
+{
+    const wargs *a = wk->a;
+
+    if (wk->running > 0) {
+        return false;
+    } else if (cli_work_stopping() || (a->count > 0 && wk->taken >= a->count)) {
+        work_over(wk, CLI_EXIT_OK);
+    } else if (a->timeout_ms > 0 && now - wk->idle_since >= a->timeout_ms) {
+        work_over(wk, CLI_EXIT_OK);
+    }
+    return wk->over;
+}
+
+/*
+ * When the loop next has something to do: a lease to renew or --timeout
+ * to reach; at the latest one
+ * WORK_SLICE_MS from 'now' (WORK_BUSY_MS while a take would hide a
+ * command's end).
+ */
+static uint64_t next_wake(const work *wk, uint64_t now)
+{
+    const wargs *a = wk->a;
+    uint64_t wake = now + (wk->running > 0 && may_take(wk) ? WORK_BUSY_MS
+                                                           : WORK_SLICE_MS);
+
+    for (size_t i = 0; i < a->concurrency; i++)
+        if (wk->runs[i].pid != 0 && !wk->runs[i].lost &&
+            wk->runs[i].beat_ms < wake)
+            wake = wk->runs[i].beat_ms;
+    if (wk->running == 0 && a->timeout_ms > 0 &&
+        wk->idle_since + a->timeout_ms < wake)
+        wake = wk->idle_since + a->timeout_ms;
+    return wake > now ? wake : now;
 }
 
 /* Takes and does jobs until told to stop; returns the exit status. */
-static int work_loop(const wargs *a, sluice_store *store, sluice_worker *w)
+static int work_loop(work *wk)
 {
-    uint64_t done = 0, idle_since = cli_mono_ms();
-    sluice_job job = {0};
-    int st = CLI_EXIT_OK;
+    wk->idle_since = cli_mono_ms();
+    while (!wk->over) {
+        uint64_t now = cli_mono_ms(), wake;
 
-    while (!stop_signal && (a->count == 0 || done < a->count)) {
-        uint64_t slice = WORK_SLICE_MS, idle = cli_mono_ms() - idle_since;
-        const char *queue;
-        int err;
-
-        if (a->timeout_ms > 0) {
-            if (idle >= a->timeout_ms)
-                break;
-            if (a->timeout_ms - idle < slice)
-                slice = a->timeout_ms - idle;
-        }
-        if ((err = sluice_worker_next(&job, &queue, NULL, w, slice)) < 0) {
-            st = cli_lib_error("work", "work", err);
+        reap_all(wk);
+        beat_all(wk, now);
+        if (wk->over || loop_ends(wk, now))
             break;
-        }
-        if (job.id == 0)
-            continue;
-        st = work_one(a, store, queue, &job);
-        sluice_job_clear(&job);
-        if (st != 0)
-            break;
-        done++;
-        idle_since = cli_mono_ms();
+        wake = next_wake(wk, now);
+        if (may_take(wk))
+            take_job(wk, wake - now);
+        else
+            cli_run_wait(wk->runs, wk->a->concurrency, wake - now);
     }
-    sluice_job_clear(&job);
-    return st;
+    if (wk->running > 0) {
+        cli_error("work: stopping %zu running command%s (SIGTERM); their "
+                  "jobs come back when their leases end", wk->running,
+                  wk->running == 1 ? "" : "s");
+        cli_run_stop_all(wk->runs, wk->a->concurrency);
+    }
+    return wk->status;
 }
 
 /* ---- The command ----------------------------------------------------------- */
@@ -253,7 +338,11 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
         CLI_OPT_FLAG("--json", &a->json),
         CLI_OPT_TEXT("--pattern", &a->pattern),
         CLI_OPT_TEXT("--exec", &a->exec),
+        CLI_OPT_NUMBER("--concurrency", &a->concurrency, 1,
+                       CLI_WORK_CONCURRENCY_MAX),
         CLI_OPT_DURATION("--lease", &a->job.lease_ms),
+        CLI_OPT_NUMBER("--stalled-limit", &a->stalled_limit, 1,
+                       CLI_MAX_ATTEMPTS_MAX),
         CLI_OPT_NUMBER("--count", &a->count, 1, UINT64_MAX),
         CLI_OPT_DURATION("--timeout", &a->timeout_ms),
         CLI_OPT_NUMBER("--max-attempts", &a->job.max_attempts, 1,
@@ -264,6 +353,8 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
     int st;
 
     a->job = (cli_job_opts)CLI_JOB_OPTS_INIT;
+    a->concurrency = 1;
+    a->stalled_limit = 1;
     if ((st = cli_opts_parse("work", argc, argv, opts, nopts, queues,
                              CLI_CHECK_LATER)) != 0 ||
         (st = cli_opts_check("work", opts, nopts)) != 0)
@@ -291,55 +382,57 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
  */
 static int serve(const wargs *a, sluice_store *store, sluice_worker *w)
 {
-    struct sigaction sa, old_int, old_term;
+    work wk = {.a = a, .store = store, .w = w};
     int st;
 
-    /* No SA_RESTART: a signal cuts a sleep short. */
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    st = work_loop(a, store, w);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    if ((wk.runs = calloc((size_t)a->concurrency, sizeof(cli_run))) == NULL) {
+        cli_error("work: out of memory");
+        return CLI_EXIT_RUNTIME;
+    }
+    cli_work_signals_on();
+    st = work_loop(&wk);
+    cli_work_signals_off();
+    free(wk.runs);
     return st;
+}
+
+/* Opens the worker for the queues 'queues' (and the pattern) of 'a' on
+   'store'. Returns 0, or the exit status of a failure (reported). */
+static int worker_open(sluice_worker **w, sluice_store *store,
+                       const wargs *a, const cli_pos *queues)
+{
+    sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
+    int err;
+
+    wopts.lease_ms = a->job.lease_ms;
+    wopts.pattern = a->pattern;
+    wopts.stalled_limit = a->stalled_limit;
+    err = sluice_worker_new(w, store, queues->args, NULL, queues->n, &wopts);
+    if (err == SLUICE_EINVAL) /* the arguments: a pattern that is none */
+        return cli_usage_error("work", "work: %s%s (EINVAL)",
+                               a->pattern != NULL ? "--pattern: " : "",
+                               sluice_last_error());
+    return err < 0 ? cli_lib_error("work", "work", err) : 0;
 }
 
 int cli_work(int argc, char **argv)
 {
-    sluice_worker_opts wopts = SLUICE_WORKER_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_worker *w = NULL;
     wargs a = {0};
     cli_pos queues = {.max = (size_t)argc, .what = "QUEUE..."};
-    int st, err;
+    int st;
 
     if ((queues.args = malloc(((size_t)argc + 1) * sizeof(char *))) == NULL) {
         cli_error("work: out of memory");
         return CLI_EXIT_RUNTIME;
     }
-    if ((st = work_args(&a, &queues, argc, argv)) != 0 ||
+    if ((st = work_args(&a, &queues, argc, argv)) == 0 &&
         (st = cli_store_open(&store, "work", a.store, CLI_QUEUES_NEED_SERVER,
-                             NULL)) != 0) {
-        free(queues.args);
-        return st;
-    }
-    wopts.lease_ms = a.job.lease_ms;
-    wopts.pattern = a.pattern;
-    err = sluice_worker_new(&w, store, queues.args, NULL, queues.n, &wopts);
+                             NULL)) == 0 &&
+        (st = worker_open(&w, store, &a, &queues)) == 0)
+        st = serve(&a, store, w);
     free(queues.args);
-    if (err == SLUICE_EINVAL) /* the arguments: a pattern that is none */
-        st = cli_usage_error("work", "work: %s%s (EINVAL)",
-                             a.pattern != NULL ? "--pattern: " : "",
-                             sluice_last_error());
-    else if (err < 0)
-        st = cli_lib_error("work", "work", err);
-    if (err < 0) {
-        sluice_store_free(store);
-        return st;
-    }
-    st = serve(&a, store, w);
     sluice_worker_free(w);
     sluice_store_free(store);
     return st;

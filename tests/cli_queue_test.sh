@@ -463,6 +463,97 @@ else
         "exit $rc; $(cat "$TMP/sig.out" "$TMP/sig.err")"
 fi
 
+# A second SIGTERM passes SIGTERM to CMD: the job fails, the worker exits.
+"$SLUICE" queue add sig2 --data s "${S[@]}" >/dev/null 2>&1
+"$SLUICE" work sig2 --exec 'sleep 5' --backoff 0 "${S[@]}" >"$TMP/sig.out" \
+    2>"$TMP/sig.err" &
+worker_pid=$!
+sleep 0.3
+kill -TERM "$worker_pid"
+sleep 0.1
+kill -TERM "$worker_pid"
+start=$(now_ms)
+wait "$worker_pid"
+rc=$?
+took=$(($(now_ms) - start))
+worker_pid=
+if [ "$rc" -eq 0 ] && [ "$(cat "$TMP/sig.out")" = "sig2 1 retrying" ] &&
+    [ "$took" -lt 2000 ]; then
+    pass "a second SIGTERM stops CMD: the job is retried, exit 0 (${took} ms)"
+else
+    fail "a second SIGTERM stops CMD: the job is retried, exit 0" \
+        "exit $rc in $took ms; $(cat "$TMP/sig.out" "$TMP/sig.err")"
+fi
+
+# ---- work: the lease's heartbeat and the stalled limit --------------------------------
+
+# A job longer than its lease, with a second worker waiting for its lease
+# to run out: renewed while CMD runs, it runs once and is done.
+"$SLUICE" queue add hb --data h "${S[@]}" >/dev/null 2>&1
+: >"$TMP/hb.runs"
+HB=(hb --lease 1s --max-attempts 3 --timeout 3s "${S[@]}"
+    --exec "echo run >>'$TMP/hb.runs'; sleep 1.5")
+"$SLUICE" work "${HB[@]}" >"$TMP/hb1.out" 2>"$TMP/hb1.err" &
+worker_pid=$!
+"$SLUICE" work "${HB[@]}" >"$TMP/hb2.out" 2>"$TMP/hb2.err"
+wait "$worker_pid"
+worker_pid=
+got="$(cat "$TMP/hb1.out" "$TMP/hb2.out") runs=$(wc -l <"$TMP/hb.runs")"
+expect_eq "work renews the lease: a 1.5 s job under a 1 s lease runs once, done" \
+    "hb 1 done runs=1" "$got"
+
+# The stalled limit: a job whose lease ran out twice (two takers that
+# vanished) fails for good at the worker's take by default (1), and is
+# taken again with --stalled-limit 3.
+for q in st1 st2; do
+    "$SLUICE" queue add "$q" --data s "${S[@]}" >/dev/null 2>&1
+    for _ in 1 2; do
+        "$SLUICE" queue take "$q" --lease 100ms "${S[@]}" >/dev/null 2>&1
+        sleep 0.2
+    done
+done
+run work st1 --stalled-limit 3 --count 1 --timeout 2s "${S[@]}"
+check "work --stalled-limit 3: a job whose lease ran out twice is done" 0 \
+    '^st1 1 done$'
+run work st2 --timeout 1s "${S[@]}"
+run queue failed st2 "${S[@]}"
+check "work, by default: a job whose lease ran out twice failed for good" 0 '^1$'
+usage_error "work --stalled-limit 0" "--stalled-limit: '0' is out of range" \
+    work st1 --stalled-limit 0 "${S[@]}"
+
+# ---- work: concurrency ---------------------------------------------------------
+
+for i in 1 2 3 4 5 6 7 8; do
+    "$SLUICE" queue add conc --data "c$i" "${S[@]}" >/dev/null 2>&1
+done
+start=$(now_ms)
+run work conc --concurrency 4 --count 8 --exec 'sleep 0.5' "${S[@]}"
+took=$(($(now_ms) - start))
+if [ "$rc" -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c ' done$')" -eq 8 ] &&
+    [ "$took" -lt 2500 ]; then
+    pass "work --concurrency 4: 8 jobs of 0.5 s in $took ms (one at a time: 4000)"
+else
+    fail "work --concurrency 4: 8 jobs of 0.5 s in well under 4 s" \
+        "exit $rc in $took ms; $out; $err"
+fi
+usage_error "work --concurrency 0" "--concurrency: '0' is out of range" \
+    work conc --concurrency 0 "${S[@]}"
+
+# SIGTERM with two jobs running: both are finished, then exit 0.
+for i in 1 2; do
+    "$SLUICE" queue add sigc --data "s$i" "${S[@]}" >/dev/null 2>&1
+done
+"$SLUICE" work sigc --concurrency 2 --exec 'sleep 0.5' "${S[@]}" \
+    >"$TMP/sig.out" 2>"$TMP/sig.err" &
+worker_pid=$!
+sleep 0.25
+kill -TERM "$worker_pid"
+wait "$worker_pid"
+rc=$?
+worker_pid=
+expect_eq "SIGTERM with two jobs running: both finished, exit 0" \
+    "0 sigc 1 done|sigc 2 done" "$rc $(sort "$TMP/sig.out" | paste -sd '|')"
+
 # ---- demo chat ----------------------------------------------------------------------------
 
 start=$(now_ms)
