@@ -3,13 +3,18 @@
  *
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--concurrency N]
  *               [--lease DUR] [--stalled-limit N] [--count N]
- *               [--timeout DUR] [--max-attempts N] [--backoff DUR]
- *               [--json] --store URL
+ *               [--timeout DUR] [--give-up-after DUR] [--max-attempts N]
+ *               [--backoff DUR] [--json] --store URL
  *
  * One process, one event loop, one sluice_worker (which is not
  * thread-safe): it takes jobs while fewer than --concurrency commands run,
  * and meanwhile waits on those commands (work_run.c) with a time-out, so
  * that it renews each job's lease every third of it.
+ *
+ * A store that cannot answer (SLUICE_ECONN, SLUICE_ETIMEDOUT: an outage,
+ * such as a server restarting) is ridden out: one line on stderr when it
+ * starts, the store asked again with a back-off, one line when it answers
+ * again. Any other failure of the store stops the worker, exit 3.
  *
  * Queues live on a server store only: the embedded store (SLUICE_ENOTSUP)
  * is a usage error, exit 2, like a missing --store.
@@ -21,12 +26,15 @@
 
 #define WORK_SLICE_MS 250u  /* how soon an idle worker notices a signal */
 #define WORK_BUSY_MS 50u    /* how soon a take notices a command's end */
+#define BACKOFF_MIN_MS 100u /* the first wait before asking again ... */
+#define BACKOFF_MAX_MS 5000u /* ... doubled up to this */
 
 const char cli_work_help[] =
     "Usage: sluice work [QUEUE...] [--pattern GLOB] [--exec CMD]\n"
     "                   [--concurrency N] [--lease DUR] [--stalled-limit N]\n"
-    "                   [--count N] [--timeout DUR] [--max-attempts N]\n"
-    "                   [--backoff DUR] [--json] --store URL\n"
+    "                   [--count N] [--timeout DUR] [--give-up-after DUR]\n"
+    "                   [--max-attempts N] [--backoff DUR] [--json]\n"
+    "                   --store URL\n"
     "\n"
     "Runs a worker: takes jobs from the listed queues and from every queue\n"
     "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
@@ -47,9 +55,15 @@ const char cli_work_help[] =
     "completed at once.\n"
     "\n"
     "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
-    "the lease was lost before CMD finished; the job went back to wait). In\n"
-    "QUEUE, spaces, control bytes and bytes that are not UTF-8 are written\n"
-    "\\xNN.\n"
+    "the lease was lost before CMD finished, or the store could not be\n"
+    "reached to record the outcome; the job goes back to wait when its lease\n"
+    "ends). In QUEUE, spaces, control bytes and bytes that are not UTF-8 are\n"
+    "written \\xNN.\n"
+    "\n"
+    "When the store cannot be reached (its server is down or restarting),\n"
+    "the worker says so on stderr, lets running commands go on, asks again\n"
+    "after 100 ms, then twice as long each time up to 5 s, and says so again\n"
+    "when the store answers, and serves on. Any other store error stops it.\n"
     "\n"
     "  --pattern GLOB     also serve the queues matching GLOB (fnmatch); one\n"
     "                     that is not a glob (an unclosed '[') is a usage\n"
@@ -63,7 +77,10 @@ const char cli_work_help[] =
     "                     or stalled) before the job fails for good\n"
     "                     (default 1)\n"
     "  --count N          stop after N jobs (each attempt counts)\n"
-    "  --timeout DUR      stop after DUR with no job to do\n"
+    "  --timeout DUR      stop after DUR with no job to do (exit 3 if the\n"
+    "                     store is unreachable then)\n"
+    "  --give-up-after DUR  exit 3 once the store has been unreachable for\n"
+    "                     DUR (default: never)\n"
     "  --max-attempts N   times a job is taken before it fails for good\n"
     "                     (default 3)\n"
     "  --backoff DUR      wait before a retry, doubled at each attempt\n"
@@ -77,7 +94,9 @@ const char cli_work_help[] =
     "(a second signal passes SIGTERM to their commands).\n"
     "\n"
     "Exit status: 0 stopped as asked (--count, --timeout or a signal),\n"
-    "2 usage error, or a store without queues, 3 store error.\n";
+    "2 usage error, or a store without queues, 3 store error (one that is\n"
+    "not an outage, an outage past --give-up-after, or still on at\n"
+    "--timeout).\n";
 
 /* ---- The worker's state ---------------------------------------------------- */
 
@@ -86,7 +105,7 @@ typedef struct wargs {
     const char *store, *pattern, *exec;
     bool json;
     cli_job_opts job; /* --lease, --max-attempts, --backoff */
-    uint64_t count, timeout_ms, concurrency, stalled_limit;
+    uint64_t count, timeout_ms, give_up_ms, concurrency, stalled_limit;
 } wargs;
 
 /* A worker at work. */
@@ -94,10 +113,14 @@ typedef struct work {
     const wargs *a;
     sluice_store *store;
     sluice_worker *w;
+    const char *probe;      /* a queue whose limiter the store is asked */
     cli_run *runs;          /* a->concurrency slots */
     size_t running;         /* slots whose command runs */
     uint64_t taken;         /* jobs taken (--count) */
     uint64_t idle_since;    /* when a job was last taken or finished */
+    uint64_t down_since;    /* 0 while the store answers; else since when */
+    uint64_t backoff_ms;    /* the wait before the store is asked again */
+    uint64_t probe_at;      /* when it is */
     bool over;              /* stop: 'status' is the exit status */
     int status;
 } work;
@@ -127,10 +150,66 @@ static void print_job(const wargs *a, const cli_run *job, const char *outcome)
     fflush(stdout);
 }
 
-/* Reports 'err', a call to the store that failed, and ends the worker. */
-static void store_failed(work *wk, int err)
+/* ---- The store's outages --------------------------------------------------- */
+
+/* The store answered: the end of an outage, if there was one. */
+static void store_answered(work *wk)
 {
-    work_over(wk, cli_lib_error("work", "work", err));
+    if (wk->down_since == 0)
+        return;
+    cli_error("work: the store answers again after %llu ms",
+              (unsigned long long)(cli_mono_ms() - wk->down_since));
+    wk->down_since = 0;
+}
+
+/*
+ * Handles 'err', a call to the store that failed. An outage (the server
+ * could not answer: SLUICE_ECONN, SLUICE_ETIMEDOUT) is ridden out: its
+ * start is reported once, and the store is asked again after a back-off.
+ * Anything else is reported and ends the worker. Returns true while the
+ * worker goes on.
+ */
+static bool store_failed(work *wk, int err)
+{
+    uint64_t now = cli_mono_ms();
+
+    if (err != SLUICE_ECONN && err != SLUICE_ETIMEDOUT) {
+        work_over(wk, cli_lib_error("work", "work", err));
+        return false;
+    }
+    if (wk->down_since == 0) {
+        cli_error("work: the store is unreachable (%s); retrying (a job that "
+                  "ends meanwhile is not recorded: it comes back when its "
+                  "lease ends)", sluice_last_error());
+        wk->down_since = now;
+        wk->backoff_ms = BACKOFF_MIN_MS;
+        wk->probe_at = now + wk->backoff_ms;
+    }
+    return true;
+}
+
+/*
+ * In an outage, asks the store again once the back-off has passed: the
+ * limiter read of a served queue, which only reads. Takes resume when it
+ * answers.
+ */
+static void store_probe(work *wk, uint64_t now)
+{
+    uint64_t wait_ms;
+    int err;
+
+    if (wk->down_since == 0 || now < wk->probe_at)
+        return;
+    err = sluice_emq_rate_limit_ttl(&wait_ms, wk->store, wk->probe,
+                                    strlen(wk->probe), 0);
+    if (err == 0) {
+        store_answered(wk);
+    } else if (store_failed(wk, err)) {
+        wk->backoff_ms = 2 * wk->backoff_ms < BACKOFF_MAX_MS
+                             ? 2 * wk->backoff_ms
+                             : BACKOFF_MAX_MS;
+        wk->probe_at = cli_mono_ms() + wk->backoff_ms;
+    }
 }
 
 /* ---- Jobs -------------------------------------------------------------------- */
@@ -160,12 +239,14 @@ static void finish_job(work *wk, const cli_run *job, int code)
                                 wk->a->job.backoff_ms);
         outcome = dead ? "failed" : "retrying";
     }
-    if (err == SLUICE_ELEASE) {
+    if (err == 0)
+        store_answered(wk);
+    else if (err == SLUICE_ELEASE)
         outcome = "lost";
-    } else if (err < 0) {
-        store_failed(wk, err);
+    else if (store_failed(wk, err))
+        outcome = "lost"; /* not recorded: back when its lease ends */
+    else
         return;
-    }
     print_job(wk->a, job, outcome);
 }
 
@@ -195,9 +276,11 @@ static void beat_all(work *wk, uint64_t now)
         err = sluice_queue_extend(wk->store, r->queue, r->queue_len, r->id,
                                   r->lease, wk->a->job.lease_ms);
         r->beat_ms = now + beat_every_ms(wk->a);
-        if (err == SLUICE_ELEASE)
+        if (err == 0)
+            store_answered(wk);
+        else if (err == SLUICE_ELEASE)
             r->lost = true; /* 'lost' when CMD ends */
-        else if (err < 0)
+        else
             store_failed(wk, err);
     }
 }
@@ -252,33 +335,42 @@ static bool may_take(const work *wk)
 {
     const wargs *a = wk->a;
 
-    return !wk->over && !cli_work_stopping() &&
+    return !wk->over && !cli_work_stopping() && wk->down_since == 0 &&
            wk->running < a->concurrency &&
            (a->count == 0 || wk->taken < a->count);
 }
 
 /*
- * True (with the exit status set) when the worker is to stop: with no
- * command running, a signal, --count jobs taken, or --timeout with nothing
- * to do.
+ * True (with the exit status set) when the worker is to stop: an outage
+ * past --give-up-after; or, with no command running, a signal, --count
+ * jobs taken, or --timeout with nothing to do.
  */
 static bool loop_ends(work *wk, uint64_t now)
 {
     const wargs *a = wk->a;
 
-    if (wk->running > 0) {
+    if (wk->down_since != 0 && a->give_up_ms > 0 &&
+        now - wk->down_since >= a->give_up_ms) {
+        cli_error("work: the store has been unreachable for %llu ms, over "
+                  "--give-up-after; giving up",
+                  (unsigned long long)(now - wk->down_since));
+        work_over(wk, CLI_EXIT_RUNTIME);
+    } else if (wk->running > 0) {
         return false;
     } else if (cli_work_stopping() || (a->count > 0 && wk->taken >= a->count)) {
         work_over(wk, CLI_EXIT_OK);
     } else if (a->timeout_ms > 0 && now - wk->idle_since >= a->timeout_ms) {
-        work_over(wk, CLI_EXIT_OK);
+        if (wk->down_since != 0)
+            cli_error("work: stopping at --timeout with the store still "
+                      "unreachable");
+        work_over(wk, wk->down_since != 0 ? CLI_EXIT_RUNTIME : CLI_EXIT_OK);
     }
     return wk->over;
 }
 
 /*
- * When the loop next has something to do: a lease to renew or --timeout
- * to reach; at the latest one
+ * When the loop next has something to do: a lease to renew, the store to
+ * ask again, --give-up-after or --timeout to reach; at the latest one
  * WORK_SLICE_MS from 'now' (WORK_BUSY_MS while a take would hide a
  * command's end).
  */
@@ -292,6 +384,11 @@ static uint64_t next_wake(const work *wk, uint64_t now)
         if (wk->runs[i].pid != 0 && !wk->runs[i].lost &&
             wk->runs[i].beat_ms < wake)
             wake = wk->runs[i].beat_ms;
+    if (wk->down_since != 0 && wk->probe_at < wake)
+        wake = wk->probe_at;
+    if (wk->down_since != 0 && a->give_up_ms > 0 &&
+        wk->down_since + a->give_up_ms < wake)
+        wake = wk->down_since + a->give_up_ms;
     if (wk->running == 0 && a->timeout_ms > 0 &&
         wk->idle_since + a->timeout_ms < wake)
         wake = wk->idle_since + a->timeout_ms;
@@ -307,6 +404,7 @@ static int work_loop(work *wk)
 
         reap_all(wk);
         beat_all(wk, now);
+        store_probe(wk, now);
         if (wk->over || loop_ends(wk, now))
             break;
         wake = next_wake(wk, now);
@@ -345,6 +443,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
                        CLI_MAX_ATTEMPTS_MAX),
         CLI_OPT_NUMBER("--count", &a->count, 1, UINT64_MAX),
         CLI_OPT_DURATION("--timeout", &a->timeout_ms),
+        CLI_OPT_DURATION("--give-up-after", &a->give_up_ms),
         CLI_OPT_NUMBER("--max-attempts", &a->job.max_attempts, 1,
                        CLI_MAX_ATTEMPTS_MAX),
         CLI_OPT_DURATION_0("--backoff", &a->job.backoff_ms),
@@ -378,11 +477,13 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
 
 /*
  * Serves jobs with worker 'w' on 'store' until told to stop, SIGINT and
- * SIGTERM included; returns the exit status.
+ * SIGTERM included; 'probe' names a queue to ask in an outage. Returns the
+ * exit status.
  */
-static int serve(const wargs *a, sluice_store *store, sluice_worker *w)
+static int serve(const wargs *a, sluice_store *store, sluice_worker *w,
+                 const char *probe)
 {
-    work wk = {.a = a, .store = store, .w = w};
+    work wk = {.a = a, .store = store, .w = w, .probe = probe};
     int st;
 
     if ((wk.runs = calloc((size_t)a->concurrency, sizeof(cli_run))) == NULL) {
@@ -431,7 +532,7 @@ int cli_work(int argc, char **argv)
         (st = cli_store_open(&store, "work", a.store, CLI_QUEUES_NEED_SERVER,
                              NULL)) == 0 &&
         (st = worker_open(&w, store, &a, &queues)) == 0)
-        st = serve(&a, store, w);
+        st = serve(&a, store, w, queues.n > 0 ? queues.args[0] : a.pattern);
     free(queues.args);
     sluice_worker_free(w);
     sluice_store_free(store);

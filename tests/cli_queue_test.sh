@@ -28,7 +28,12 @@ TMP=$(mktemp -d)
 server_pid=
 worker_pid=
 fake_pid=
+outage_pid=
 cleanup() {
+    if [ -n "$outage_pid" ]; then
+        kill "$outage_pid" 2>/dev/null
+        wait "$outage_pid" 2>/dev/null
+    fi
     if [ -n "$fake_pid" ]; then
         kill "$fake_pid" 2>/dev/null
         wait "$fake_pid" 2>/dev/null
@@ -553,6 +558,81 @@ rc=$?
 worker_pid=
 expect_eq "SIGTERM with two jobs running: both finished, exit 0" \
     "0 sigc 1 done|sigc 2 done" "$rc $(sort "$TMP/sig.out" | paste -sd '|')"
+
+# ---- work rides out an outage -------------------------------------------------------------
+
+# A server of its own, stopped and started again on the same port.
+oport=$((31000 + $$ % 2000))
+OUT=(--store "valkey://127.0.0.1:$oport")
+if spawn_server "$oport" "$TMP/outage.log"; then
+    outage_pid=$spawned_pid
+    "$SLUICE" work oq --exec 'cat >/dev/null' "${OUT[@]}" >"$TMP/o.out" \
+        2>"$TMP/o.err" &
+    worker_pid=$!
+    "$SLUICE" queue add oq --data before "${OUT[@]}" >/dev/null 2>&1
+    wait_for "$TMP/o.out" '^oq 1 done$' 5 || fail "outage: a job before" \
+        "$(cat "$TMP/o.out" "$TMP/o.err")"
+    kill "$outage_pid"
+    wait "$outage_pid" 2>/dev/null
+    outage_pid=
+    wait_for "$TMP/o.err" 'unreachable' 5
+    sleep 1
+    spawn_server "$oport" "$TMP/outage.log"
+    outage_pid=$spawned_pid
+    wait_for "$TMP/o.err" 'answers again' 10
+    "$SLUICE" queue add oq --data after1 "${OUT[@]}" >/dev/null 2>&1
+    "$SLUICE" queue add oq --data after2 "${OUT[@]}" >/dev/null 2>&1
+    wait_for "$TMP/o.out" '^oq 2 done$' 10
+    if kill -0 "$worker_pid" 2>/dev/null; then
+        pass "outage: the worker is still running after the server came back"
+    else
+        fail "outage: the worker is still running after the server came back" \
+            "$(cat "$TMP/o.out" "$TMP/o.err")"
+    fi
+    kill -TERM "$worker_pid"
+    wait "$worker_pid"
+    rc=$?
+    worker_pid=
+    expect_eq "outage: the jobs added after the restart are done, exit 0" \
+        "0 oq 1 done|oq 1 done|oq 2 done" "$rc $(paste -sd '|' "$TMP/o.out")"
+    expect_eq "outage: one line when it starts, one when it ends" \
+        "1 1 2" "$(grep -c 'unreachable' "$TMP/o.err") $(grep -c 'answers again' "$TMP/o.err") $(wc -l <"$TMP/o.err")"
+    if grep -Eq '^sluice: work: the store is unreachable \(.*\); retrying' "$TMP/o.err" &&
+        grep -Eq '^sluice: work: the store answers again after [0-9]+ ms' "$TMP/o.err"; then
+        pass "outage: the lines say what happened ($(paste -sd '|' "$TMP/o.err"))"
+    else
+        fail "outage: the lines say what happened" "$(cat "$TMP/o.err")"
+    fi
+    kill "$outage_pid"
+    wait "$outage_pid" 2>/dev/null
+    outage_pid=
+else
+    fail "outage: the server starts on port $oport" "$(cat "$TMP/outage.log")"
+fi
+
+# Against a dead server: --give-up-after, and --timeout, exit 3 in time.
+start=$(now_ms)
+run work oq --give-up-after 1s "${OUT[@]}"
+took=$(($(now_ms) - start))
+if [ "$rc" -eq 3 ] && [ "$took" -ge 1000 ] && [ "$took" -lt 5000 ] &&
+    grep -q 'unreachable' "$TMP/err" && grep -q 'give-up-after' "$TMP/err"; then
+    pass "work --give-up-after 1s against a dead server: exit 3 in $took ms"
+else
+    fail "work --give-up-after 1s against a dead server: exit 3 in time" \
+        "exit $rc in $took ms; $err"
+fi
+start=$(now_ms)
+run work oq --timeout 1s "${OUT[@]}"
+took=$(($(now_ms) - start))
+if [ "$rc" -eq 3 ] && [ "$took" -ge 1000 ] && [ "$took" -lt 5000 ] &&
+    grep -q 'unreachable' "$TMP/err"; then
+    pass "work --timeout against a dead server: exit 3, not 0, in $took ms ($(tail -n 1 "$TMP/err"))"
+else
+    fail "work --timeout against a dead server: exit 3, not 0" \
+        "exit $rc in $took ms; $err"
+fi
+usage_error "work --give-up-after 0" "--give-up-after: " \
+    work oq --give-up-after 0 "${OUT[@]}"
 
 # ---- demo chat ----------------------------------------------------------------------------
 

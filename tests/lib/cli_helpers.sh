@@ -73,29 +73,48 @@ actual:   $3"
     fi
 }
 
+# spawn_server PORT LOG: starts $SERVER on PORT in $TMP, its output in LOG,
+# and waits until it takes connections. Sets $spawned_pid; returns 1 if it
+# does not come up.
+spawn_server() {
+    "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$TMP" --daemonize no >"$2" 2>&1 &
+    spawned_pid=$!
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
 # start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
 # so that two runs at once do not meet, in $TMP, and waits until it takes
 # connections. Sets $port and $server_pid (the caller's trap kills it). On
 # failure prints NAME's summary line and exits 1.
 start_server() {
-    local name=$1 up=0
+    local name=$1
     port=$(($2 + $$ % 2000))
-    "$SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$TMP" --daemonize no >"$TMP/server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            up=1
-            break
-        fi
-        sleep 0.05
-    done
-    if [ "$up" -ne 1 ]; then
+    if ! spawn_server "$port" "$TMP/server.log"; then
+        server_pid=$spawned_pid
         fail "the server starts on port $port" "$(cat "$TMP/server.log")"
         echo "$name: $passed passed, $failed failed"
         exit 1
     fi
+    server_pid=$spawned_pid
     pass "the server starts on port $port ($(basename "$SERVER"))"
+}
+
+# wait_for FILE PATTERN SECONDS: waits until FILE has a line matching the
+# extended regular expression PATTERN; returns 1 if it has none in time.
+wait_for() {
+    local i
+    for i in $(seq 1 $(($3 * 20))); do
+        grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
 }
 
 # terminal_safe NAME FILE: FILE holds no control byte but newlines and is
