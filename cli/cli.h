@@ -70,6 +70,9 @@ bool cli_is_plain(const char *text);
  */
 void cli_put_safe(FILE *f, const char *s, size_t len, bool space);
 
+/* The same as a NUL-terminated string to free(); NULL without memory. */
+char *cli_safe_dup(const char *s, size_t len, bool space);
+
 /* ---- Numbers --------------------------------------------------------------- */
 
 /*

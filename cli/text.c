@@ -4,6 +4,8 @@
  */
 #include "cli.h"
 
+#include <stdlib.h>
+
 /* ---- UTF-8 ----------------------------------------------------------------- */
 
 /*
@@ -77,6 +79,22 @@ void cli_put_safe(FILE *f, const char *s, size_t len, bool space)
         }
         i += n;
     }
+}
+
+char *cli_safe_dup(const char *s, size_t len, bool space)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+
+    if (f == NULL)
+        return NULL;
+    cli_put_safe(f, s, len, space);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

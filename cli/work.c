@@ -4,7 +4,7 @@
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] [--concurrency N]
  *               [--lease DUR] [--stalled-limit N] [--count N]
  *               [--timeout DUR] [--give-up-after DUR] [--max-attempts N]
- *               [--backoff DUR] [--json] --store URL
+ *               [--backoff DUR] [--verbose] [--json] --store URL
  *
  * One process, one event loop, one sluice_worker (which is not
  * thread-safe): it takes jobs while fewer than --concurrency commands run,
@@ -28,13 +28,14 @@
 #define WORK_BUSY_MS 50u    /* how soon a take notices a command's end */
 #define BACKOFF_MIN_MS 100u /* the first wait before asking again ... */
 #define BACKOFF_MAX_MS 5000u /* ... doubled up to this */
+#define VERBOSE_HANDLER "sluice work --verbose"
 
 const char cli_work_help[] =
     "Usage: sluice work [QUEUE...] [--pattern GLOB] [--exec CMD]\n"
     "                   [--concurrency N] [--lease DUR] [--stalled-limit N]\n"
     "                   [--count N] [--timeout DUR] [--give-up-after DUR]\n"
-    "                   [--max-attempts N] [--backoff DUR] [--json]\n"
-    "                   --store URL\n"
+    "                   [--max-attempts N] [--backoff DUR] [--verbose]\n"
+    "                   [--json] --store URL\n"
     "\n"
     "Runs a worker: takes jobs from the listed queues and from every queue\n"
     "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
@@ -85,7 +86,9 @@ const char cli_work_help[] =
     "                     (default 3)\n"
     "  --backoff DUR      wait before a retry, doubled at each attempt\n"
     "                     (default 1s; 0 for at once)\n"
-
+    "  --verbose          a line on stderr each time a queue's cap defers a\n"
+    "                     take: 'sluice: work: QUEUE deferred: wait MS ms\n"
+    "                     (cap MAX)'\n"
     "  --json             one JSON object per job: {\"queue\",\"id\",\n"
     "                     \"attempt\",\"outcome\"}\n"
     "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
@@ -103,7 +106,7 @@ const char cli_work_help[] =
 /* The checked options of work. */
 typedef struct wargs {
     const char *store, *pattern, *exec;
-    bool json;
+    bool json, verbose;
     cli_job_opts job; /* --lease, --max-attempts, --backoff */
     uint64_t count, timeout_ms, give_up_ms, concurrency, stalled_limit;
 } wargs;
@@ -148,6 +151,34 @@ static void print_job(const wargs *a, const cli_run *job, const char *outcome)
         printf(" %llu %s\n", (unsigned long long)job->id, outcome);
     }
     fflush(stdout);
+}
+
+/* --verbose: one line per deferred take, from its telemetry event. */
+static void on_deferred(const sluice_event *ev, void *payload)
+{
+    const sluice_metadata *queue = NULL, *limit = NULL;
+    double delay_ms = 0;
+    char *name, *cap;
+
+    (void)payload;
+    for (size_t i = 0; i < ev->n_metadata; i++) {
+        if (strcmp(ev->metadata[i].name, "queue") == 0)
+            queue = &ev->metadata[i];
+        else if (strcmp(ev->metadata[i].name, "limit") == 0)
+            limit = &ev->metadata[i];
+    }
+    for (size_t i = 0; i < ev->n_measurements; i++)
+        if (strcmp(ev->measurements[i].name, "delay_ms") == 0)
+            delay_ms = ev->measurements[i].value;
+    if (queue == NULL) /* a refused sluice_hit(), not a take */
+        return;
+    name = cli_safe_dup(queue->value, queue->value_len, true);
+    cap = limit != NULL ? cli_safe_dup(limit->value, limit->value_len, true)
+                        : NULL;
+    cli_error("work: %s deferred: wait %.0f ms (cap %s)",
+              name != NULL ? name : "?", delay_ms, cap != NULL ? cap : "?");
+    free(name);
+    free(cap);
 }
 
 /* ---- The store's outages --------------------------------------------------- */
@@ -434,6 +465,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
     cli_opt opts[] = {
         CLI_OPT_TEXT("--store", &a->store),
         CLI_OPT_FLAG("--json", &a->json),
+        CLI_OPT_FLAG("--verbose", &a->verbose),
         CLI_OPT_TEXT("--pattern", &a->pattern),
         CLI_OPT_TEXT("--exec", &a->exec),
         CLI_OPT_NUMBER("--concurrency", &a->concurrency, 1,
@@ -490,9 +522,14 @@ static int serve(const wargs *a, sluice_store *store, sluice_worker *w,
         cli_error("work: out of memory");
         return CLI_EXIT_RUNTIME;
     }
+    if (a->verbose)
+        sluice_telemetry_attach(VERBOSE_HANDLER, SLUICE_EVENT_RATE_LIMIT_HIT,
+                                on_deferred, NULL);
     cli_work_signals_on();
     st = work_loop(&wk);
     cli_work_signals_off();
+    if (a->verbose)
+        sluice_telemetry_detach(VERBOSE_HANDLER);
     free(wk.runs);
     return st;
 }

@@ -526,7 +526,20 @@ check "work, by default: a job whose lease ran out twice failed for good" 0 '^1$
 usage_error "work --stalled-limit 0" "--stalled-limit: '0' is out of range" \
     work st1 --stalled-limit 0 "${S[@]}"
 
-# ---- work: concurrency ---------------------------------------------------------
+# ---- work: deferrals, concurrency ---------------------------------------------------------
+
+"$SLUICE" queue set-cap 'v q' --max 1 --per 2s "${S[@]}" >/dev/null 2>&1
+for i in 1 2; do
+    "$SLUICE" queue add 'v q' --data "v$i" "${S[@]}" >/dev/null 2>&1
+done
+run work 'v q' --verbose --count 2 --timeout 5s "${S[@]}"
+expect_eq "work --verbose: both jobs done" 'v\x20q 1 done|v\x20q 2 done' \
+    "$(printf '%s\n' "$out" | paste -sd '|')"
+if [ "$(grep -Ec '^sluice: work: v\\x20q deferred: wait [0-9]+ ms \(cap 1\)$' "$TMP/err")" -ge 1 ]; then
+    pass "work --verbose: a line per deferral ($(head -n 1 "$TMP/err"))"
+else
+    fail "work --verbose: a line per deferral" "$err"
+fi
 
 for i in 1 2 3 4 5 6 7 8; do
     "$SLUICE" queue add conc --data "c$i" "${S[@]}" >/dev/null 2>&1
