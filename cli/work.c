@@ -220,27 +220,34 @@ static bool store_failed(work *wk, int err)
 }
 
 /*
- * In an outage, asks the store again once the back-off has passed: the
- * limiter read of a served queue, which only reads. Takes resume when it
- * answers.
+ * Asks the store a question that only reads (the limiter of a served
+ * queue), to learn whether it answers; an outage is handled as any. Returns
+ * true when it answered.
  */
-static void store_probe(work *wk, uint64_t now)
+static bool store_ask(work *wk)
 {
     uint64_t wait_ms;
-    int err;
+    int err = sluice_emq_rate_limit_ttl(&wait_ms, wk->store, wk->probe,
+                                        strlen(wk->probe), 0);
 
-    if (wk->down_since == 0 || now < wk->probe_at)
-        return;
-    err = sluice_emq_rate_limit_ttl(&wait_ms, wk->store, wk->probe,
-                                    strlen(wk->probe), 0);
-    if (err == 0) {
+    if (err == 0)
         store_answered(wk);
-    } else if (store_failed(wk, err)) {
-        wk->backoff_ms = 2 * wk->backoff_ms < BACKOFF_MAX_MS
-                             ? 2 * wk->backoff_ms
-                             : BACKOFF_MAX_MS;
-        wk->probe_at = cli_mono_ms() + wk->backoff_ms;
-    }
+    else
+        store_failed(wk, err);
+    return err == 0;
+}
+
+/* In an outage, asks the store again once the back-off has passed, and
+   doubles it if the store still does not answer. Takes resume when it
+   does. */
+static void store_probe(work *wk, uint64_t now)
+{
+    if (wk->down_since == 0 || now < wk->probe_at || store_ask(wk) ||
+        wk->over)
+        return;
+    wk->backoff_ms = 2 * wk->backoff_ms < BACKOFF_MAX_MS ? 2 * wk->backoff_ms
+                                                         : BACKOFF_MAX_MS;
+    wk->probe_at = cli_mono_ms() + wk->backoff_ms;
 }
 
 /* ---- Jobs -------------------------------------------------------------------- */
@@ -391,6 +398,10 @@ static bool loop_ends(work *wk, uint64_t now)
     } else if (cli_work_stopping() || (a->count > 0 && wk->taken >= a->count)) {
         work_over(wk, CLI_EXIT_OK);
     } else if (a->timeout_ms > 0 && now - wk->idle_since >= a->timeout_ms) {
+        /* Asked now: a pattern worker with no queue yet has taken nothing,
+           so no take of it told whether the store answers. */
+        if (wk->down_since == 0 && !store_ask(wk) && wk->over)
+            return true;
         if (wk->down_since != 0)
             cli_error("work: stopping at --timeout with the store still "
                       "unreachable");

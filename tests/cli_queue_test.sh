@@ -324,6 +324,18 @@ if start_fake 29000 '*1\r\n:5\r\n'; then
                 "exit $rc; $err"
         fi
     done
+    # A wrong reply is not an outage: work stops at once, exit 3.
+    start=$(now_ms)
+    run work q1 --timeout 5s "${FAKE[@]}"
+    took=$(($(now_ms) - start))
+    if [ "$rc" -eq 3 ] && [ "$took" -lt 2000 ] &&
+        grep -q 'malformed reply (EPROTO)' "$TMP/err" &&
+        ! grep -q 'unreachable' "$TMP/err"; then
+        pass "work: a wrong reply is no outage: exit 3 at once ($took ms: $err)"
+    else
+        fail "work: a wrong reply is no outage: exit 3 at once" \
+            "exit $rc in $took ms; $err"
+    fi
     kill "$fake_pid" 2>/dev/null
     wait "$fake_pid" 2>/dev/null
     fake_pid=
@@ -643,6 +655,15 @@ if [ "$rc" -eq 3 ] && [ "$took" -ge 1000 ] && [ "$took" -lt 5000 ] &&
 else
     fail "work --timeout against a dead server: exit 3, not 0" \
         "exit $rc in $took ms; $err"
+fi
+# A pattern worker that has found no queue takes nothing, so no take
+# fails: the store is asked at --timeout all the same.
+run work --pattern 'nothing:*' --timeout 500ms "${OUT[@]}"
+if [ "$rc" -eq 3 ] && grep -q 'unreachable' "$TMP/err"; then
+    pass "work --pattern --timeout against a dead server: exit 3 ($(tail -n 1 "$TMP/err"))"
+else
+    fail "work --pattern --timeout against a dead server: exit 3" \
+        "exit $rc; $err"
 fi
 usage_error "work --give-up-after 0" "--give-up-after: " \
     work oq --give-up-after 0 "${OUT[@]}"
