@@ -73,13 +73,21 @@ actual:   $3"
     fi
 }
 
-# spawn_server PORT LOG: starts $SERVER on PORT in $TMP, its output in LOG,
-# and waits until it takes connections. Sets $spawned_pid; returns 1 if it
-# does not come up.
-spawn_server() {
-    "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$TMP" --daemonize no >"$2" 2>&1 &
-    spawned_pid=$!
+# stop_pid PID...: stops each background process PID given (none for an
+# empty one) and reaps it.
+stop_pid() {
+    local pid
+    for pid in "$@"; do
+        if [ -n "$pid" ]; then
+            kill "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+        fi
+    done
+}
+
+# wait_port PORT: waits up to 5 s until 127.0.0.1:PORT takes connections;
+# returns 1 if it does not.
+wait_port() {
     for _ in $(seq 1 100); do
         if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
             return 0
@@ -87,6 +95,16 @@ spawn_server() {
         sleep 0.05
     done
     return 1
+}
+
+# spawn_server PORT LOG: starts $SERVER on PORT in $TMP, its output in LOG,
+# and waits until it takes connections. Sets $spawned_pid; returns 1 if it
+# does not come up.
+spawn_server() {
+    "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$TMP" --daemonize no >"$2" 2>&1 &
+    spawned_pid=$!
+    wait_port "$1"
 }
 
 # start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
@@ -174,11 +192,5 @@ with socketserver.ThreadingTCPServer(('127.0.0.1', port), Fake) as s:
     s.serve_forever()
 PY
     fake_pid=$!
-    for _ in $(seq 1 100); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$fake_port") 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
+    wait_port "$fake_port"
 }
