@@ -1,22 +1,42 @@
 /*
  * args.c - messages, strict numbers, the one option parser (and the options
- * of the commands that decide requests), the monotonic clock, and JSON
- * strings.
+ * of the commands that decide requests), and the monotonic clock. How bytes
+ * are written (escaped, as JSON, as base64) is in text.c.
  */
 #include "cli.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 /* ---- Messages -------------------------------------------------------------- */
 
+/*
+ * Writes "sluice: ", the message and a newline on stderr. The message may
+ * quote what a user, a library or a server wrote, so it is written safe for
+ * a terminal (cli_put_safe()): no control byte of it reaches the terminal.
+ */
 static void vreport(const char *fmt, va_list ap)
 {
+    char small[1024], *text = small;
+    va_list again;
+    int n;
+
+    va_copy(again, ap);
+    n = vsnprintf(small, sizeof(small), fmt, ap);
+    if (n >= (int)sizeof(small) && (text = malloc((size_t)n + 1)) != NULL)
+        vsnprintf(text, (size_t)n + 1, fmt, again);
+    else if (text == NULL)
+        text = small; /* out of memory: the message cut to fit */
+    va_end(again);
     fflush(stdout);
     fputs("sluice: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    if (n > 0)
+        cli_put_safe(stderr, text, strnlen(text, (size_t)n), false);
     fputc('\n', stderr);
+    if (text != small)
+        free(text);
 }
 
 void cli_error(const char *fmt, ...)
@@ -318,6 +338,14 @@ const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name)
     return NULL;
 }
 
+int cli_name_check(const char *cmd, const char *what, const char *name)
+{
+    if (name[0] != '\0')
+        return 0;
+    return cli_usage_error(cmd, "%s: %s is empty (a name needs at least one "
+                           "byte)", cmd, what);
+}
+
 bool cli_wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++) {
@@ -409,79 +437,4 @@ uint64_t cli_mono_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ---- JSON ------------------------------------------------------------------ */
-
-/*
- * The length of the valid UTF-8 sequence at 's' (at most 'len' bytes), or 0
- * if it is not one. Overlong forms, surrogates and code points above
- * U+10FFFF are not valid (RFC 3629).
- */
-static size_t utf8_length(const unsigned char *s, size_t len)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF; /* bounds of the second byte */
-
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4;
-    else
-        return 0;
-    if (c == 0xE0)
-        lo = 0xA0;
-    else if (c == 0xED)
-        hi = 0x9F;
-    else if (c == 0xF0)
-        lo = 0x90;
-    else if (c == 0xF4)
-        hi = 0x8F;
-    if (len < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return n;
-}
-
-void cli_json_string(FILE *f, const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    fputc('"', f);
-    while (i < len) {
-        unsigned char c = p[i];
-        size_t n;
-
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-            i++;
-        } else if (c < 0x20 || c == 0x7F) {
-            switch (c) {
-            case '\b': fputs("\\b", f); break;
-            case '\f': fputs("\\f", f); break;
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            default: fprintf(f, "\\u%04x", c); break;
-            }
-            i++;
-        } else if (c < 0x80) {
-            fputc(c, f);
-            i++;
-        } else if ((n = utf8_length(p + i, len - i)) > 0) {
-            fwrite(p + i, 1, n, f);
-            i += n;
-        } else {
-            fputs("\\ufffd", f);
-            i++;
-        }
-    }
-    fputc('"', f);
 }

@@ -33,9 +33,11 @@ enum {
 /* ---- Messages -------------------------------------------------------------- */
 
 /*
- * Prints "sluice: " and the formatted message, then a newline, on stderr.
- * Standard output is flushed first, so on a terminal the message follows
- * whatever was printed before it.
+ * Prints "sluice: " and the formatted message, then a newline, on stderr;
+ * the message is written with cli_put_safe(), so the control bytes that
+ * it may quote (from a name, a library or a server) never reach the
+ * terminal raw. Standard output is flushed first, so on a terminal the
+ * message follows whatever was printed before it.
  */
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
 
@@ -57,6 +59,19 @@ const char *cli_shown(const char *text);
 
 /* True when every byte of 'text' is printable ASCII. */
 bool cli_is_plain(const char *text);
+
+/*
+ * Writes 'len' bytes of 's' to 'f' safe for a terminal: each byte below
+ * 0x20, 0x7F and each byte that is not part of valid UTF-8 is written
+ * \xNN (and, with 'space', a space too, for output whose fields are
+ * separated by spaces); valid UTF-8 passes through. Every message on
+ * stderr is written so, and so is every name that human output on stdout
+ * quotes.
+ */
+void cli_put_safe(FILE *f, const char *s, size_t len, bool space);
+
+/* The same as a NUL-terminated string to free(); NULL without memory. */
+char *cli_safe_dup(const char *s, size_t len, bool space);
 
 /* ---- Numbers --------------------------------------------------------------- */
 
@@ -181,6 +196,15 @@ const char *cli_opt_value(const cli_opt *opts, size_t nopts, const char *name);
 int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
                 const char *text, uint64_t lo, uint64_t hi);
 
+/*
+ * Checks that 'name', operand 'what' ("KEY", "QUEUE", "QUEUE 2") of command
+ * 'cmd', is not empty. The library takes the empty name, but on a command
+ * line it is nearly always a shell variable that was not set, so every
+ * command refuses it alike. Returns 0, or reports and returns
+ * CLI_EXIT_USAGE.
+ */
+int cli_name_check(const char *cmd, const char *what, const char *name);
+
 /* True when 'argv' asks for help ("--help" or "-h") before any "--". */
 bool cli_wants_help(int argc, char **argv);
 
@@ -253,9 +277,11 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 /*
  * Reports that the store at 'url' could not be opened (error 'err'), with
  * the library's detail (sluice_last_error()), as "sluice: --store: ...".
- * A password in the URL is shown as "***", so it never reaches a terminal or
- * a log; a detail that would still reveal it is withheld.
+ * The library shows a URL's password as "***"; as a last resort, a detail
+ * that still quotes the whole password (of CLI_SECRET_MIN bytes or more,
+ * so that a short one does not hide every message by chance) is withheld.
  */
+#define CLI_SECRET_MIN 4
 void cli_store_error(const char *url, int err);
 
 /*
@@ -284,6 +310,10 @@ typedef struct cli_job_opts {
     {.lease_ms = SLUICE_LEASE_DEFAULT_MS, .max_attempts = 3u, .backoff_ms = 1000u}
 
 #define CLI_MAX_ATTEMPTS_MAX 1000000u
+
+/* The most a payload may hold: a server takes less than 512 MB in one
+   string (its proto-max-bulk-len), so no more is read from stdin. */
+#define CLI_PAYLOAD_MAX ((size_t)512 * 1024 * 1024)
 
 /* Why queue and work need --store (cli_store_open()'s 'server_why'). */
 #define CLI_QUEUES_NEED_SERVER "queues live on a server: valkey://HOST[:PORT]"
@@ -317,6 +347,16 @@ const char *cli_count_word(unsigned n);
 uint64_t cli_mono_ms(void);
 
 /* ---- Output ---------------------------------------------------------------- */
+
+/* True when the 'len' bytes at 's' are valid UTF-8 (RFC 3629). */
+bool cli_utf8_valid(const char *s, size_t len);
+
+/*
+ * Writes the 'len' bytes at 'data' to 'f' in standard base64 (RFC 4648,
+ * with '=' padding, no line breaks), for bytes that JSON strings cannot
+ * carry exactly.
+ */
+void cli_base64(FILE *f, const void *data, size_t len);
 
 /*
  * Writes 'len' bytes of 's' to 'f' as a JSON string, quotes included.

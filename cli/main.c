@@ -40,6 +40,9 @@ static const char main_help[] =
     "               'demo chat --store URL': the job queue in a chat game\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
+    "A KEY or QUEUE may hold any bytes, but not none: every command refuses\n"
+    "an empty one (usually a shell variable that was not set).\n"
+    "\n"
     "Options of hit, peek, reset and replay:\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
@@ -209,7 +212,9 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
         takes |= CLI_TAKES_COST;
         needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;
     }
-    if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0)
+    if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0 ||
+        ((args.given & CLI_TAKES_KEY) &&
+         (status = cli_name_check(cmd, "KEY", args.key)) != 0))
         return status;
     /* A reset forgets the key whatever the limit; any valid one will do. */
     if (!(args.given & CLI_TAKES_MAX))
@@ -279,6 +284,8 @@ static int cmd_ttl(int argc, char **argv)
         return status;
     if (!(args.given & CLI_TAKES_KEY))
         return cli_usage_error("ttl", "ttl: missing QUEUE");
+    if ((status = cli_name_check("ttl", "QUEUE", args.key)) != 0)
+        return status;
     if ((status = cli_store_open(&store, "ttl", args.store, "the queue "
                                  "limiter lives on a server: valkey://...",
                                  NULL)) != 0)

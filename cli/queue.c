@@ -32,16 +32,25 @@ const char cli_queue_help[] =
     "every worker process.\n"
     "\n"
     "Subcommands:\n"
-    "  add QUEUE [--data TEXT] [--delay DUR]\n"
+    "  add QUEUE [--data TEXT | --lines] [--delay DUR]\n"
     "      Adds a job and prints its id. The payload is TEXT or, without\n"
-    "      --data, standard input when it is not a terminal (else empty).\n"
+    "      --data, standard input when it is not a terminal (else empty),\n"
+    "      read up to 512 MB. A payload that a take could not read back\n"
+    "      (over the URL's max_reply_bytes less 1 KB) is a usage error.\n"
+    "      With --lines, adds one job per line of standard input (its\n"
+    "      payload the line without its newline; an empty line is a job\n"
+    "      with an empty payload, and a last line without a newline\n"
+    "      counts), in batches of one round trip each, and prints their ids\n"
+    "      one per line as each batch is added.\n"
     "      With --delay the job is not taken before DUR has passed.\n"
     "  take QUEUE [--lease DUR]\n"
     "      Takes the next job under a lease of DUR (default @LEASE@) and prints\n"
     "      'job ID attempt N lease L', then the payload (plus a newline if it\n"
-    "      does not end with one; --json gives the exact bytes). Over the\n"
-    "      cap it takes nothing and prints 'deferred WAIT_MS', the ms until\n"
-    "      the window resets; with nothing ready it prints 'empty', or\n"
+    "      does not end with one). With --json the payload's bytes are\n"
+    "      exact: \"payload\", a JSON string, when they are valid UTF-8, else\n"
+    "      \"payload_base64\", the bytes in standard base64. Over the cap it\n"
+    "      takes nothing and prints 'deferred WAIT_MS', the ms until the\n"
+    "      window resets; with nothing ready it prints 'empty', or\n"
     "      'empty WAIT_MS' when a delayed job or a lease falls due then.\n"
     "  complete QUEUE ID LEASE\n"
     "      Finishes the job taken under lease LEASE; prints 'done'.\n"
@@ -65,13 +74,15 @@ const char cli_queue_help[] =
     "  --store URL    valkey://HOST[:PORT][?OPTIONS] or redis://...; required:\n"
     "                 the embedded store (mem://) has no queues. Queue q's\n"
     "                 keys are emq:{q}:*; the URL option emq_prefix= moves them\n"
-    "  --json         print one JSON object: add {\"queue\",\"id\"}; take\n"
+    "  --json         print one JSON object: add {\"queue\",\"id\"} (with\n"
+    "                 --lines {\"queue\",\"ids\":[IDS]}); take\n"
     "                 {\"queue\",\"status\":\"job\",\"id\",\"attempt\",\"lease\",\n"
-    "                 \"payload\"} or {\"queue\",\"status\":\"deferred\"|\"empty\",\n"
-    "                 \"wait_ms\"}; complete and fail {\"queue\",\"id\",\"outcome\":\n"
-    "                 \"done\"|\"retrying\"|\"failed\"|\"lost\"}; retry {\"queue\",\n"
-    "                 \"id\",\"retried\"}; failed {\"queue\",\"failed\":[IDS]};\n"
-    "                 stats and set-cap the figures named above\n"
+    "                 \"payload\"|\"payload_base64\"} or {\"queue\",\"status\":\n"
+    "                 \"deferred\"|\"empty\",\"wait_ms\"}; complete and fail\n"
+    "                 {\"queue\",\"id\",\"outcome\":\"done\"|\"retrying\"|\n"
+    "                 \"failed\"|\"lost\"}; retry {\"queue\",\"id\",\"retried\"};\n"
+    "                 failed {\"queue\",\"failed\":[IDS]}; stats and set-cap\n"
+    "                 the figures named above\n"
     "\n"
     "A lease is proven by its token: once it has run out (the job went back\n"
     "to wait for another worker) or the job was finished, complete and fail\n"
@@ -79,15 +90,15 @@ const char cli_queue_help[] =
     "\n"
     "Exit status: 0 done (take: a job was taken); 1 take found nothing to\n"
     "take (deferred or empty), complete or fail lost the lease, or retry's\n"
-    "job is not a failed job; 2 usage error, or a store without queues;\n"
-    "3 store error.\n";
+    "job is not a failed job; 2 usage error, a store without queues or a\n"
+    "payload too large; 3 store error.\n";
 
 /* ---- The subcommands ------------------------------------------------------- */
 
 /* Options of the queue subcommands; each takes a subset. */
 enum {
-    O_STORE, O_JSON, O_DATA, O_DELAY, O_LEASE, O_MAX_ATTEMPTS, O_BACKOFF,
-    O_LIMIT, O_MAX, O_PER, NOPTS
+    O_STORE, O_JSON, O_DATA, O_LINES, O_DELAY, O_LEASE, O_MAX_ATTEMPTS,
+    O_BACKOFF, O_LIMIT, O_MAX, O_PER, NOPTS
 };
 
 #define BIT(o) (1u << (o))
@@ -99,7 +110,7 @@ typedef struct qargs {
     size_t queue_len;
     uint64_t id, lease;
     const char *store;
-    bool json;
+    bool json, lines;
     const char *data;
     size_t data_len;
     char *data_owned; /* read from stdin */
@@ -110,6 +121,22 @@ typedef struct qargs {
 typedef int (*sub_fn)(sluice_store *store, qargs *a);
 
 static int sub_add(sluice_store *store, qargs *a);
+/*
+ * A payload as a JSON field, exactly: "payload" (a string) when it is
+ * valid UTF-8, else "payload_base64" (its bytes in base64).
+ */
+static void print_payload(const char *payload, size_t len)
+{
+    if (cli_utf8_valid(payload, len)) {
+        fputs("\"payload\":", stdout);
+        cli_json_string(stdout, payload, len);
+    } else {
+        fputs("\"payload_base64\":\"", stdout);
+        cli_base64(stdout, payload, len);
+        putchar('"');
+    }
+}
+
 static int sub_take(sluice_store *store, qargs *a);
 static int sub_complete(sluice_store *store, qargs *a);
 static int sub_fail(sluice_store *store, qargs *a);
@@ -124,7 +151,7 @@ static const struct subcommand {
     unsigned takes;        /* BIT(O_*) beyond --store and --json */
     sub_fn run;
 } subcommands[] = {
-    {"add", 1, BIT(O_DATA) | BIT(O_DELAY), sub_add},
+    {"add", 1, BIT(O_DATA) | BIT(O_LINES) | BIT(O_DELAY), sub_add},
     {"take", 1, BIT(O_LEASE), sub_take},
     {"complete", 3, 0, sub_complete},
     {"fail", 3, BIT(O_MAX_ATTEMPTS) | BIT(O_BACKOFF), sub_fail},
@@ -149,6 +176,7 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
         [O_STORE] = CLI_OPT_TEXT("--store", &a->store),
         [O_JSON] = CLI_OPT_FLAG("--json", &a->json),
         [O_DATA] = CLI_OPT_TEXT("--data", &a->data),
+        [O_LINES] = CLI_OPT_FLAG("--lines", &a->lines),
         [O_DELAY] = CLI_OPT_DURATION_0("--delay", &a->delay_ms),
         [O_LEASE] = CLI_OPT_DURATION("--lease", &a->job.lease_ms),
         [O_MAX_ATTEMPTS] = CLI_OPT_NUMBER("--max-attempts",
@@ -167,20 +195,26 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
     return n;
 }
 
-/* Reads all of standard input into 'a->data'; returns 0 or an exit status. */
+/*
+ * Reads all of standard input into 'a->data', up to CLI_PAYLOAD_MAX bytes:
+ * one more is an error, so an endless input is not read without end.
+ * Returns 0 or an exit status (reported).
+ */
 static int read_stdin(qargs *a)
 {
     size_t len = 0, cap = 0;
     char *buf = NULL;
 
-    for (;;) {
+    while (len <= CLI_PAYLOAD_MAX) {
         size_t got;
 
         if (len == cap) {
             size_t ncap = cap ? 2 * cap : 4096;
-            char *nbuf = realloc(buf, ncap);
+            char *nbuf;
 
-            if (nbuf == NULL) {
+            if (ncap > CLI_PAYLOAD_MAX + 1)
+                ncap = CLI_PAYLOAD_MAX + 1;
+            if ((nbuf = realloc(buf, ncap)) == NULL) {
                 free(buf);
                 cli_error("%s: out of memory reading the payload", a->cmd);
                 return CLI_EXIT_RUNTIME;
@@ -188,13 +222,16 @@ static int read_stdin(qargs *a)
             buf = nbuf;
             cap = ncap;
         }
-        got = fread(buf + len, 1, cap - len, stdin);
-        len += got;
-        if (got == 0)
+        if ((got = fread(buf + len, 1, cap - len, stdin)) == 0)
             break;
+        len += got;
     }
-    if (ferror(stdin)) {
+    if (len > CLI_PAYLOAD_MAX || ferror(stdin)) {
         free(buf);
+        if (len > CLI_PAYLOAD_MAX)
+            return cli_usage_error("queue", "%s: the payload on stdin is over "
+                                   "512 MB, more than a server takes",
+                                   a->cmd);
         cli_error("%s: cannot read the payload from stdin: %s", a->cmd,
                   strerror(errno));
         return CLI_EXIT_RUNTIME;
@@ -216,8 +253,8 @@ static int qargs_check(qargs *a, const struct subcommand *sub,
     if (pos->n < sub->npos)
         return cli_usage_error("queue", "%s: missing %s", a->cmd,
                                pos_names[pos->n]);
-    if (pos->args[0][0] == '\0')
-        return cli_usage_error("queue", "%s: QUEUE is empty", a->cmd);
+    if ((st = cli_name_check(a->cmd, "QUEUE", pos->args[0])) != 0)
+        return st;
     a->queue = pos->args[0];
     a->queue_len = strlen(pos->args[0]);
     if (sub->npos >= 2 && (st = cli_opt_u64(&a->id, "queue", "ID",
@@ -232,6 +269,9 @@ static int qargs_check(qargs *a, const struct subcommand *sub,
         return st;
     if (a->data != NULL)
         a->data_len = strlen(a->data);
+    if (a->lines && a->data != NULL)
+        return cli_usage_error("queue", "%s: --lines reads the payloads from "
+                               "stdin, so it takes no --data", a->cmd);
     if (sub->run == sub_set_cap) {
         if (cli_opt_value(opts, nopts, "--max") == NULL)
             return cli_usage_error("queue", "%s: missing --max (jobs per "
@@ -286,8 +326,8 @@ int cli_queue(int argc, char **argv)
         (st = cli_store_open(&store, "queue", a.store, CLI_QUEUES_NEED_SERVER,
                              NULL)) != 0)
         return st;
-    if (sub->run == sub_add && a.data == NULL && !isatty(STDIN_FILENO) &&
-        (st = read_stdin(&a)) != 0) {
+    if (sub->run == sub_add && a.data == NULL && !a.lines &&
+        !isatty(STDIN_FILENO) && (st = read_stdin(&a)) != 0) {
         sluice_store_free(store);
         return st;
     }
@@ -304,14 +344,158 @@ static void json_open(const qargs *a)
     cli_json_string(stdout, a->queue, a->queue_len);
 }
 
+/*
+ * Reports add's failure 'err' and returns its exit status. A payload that
+ * the store could not give back to a take (SLUICE_ERANGE) can never be
+ * added: a usage error, like a payload over CLI_PAYLOAD_MAX on stdin.
+ */
+static int add_error(const char *what, int err)
+{
+    if (err == SLUICE_ERANGE)
+        return cli_usage_error("queue", "%s: %s (ERANGE)", what,
+                               sluice_last_error());
+    return cli_lib_error("queue", what, err);
+}
+
+/* ---- add --lines ------------------------------------------------------------ */
+
+/* Lines added by one sluice_queue_add_many() call: one round trip, the
+   library's own batch (512 jobs or 32 MB). */
+#define LINES_BATCH 512
+#define LINES_BATCH_BYTES ((size_t)32 * 1024 * 1024)
+
+/* The batch of lines being read. */
+typedef struct lines {
+    char *bytes;              /* the payloads, one after the other */
+    size_t len, cap;
+    size_t ends[LINES_BATCH]; /* where each payload ends in 'bytes' */
+    size_t n;                 /* lines in the batch */
+    uint64_t first;           /* the line number of the first one */
+    sluice_new_job jobs[LINES_BATCH];
+} lines;
+
+/*
+ * Reads the next line of 'in' (for 'a') into 'b': '*got' is 1 for a line
+ * (the last may end without a newline), 0 at the end of the input.
+ * Returns 0, or the exit status of a failure (reported): a line over
+ * CLI_PAYLOAD_MAX, no memory, a read error.
+ */
+static int read_line(int *got, lines *b, FILE *in, const qargs *a)
+{
+    size_t start = b->len;
+    int c;
+
+    while ((c = getc_unlocked(in)) != EOF && c != '\n') {
+        if (b->len - start >= CLI_PAYLOAD_MAX)
+            return cli_usage_error("queue", "%s: line %llu is over 512 MB, "
+                                   "more than a server takes", a->cmd,
+                                   (unsigned long long)(b->first + b->n));
+        if (b->len == b->cap) {
+            size_t ncap = b->cap ? 2 * b->cap : 65536;
+            char *nbytes = realloc(b->bytes, ncap);
+
+            if (nbytes == NULL) {
+                cli_error("%s: out of memory reading the lines", a->cmd);
+                return CLI_EXIT_RUNTIME;
+            }
+            b->bytes = nbytes;
+            b->cap = ncap;
+        }
+        b->bytes[b->len++] = (char)c;
+    }
+    if (ferror(in)) {
+        cli_error("%s: cannot read the lines from stdin: %s", a->cmd,
+                  strerror(errno));
+        return CLI_EXIT_RUNTIME;
+    }
+    *got = c != EOF || b->len > start;
+    if (*got)
+        b->ends[b->n++] = b->len;
+    return 0;
+}
+
+/*
+ * Adds the lines of batch 'b' to the queue and prints the ids of those
+ * added ('*printed' counts them, for the commas of JSON); empties the
+ * batch. Returns 0, or the exit status of a failure (reported).
+ */
+static int add_batch(sluice_store *store, const qargs *a, lines *b,
+                     uint64_t *printed)
+{
+    size_t from = 0, added = 0;
+    int err;
+
+    for (size_t i = 0; i < b->n; i++) {
+        b->jobs[i] = (sluice_new_job){.payload = b->bytes + from,
+                                      .payload_len = b->ends[i] - from,
+                                      .delay_ms = a->delay_ms};
+        from = b->ends[i];
+    }
+    err = sluice_queue_add_many(store, a->queue, a->queue_len, b->jobs, b->n);
+    for (; added < b->n && b->jobs[added].id != 0; added++) {
+        unsigned long long id = b->jobs[added].id;
+
+        if (a->json)
+            printf("%s%llu", *printed + added > 0 ? "," : "", id);
+        else
+            printf("%llu\n", id);
+    }
+    *printed += added;
+    fflush(stdout);
+    if (err < 0) {
+        char what[128];
+
+        snprintf(what, sizeof(what), "%s: not added from line %llu on (job "
+                 "0 below is line %llu)", a->cmd,
+                 (unsigned long long)(b->first + added),
+                 (unsigned long long)b->first);
+        return add_error(what, err);
+    }
+    b->first += b->n;
+    b->n = b->len = 0;
+    return 0;
+}
+
+/* 'queue add --lines': one job per line of stdin, the ids as they come. */
+static int add_lines(sluice_store *store, qargs *a)
+{
+    lines *b = calloc(1, sizeof(*b));
+    uint64_t printed = 0;
+    int st = 0, got = 1;
+
+    if (b == NULL) {
+        cli_error("%s: out of memory", a->cmd);
+        return CLI_EXIT_RUNTIME;
+    }
+    b->first = 1;
+    if (a->json) {
+        json_open(a);
+        fputs(",\"ids\":[", stdout);
+    }
+    while (st == 0 && got) {
+        st = read_line(&got, b, stdin, a);
+        if (st == 0 && (b->n == LINES_BATCH || b->len >= LINES_BATCH_BYTES ||
+                        (!got && b->n > 0)))
+            st = add_batch(store, a, b, &printed);
+    }
+    if (a->json)
+        printf("]}\n");
+    free(b->bytes);
+    free(b);
+    return st;
+}
+
 static int sub_add(sluice_store *store, qargs *a)
 {
     uint64_t id;
-    int err = sluice_queue_add(&id, store, a->queue, a->queue_len, a->data,
-                               a->data_len, a->delay_ms);
+    int err;
 
+    if (a->lines)
+        return add_lines(store, a);
+    err = sluice_queue_add(&id, store, a->queue, a->queue_len, a->data,
+                           a->data_len, a->delay_ms);
     if (err < 0)
-        return cli_lib_error("queue", a->cmd, err);
+        return add_error(a->cmd, err);
     if (a->json) {
         json_open(a);
         printf(",\"id\":%llu}\n", (unsigned long long)id);
@@ -335,9 +519,9 @@ static int sub_take(sluice_store *store, qargs *a)
     if (status == SLUICE_TAKE_JOB && a->json) {
         json_open(a);
         printf(",\"status\":\"job\",\"id\":%llu,\"attempt\":%llu,"
-               "\"lease\":%llu,\"payload\":", (unsigned long long)job.id,
+               "\"lease\":%llu,", (unsigned long long)job.id,
                (unsigned long long)job.attempt, (unsigned long long)job.lease);
-        cli_json_string(stdout, job.payload, job.payload_len);
+        print_payload(job.payload, job.payload_len);
         printf("}\n");
     } else if (status == SLUICE_TAKE_JOB) {
         printf("job %llu attempt %llu lease %llu\n",

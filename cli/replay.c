@@ -12,7 +12,8 @@
  * is deterministic and takes no time. A server store keeps time by real
  * clocks (its own, or the caller's), and keys it holds expire in real time,
  * so there the trace is paced: each request is sent T - T(first line) after
- * the start.
+ * the start, its line is flushed as soon as it is decided, and two lines
+ * may be at most REPLAY_GAP_MAX_MS apart.
  */
 #include "cli.h"
 
@@ -36,14 +37,18 @@ const char cli_replay_help[] =
     "  T KEY COST allowed|denied REMAINING RETRY_AFTER_MS [fallback=POLICY]\n"
     "\n"
     "(the last field only when a server store could not answer and its\n"
-    "on_error policy, open or closed, decided). Blank lines and lines\n"
+    "on_error policy, open or closed, decided; a KEY's control bytes and\n"
+    "bytes that are not UTF-8 are written \\xNN). Blank lines and lines\n"
     "starting with '#' are skipped.\n"
     "\n"
     "On the embedded store (mem://, the default) T drives a virtual clock\n"
     "that starts at 0, so a replay is deterministic and instant;\n"
     "sliding-counter windows are aligned to multiples of the window from\n"
     "T = 0. On a server store (valkey://) time is real: the trace is paced,\n"
-    "each request sent T minus the first line's T after the start.\n"
+    "each request sent T minus the first line's T after the start, and its\n"
+    "line written at once (so a pipe has it should the replay be stopped).\n"
+    "A paced replay waits at most 1h between two lines: a line whose T is\n"
+    "more than 1h after the previous line's is an error of that line.\n"
     "\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
@@ -86,6 +91,10 @@ static int split_fields(char *line, size_t len, char *fields[FIELDS_MAX])
 }
 
 /* ---- Pacing ---------------------------------------------------------------- */
+
+/* The longest wait between two lines of a paced replay: 1h. A later line is
+   an error of the trace, not hours of waiting. */
+#define REPLAY_GAP_MAX_MS 3600000u
 
 /* Sleeps until 'offset_ms' after 'start' on the monotonic clock. */
 static void sleep_until(const struct timespec *start, uint64_t offset_ms)
@@ -189,9 +198,17 @@ static int decide(const request *req, sluice_store *store,
                   const sluice_limit *limit, sluice_vclock *vclock,
                   progress *pr)
 {
+    uint64_t prev_t = pr->seen ? pr->prev_t : req->t;
     sluice_decision d;
     int err;
 
+    if (vclock == NULL && req->t - prev_t > REPLAY_GAP_MAX_MS) {
+        line_error(pr->lineno, "time %llu is more than 1h after the previous "
+                   "line's %llu: a paced replay waits at most 1h between two "
+                   "lines", (unsigned long long)req->t,
+                   (unsigned long long)prev_t);
+        return CLI_EXIT_USAGE;
+    }
     if (!pr->seen) {
         pr->first_t = req->t;
         clock_gettime(CLOCK_MONOTONIC, &pr->start);
@@ -209,13 +226,18 @@ static int decide(const request *req, sluice_store *store,
         snprintf(what, sizeof(what), "replay: line %llu", pr->lineno);
         return cli_lib_error(NULL, what, err);
     }
-    printf("%llu %s %llu %s %llu %llu%s\n", (unsigned long long)req->t,
-           req->key, (unsigned long long)req->cost,
+    printf("%llu ", (unsigned long long)req->t);
+    cli_put_safe(stdout, req->key, strlen(req->key), false);
+    printf(" %llu %s %llu %llu%s\n", (unsigned long long)req->cost,
            d.allowed ? "allowed" : "denied", (unsigned long long)d.remaining,
            (unsigned long long)d.retry_after_ms,
            d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"
            : d.fallback == SLUICE_FELL_CLOSED ? " fallback=closed"
                                               : "");
+    /* Paced, the server has counted the request: its line is written at
+       once, so that a pipe gets it even if the replay is stopped. */
+    if (vclock == NULL)
+        fflush(stdout);
     return CLI_EXIT_OK;
 }
 

@@ -85,6 +85,43 @@ for algo in fixed sliding-counter sliding-log; do
     fi
 done
 
+# A paced replay writes each line as it is decided: to a pipe, the lines
+# of the requests the server has counted are not lost to a SIGINT. (A
+# background job ignores SIGINT unless told: env --default-signal.)
+mkfifo "$TMP/pipe"
+cat "$TMP/pipe" >"$TMP/paced" &
+cat_pid=$!
+printf '0 p\n0 p\n20000 p\n' |
+    env --default-signal=INT "$SLUICE" replay --algo fixed --max 5 \
+        --window 1m --store "$STORE&prefix=paced$$" >"$TMP/pipe" 2>"$TMP/err" &
+replay_pid=$!
+sleep 1
+kill -INT "$replay_pid"
+wait "$replay_pid"
+rc=$?
+wait "$cat_pid"
+if [ "$rc" -eq 130 ] && [ "$(awk '{ print $1, $2, $4 }' "$TMP/paced" | paste -sd '|')" = \
+    "0 p allowed|0 p allowed" ]; then
+    pass "replay to a pipe, then SIGINT: the lines decided are there"
+else
+    fail "replay to a pipe, then SIGINT: the lines decided are there" \
+        "exit $rc; $(cat "$TMP/paced" "$TMP/err")"
+fi
+# One pacing sleep is bounded: a line more than 1h after the one before is
+# an error of that line, not a wait of hours.
+printf '0 g\n3600001 g\n' >"$TMP/gap"
+timeout 10 "$SLUICE" replay --algo fixed --max 5 --window 1m \
+    --store "$STORE" <"$TMP/gap" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "line 2: .*1h" "$TMP/err"; then
+    pass "replay: a gap over 1h on a server store is an error ($(cat "$TMP/err"))"
+else
+    fail "replay: a gap over 1h on a server store is an error" \
+        "exit $rc; $(cat "$TMP/out" "$TMP/err")"
+fi
+run_in '0 g\n3600001 g\n' replay --algo fixed --max 5 --window 1m
+check "replay: the embedded store takes any gap (virtual time)" 0 '^3600001 g '
+
 # ---- ttl: the queue limiter's read ------------------------------------------------
 
 RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")

@@ -93,6 +93,13 @@ usage_error "replay takes no KEY" "unexpected argument 'k'" \
 usage_error "replay missing --window" "missing --window" \
     replay --algo fixed --max 10
 usage_error "demo takes no argument" "unexpected argument 'now'" demo now
+# An empty KEY or QUEUE is refused by every command alike.
+for cmd in hit peek reset; do
+    usage_error "$cmd: an empty KEY" "^sluice: $cmd: KEY is empty" \
+        "$cmd" '' "${LIMIT[@]}"
+done
+usage_error "ttl: an empty QUEUE" "^sluice: ttl: QUEUE is empty" \
+    ttl '' --store valkey://127.0.0.1:1
 usage_error "help on an unknown command" "unknown command 'nope'" help nope
 
 # ---- hit, peek, reset ---------------------------------------------------------
@@ -166,6 +173,30 @@ if grep -q "bogus" "$TMP/err" && ! grep -q "hunter2" "$TMP/err"; then
     pass "a store error masks the URL's password ($err)"
 else
     fail "a store error masks the URL's password" "$err"
+fi
+# A short password no longer withholds every URL error: the library masks
+# it, and the message says what is wrong.
+run hit k "${LIMIT[@]}" --store 'valkey://:e@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "bogus" "$TMP/err" && ! grep -q "withheld" "$TMP/err"; then
+    pass "a URL error with a short password is shown ($err)"
+else
+    fail "a URL error with a short password is shown" "exit $rc; $err"
+fi
+# The last resort: a message that quotes the whole password (here by
+# chance: the unknown option has its name) is withheld.
+run hit k "${LIMIT[@]}" --store 'valkey://:bogus@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/err"; then
+    pass "a message that quotes the whole password is withheld ($err)"
+else
+    fail "a message that quotes the whole password is withheld" "exit $rc; $err"
+fi
+# A password holding '/' and '?' is masked whole.
+run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
+    ! grep -q "nt?er" "$TMP/err"; then
+    pass "a password holding '/' and '?' is masked whole ($err)"
+else
+    fail "a password holding '/' and '?' is masked whole" "exit $rc; $err"
 fi
 run hit k "${LIMIT[@]}" --store mem://
 expect_rc "--store mem:// works" 0
@@ -331,6 +362,13 @@ fi
 
 run_in '5 k\n' replay "${LIMIT[@]}" --store nope://
 expect_rc "replay with an unsupported --store" 3
+
+# A key with an ESC, a byte that is not UTF-8 and valid UTF-8 (é) is
+# written with \xNN escapes but for the UTF-8.
+run_in '0 k\033[31m\377\303\251\n' replay "${LIMIT[@]}"
+expect_eq "replay escapes control bytes and bytes not UTF-8 in a key" \
+    "0 k\\x1b[31m\\xff$(printf '\303\251') 1 allowed 9 0" "$out"
+terminal_safe "replay's output of that key is safe for a terminal" "$TMP/out"
 
 # ---- replay: malformed traces -------------------------------------------------
 
