@@ -5,7 +5,7 @@
 # mktemp -d folder, stopped by a trap. Without a server binary it fails: the
 # test command (scripts/test.sh) installs one.
 #
-# Usage: bash tests/cli_server_test.sh PATH-TO-SLUICE
+# Usage: bash tests/cli/cli_server_test.sh PATH-TO-SLUICE
 #
 # Every check prints PASS or FAIL; the last line is
 # "cli_server_test: N passed, M failed", and the exit status is non-zero if

@@ -9,7 +9,7 @@
  * request and a reset go to the server, the sliding counter is cached only
  * with refused_cache=all, and refused_cache=off turns it off.
  */
-#include "redis_server.h"
+#include "server.h"
 #include "test.h"
 
 #include "sluice.h"

@@ -33,7 +33,7 @@
  * server's, which is the same machine's.
  */
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -24,7 +24,7 @@
  * embedded store, on one virtual clock, on one server and on a cluster, in
  * test_cluster's differential test.
  */
-#include "redis_server.h"
+#include "server.h"
 #include "test.h"
 
 #include "sluice.h"

@@ -29,7 +29,7 @@
 
 #include "queue/queue.h" /* the queue's scripts */
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -40,6 +40,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define BIG_JOBS 10000
 #define BIG_CAP 50

@@ -1,5 +1,5 @@
-# cli_helpers.sh - sourced by the tests/cli_*.sh scripts (not a test itself:
-# CTest runs only tests/*.sh). The caller sets SLUICE (the binary), TMP (a
+# cli_helpers.sh - sourced by the tests/cli/*.sh scripts (not a test itself:
+# CTest runs only tests/cli/*.sh). The caller sets SLUICE (the binary), TMP (a
 # scratch directory) and passed=0 failed=0 before using these.
 
 pass() {

@@ -29,7 +29,7 @@
 #include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 #include "test.h"
 #include "rng.h"
-#include "redis_cluster.h"
+#include "cluster.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -443,15 +443,9 @@ static void test_scripts_on_cluster(void)
 
 int main(int argc, char **argv)
 {
-    uint64_t seed, t0 = rs_mono_ms();
-    const char *env = getenv("SLUICE_TEST_SEED");
+    uint64_t seed = test_seed(argc, argv, 10, test_random_seed());
+    uint64_t t0 = rs_mono_ms();
 
-    if (argc > 1)
-        seed = strtoull(argv[1], NULL, 10);
-    else if (env != NULL && env[0] != '\0')
-        seed = strtoull(env, NULL, 10);
-    else
-        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
     rng_state = seed;
     printf("test_cluster_slots: seed %" PRIu64 "\n", seed);
     fflush(stdout);

@@ -35,7 +35,7 @@
 #include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "rng.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -879,15 +879,9 @@ static void test_fixed_foreign_values(void)
 
 int main(int argc, char **argv)
 {
-    uint64_t seed, t0 = rs_mono_ms();
-    const char *env = getenv("SLUICE_TEST_SEED");
+    uint64_t seed = test_seed(argc, argv, 10, test_random_seed());
+    uint64_t t0 = rs_mono_ms();
 
-    if (argc > 1)
-        seed = strtoull(argv[1], NULL, 10);
-    else if (env != NULL && env[0] != '\0')
-        seed = strtoull(env, NULL, 10);
-    else
-        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
     printf("test_valkey_diff: seed %" PRIu64 "\n", seed);
     fflush(stdout);
 

@@ -606,15 +606,10 @@ static void test_model_by_hand(void)
 
 int main(int argc, char **argv)
 {
-    const char *env = getenv("SLUICE_TEST_SEED");
-    uint64_t seed = 20240601;
+    uint64_t seed = test_seed(argc, argv, 0, 20240601);
     unsigned rounds = DEFAULT_ROUNDS;
     round_stats st;
 
-    if (argc > 1)
-        seed = strtoull(argv[1], NULL, 0);
-    else if (env != NULL && env[0] != '\0')
-        seed = strtoull(env, NULL, 0);
     if (argc > 2)
         rounds = (unsigned)strtoul(argv[2], NULL, 0);
     rng_state = seed;

@@ -39,17 +39,22 @@
  */
 #include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* A call must come back within its timeout plus this much slack. */
 #define CALL_BOUND_MS 2000

@@ -18,7 +18,7 @@
  */
 #include "store/store.h" /* sluice__key_build */
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <stdint.h>

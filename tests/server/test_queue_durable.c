@@ -39,7 +39,7 @@
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -49,6 +49,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N_KILL 2000
 #define N_RESTART 1500

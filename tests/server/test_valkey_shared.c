@@ -27,7 +27,7 @@
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
 #include "test.h"
-#include "redis_server.h"
+#include "server.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define PROCS 4
 #define THREADS 4

@@ -2,12 +2,12 @@
 #
 # cli_test.sh - checks the sluice command-line tool.
 #
-# Usage: bash tests/cli_test.sh PATH-TO-SLUICE
+# Usage: bash tests/cli/cli_test.sh PATH-TO-SLUICE
 #
 # Every check prints PASS or FAIL (with what went wrong); the last line is
 # "cli_test: N passed, M failed", and the script exits non-zero if any check
 # failed. The expected replay outputs were worked out by hand from the
-# semantics in src/algo_*.c (see the comments above each trace).
+# semantics in src/algo/*/*.c (see the comments above each trace).
 
 set -u
 

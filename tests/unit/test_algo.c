@@ -1486,13 +1486,8 @@ static void test_random_scenarios(unsigned per_algo)
 
 int main(int argc, char **argv)
 {
-    const char *env = getenv("SLUICE_TEST_SEED");
-    uint64_t seed = 20240601;
+    uint64_t seed = test_seed(argc, argv, 0, 20240601);
 
-    if (argc > 1)
-        seed = strtoull(argv[1], NULL, 0);
-    else if (env != NULL && env[0] != '\0')
-        seed = strtoull(env, NULL, 0);
     rng_state = seed;
     printf("test_algo: seed %" PRIu64 " (rerun: test_algo %" PRIu64 ")\n",
            seed, seed);
