@@ -2,10 +2,10 @@
  * test_cluster_slots.c - sluice__key_slot() against the server's own
  * CLUSTER KEYSLOT, and every key sluice builds for an id in that id's slot.
  *
- * The reference is a real redis-server in cluster mode (a one-node cluster
- * serving all 16384 slots, from redis_cluster.h), never a second CRC16 of
- * ours: test_valkey_keys.c already checks CRC16 vectors against the
- * specification. Here every key is sent binary-safe (redisCommandArgv, in
+ * The reference is a real redis-server in cluster mode (a node of the
+ * cluster of the ctest run, cluster.h), never a second CRC16 of ours:
+ * tests/server/test_valkey_keys.c already checks CRC16 vectors against the
+ * specification. The test changes no slot and no node. Here every key is sent binary-safe (redisCommandArgv, in
  * pipelined batches) and the server's slot must equal the library's:
  *
  *   - the hashtag rule's corners: the empty key, "{}", "{}{x}", "{{a}}",
@@ -19,17 +19,17 @@
  * Then hostile ids: for each, the five keys sluice builds (the three
  * algorithms, the queue limiter and its meta hash), under the default and
  * other prefixes, must share one slot by the server's reckoning, equal to
- * the library's. Finally a cluster store on that node runs all five scripts
- * for every hostile id: a key outside its id's hashtag would make the
- * two-key queue read fail with CROSSSLOT.
+ * the library's. Finally a cluster store seeded with that node runs all
+ * five scripts for every hostile id: a key outside its id's hashtag would
+ * make the two-key queue read fail with CROSSSLOT.
  *
  * Usage: test_cluster_slots [SEED] (or SLUICE_TEST_SEED=N); the seed is
  * printed.
  */
-#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
-#include "test.h"
-#include "rng.h"
 #include "cluster.h"
+#include "rng.h"
+#include "test.h"
+#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@
 #include <string.h>
 
 static rc_cluster cluster;
-static rs_server *node; /* the one node */
+static rs_server *node; /* the node asked: a live master */
 
 /* ---- Keys against CLUSTER KEYSLOT ---------------------------------------- */
 
@@ -395,7 +395,8 @@ static void test_id_keys_share_a_slot(void)
 /*
  * Every script for every id on a cluster store: the server refuses a
  * script whose keys span slots (CROSSSLOT), and answers MOVED for a key of
- * a slot it does not serve (none here: it serves them all).
+ * a slot it does not serve (none here: the store routes by the map it
+ * read, and nothing moves meanwhile).
  */
 static void test_scripts_on_cluster(void)
 {
@@ -449,19 +450,20 @@ int main(int argc, char **argv)
     rng_state = seed;
     printf("test_cluster_slots: seed %" PRIu64 "\n", seed);
     fflush(stdout);
-    if (rc_start(&cluster, 1, 0, NULL) < 0) {
-        fprintf(stderr, "test_cluster_slots: cannot start a cluster node\n");
+    if (rc_shared_open(&cluster) < 0) {
+        fprintf(stderr, "test_cluster_slots: no cluster\n");
         return 1;
     }
-    node = &cluster.nodes[0].srv;
-    printf("  one-node cluster on port %d\n", node->port);
+    node = &cluster.nodes[rc_first_live(&cluster, 1)].srv;
+    printf("  cluster %s; asking the node on port %d\n", cluster.url,
+           node->port);
     test_corners();
     test_random_keys();
     make_ids();
     test_id_keys_share_a_slot();
     test_scripts_on_cluster();
     free_ids();
-    rc_stop(&cluster);
+    rc_shared_close(&cluster);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_cluster_slots");
 }

@@ -183,4 +183,34 @@ int rc_keyslot(rc_cluster *c, const char *key, size_t len);
  */
 int rc_reshard(rc_cluster *c, int from, int to, int nslots);
 
+/* The live masters (indexes into 'out', room for RC_MAX_NODES), in the
+   order of the lowest slot each serves; returns how many. */
+int rc_masters_by_slot(const rc_cluster *c, int *out);
+/*
+ * The integer answer of command 'cmd' on one key (GET, EXISTS, ZCARD...),
+ * sent like rc_cmdargv(): a number as text is read, nil is 0; -1 if there
+ * is no such answer.
+ */
+long long rc_key_int(rc_cluster *c, const char *cmd, const char *key);
+/* HSET 'key' (of 'key_len' bytes) 'field' 'value', sent like
+   rc_cmdargv(); 0 when it answered a number (the fields it added), else
+   -1. */
+int rc_hset(rc_cluster *c, const char *key, size_t key_len, const char *field,
+            const char *value);
+/* FLUSHALL on every live master; returns how many failed (0: all did). */
+int rc_flush(rc_cluster *c);
+
+/* ---- Moving a slot by hand ----------------------------------------------- */
+
+/* CLUSTER SETSLOT IMPORTING at 'to', then MIGRATING at 'from'; 0 or -1. */
+int rc_slot_open(rc_cluster *c, int slot, int from, int to);
+/* MIGRATE of 'n' (at most 10) keys ('keys[i]' of 'lens[i]' bytes) from
+   node 'from' to node 'to' in one atomic step; 0 or -1 (the error on
+   stderr). */
+int rc_migrate(rc_cluster *c, int from, int to, const char *const *keys,
+               const size_t *lens, size_t n);
+/* CLUSTER SETSLOT NODE 'to' at 'to', then at 'from', then at the other
+   live masters; 0 or -1. */
+int rc_slot_close(rc_cluster *c, int slot, int from, int to);
+
 #endif /* SLUICE_TEST_CLUSTER_H */

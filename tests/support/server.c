@@ -632,25 +632,26 @@ long long rs_int(rs_server *s, const char *fmt, ...)
     return v;
 }
 
-/*
- * The server's count of calls of 'command' (lower case, e.g. "evalsha")
- * since its start or CONFIG RESETSTAT, from INFO commandstats; 0 when it has
- * none or cannot be read.
- */
-long long rs_calls(rs_server *s, const char *command)
+long long rs_info_count(rs_server *s, const char *section, const char *field)
 {
-    redisReply *r = rs_cmd(s, "INFO commandstats");
-    char field[64];
+    redisReply *r = rs_cmd(s, "INFO %s", section);
     const char *p;
-    long long calls = 0;
+    long long n = 0;
 
-    snprintf(field, sizeof(field), "cmdstat_%s:calls=", command);
     if (r != NULL && r->type == REDIS_REPLY_STRING &&
         (p = strstr(r->str, field)) != NULL)
-        calls = strtoll(p + strlen(field), NULL, 10);
+        n = strtoll(p + strlen(field), NULL, 10);
     if (r != NULL)
         freeReplyObject(r);
-    return calls;
+    return n;
+}
+
+long long rs_calls(rs_server *s, const char *command)
+{
+    char field[64];
+
+    snprintf(field, sizeof(field), "cmdstat_%s:calls=", command);
+    return rs_info_count(s, "commandstats", field);
 }
 
 /* Runs a command and returns 0 if it answered anything but an error. */

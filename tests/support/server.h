@@ -137,6 +137,12 @@ long long rs_int(rs_server *s, const char *fmt, ...);
 /* Runs a command and returns 0 if it answered anything but an error. */
 int rs_ok(rs_server *s, const char *fmt, ...);
 /*
+ * A number from INFO 'section' (e.g. "errorstats"): the digits after the
+ * text 'field' (e.g. "errorstat_TRYAGAIN:count="); 0 when there is none or
+ * it cannot be read.
+ */
+long long rs_info_count(rs_server *s, const char *section, const char *field);
+/*
  * The server's count of calls of 'command' (lower case, e.g. "evalsha")
  * since its start or CONFIG RESETSTAT, from INFO commandstats; 0 when it has
  * none or cannot be read.
