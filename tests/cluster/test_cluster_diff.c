@@ -469,7 +469,8 @@ static void test_queue_limiter(void)
                 CHECK_EQ_U64(t1, W);
                 CHECK_EQ_U64(tc, W);
             }
-            CHECK(tc > 0 && tc <= W && u64_distance(t1, tc) <= FIXED_TOLERANCE_MS);
+            CHECK(tc > 0 && tc <= W &&
+                  u64_distance(t1, tc) <= FIXED_TOLERANCE_MS);
         }
         /* The cap is reached: wait out the window, on both alike. */
         CHECK_OK(sluice_emq_rate_limit_ttl(&w1, one, q, qlen, 0));

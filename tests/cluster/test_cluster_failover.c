@@ -88,7 +88,7 @@ static void *fo_run(void *arg)
     return NULL;
 }
 
-/* ---- The run, step by step ------------------------------------------------ */
+/* ---- The run, step by step ----------------------------------------------- */
 
 #define FO_IDS 16
 

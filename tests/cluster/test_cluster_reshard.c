@@ -326,7 +326,7 @@ static int pick_other(unsigned slot, void *p)
 
 /* See the top of this file (3.) for what is moved and what must hold. */
 
-/* ---- The run, step by step ------------------------------------------------ */
+/* ---- The run, step by step ----------------------------------------------- */
 
 /* The run: the masters and slots it moves, its threads, and its tallies. */
 typedef struct reshard_run {

@@ -5,8 +5,9 @@
  * The reference is a real redis-server in cluster mode (a node of the
  * cluster of the ctest run, cluster.h), never a second CRC16 of ours:
  * tests/server/test_valkey_keys.c already checks CRC16 vectors against the
- * specification. The test changes no slot and no node. Here every key is sent binary-safe (redisCommandArgv, in
- * pipelined batches) and the server's slot must equal the library's:
+ * specification. The test changes no slot and no node. Here every key is
+ * sent binary-safe (redisCommandArgv, in pipelined batches) and the
+ * server's slot must equal the library's:
  *
  *   - the hashtag rule's corners: the empty key, "{}", "{}{x}", "{{a}}",
  *     "{a}}", "}{x}", an unclosed '{', a tag at the very end, a tag of one
