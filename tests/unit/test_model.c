@@ -1,22 +1,19 @@
 /*
- * test_model.c - the embedded store against a naive reference model.
+ * test_model.c - the embedded store against a naive reference model of
+ * every algorithm.
  *
- * Each algorithm is written again here, independently and as plainly as it
- * can be, from its definition alone:
- *
- *   fixed            a count and the instant t0 that opened its window;
- *                    the window is [t0, t0 + window).
- *   sliding-counter  a map from window index (now / window) to the units
- *                    admitted in that window; the estimate
- *                    cur + prev x (window - elapsed) / window is compared in
- *                    exact rationals (everything multiplied by window).
- *   sliding-log      the time of every admitted unit; those with
- *                    t > now - window count.
- *
- * Nothing about the answer is computed in closed form: retry_after_ms is
- * found by stepping a copy of the model forward 1 ms at a time until the
- * request would be admitted, and reset_after_ms by stepping until the state
- * after the decision holds nothing (at most 2 x window + 1 steps).
+ * Each algorithm is written again, independently and as plainly as it can
+ * be, from its definition alone, in src/algo/FOLDER/model.c (see
+ * src/algo/model.h): the fixed window as a count and the instant that
+ * opened its window, the sliding counter as a map from window index to the
+ * units admitted in it (its estimate compared in exact rationals), the
+ * sliding log as the time of every admitted unit. Nothing about the answer
+ * is computed in closed form: retry_after_ms is found by stepping a copy of
+ * the model forward 1 ms at a time until the request would be admitted, and
+ * reset_after_ms by stepping until the state after the decision holds
+ * nothing (at most 2 x window + 1 steps). The test takes the models from
+ * their table (sluice__models[]), so a new algorithm is covered with no
+ * change here.
  *
  * Random traces (seeded; the seed is printed) of hits, peeks and resets on
  * 50 binary keys, with random costs and gaps (0, small, across a window
@@ -27,8 +24,10 @@
  *
  * Usage: test_model [SEED [ROUNDS]] (or SLUICE_TEST_SEED=N).
  */
-#include "test.h"
+#include "algo/model.h" /* the models: src/algo/FOLDER/model.c */
+#include "compare.h"
 #include "rng.h"
+#include "test.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -37,238 +36,8 @@
 #include <string.h>
 
 #define KEYS 50
-#define MODEL_MAX 256      /* the largest max a trace uses */
-#define MODEL_WINDOWS 8    /* counter windows a model remembers */
 #define STEPS_PER_ROUND 5000
 #define DEFAULT_ROUNDS 100
-
-typedef unsigned __int128 u128;
-
-/* ---- The reference model ------------------------------------------------- */
-
-typedef struct model {
-    sluice_limit limit;
-    /* fixed */
-    int has_window;
-    uint64_t t0;
-    uint64_t count;
-    /* sliding-counter: window index -> units admitted in it */
-    struct {
-        uint64_t idx;
-        uint64_t units;
-    } win[MODEL_WINDOWS];
-    int nwin;
-    /* sliding-log: one time per admitted unit, oldest first */
-    uint64_t stamp[MODEL_MAX];
-    size_t nstamp;
-} model;
-
-static void model_init(model *m, const sluice_limit *limit)
-{
-    sluice_limit l = *limit; /* 'limit' may be m's own */
-
-    memset(m, 0, sizeof(*m));
-    m->limit = l;
-}
-
-/* fixed: the units counted at 't'. */
-static uint64_t fixed_count_at(const model *m, uint64_t t)
-{
-    if (m->has_window && t < m->t0 + m->limit.window_ms)
-        return m->count;
-    return 0;
-}
-
-/* sliding-counter: the units admitted in window 'idx'. */
-static uint64_t counter_units(const model *m, uint64_t idx)
-{
-    for (int i = 0; i < m->nwin; i++)
-        if (m->win[i].idx == idx)
-            return m->win[i].units;
-    return 0;
-}
-
-/* sliding-counter: the estimate at 't', times the window (exact). */
-static u128 counter_estimate_w(const model *m, uint64_t t)
-{
-    uint64_t w = m->limit.window_ms;
-    uint64_t idx = t / w;
-    uint64_t elapsed = t - idx * w;
-    uint64_t cur = counter_units(m, idx);
-    uint64_t prev = idx == 0 ? 0 : counter_units(m, idx - 1);
-
-    return (u128)cur * w + (u128)prev * (w - elapsed);
-}
-
-/* sliding-log: the units admitted in (t - window, t]. */
-static uint64_t log_live(const model *m, uint64_t t)
-{
-    uint64_t n = 0;
-
-    for (size_t i = 0; i < m->nstamp; i++)
-        if (m->stamp[i] + m->limit.window_ms > t)
-            n++;
-    return n;
-}
-
-/* Would a request of 'cost' be admitted at 't'? */
-static int model_admits(const model *m, uint64_t t, uint64_t cost)
-{
-    uint64_t max = m->limit.max, w = m->limit.window_ms;
-
-    switch (m->limit.algo) {
-    case SLUICE_FIXED:
-        return fixed_count_at(m, t) + cost <= max;
-    case SLUICE_SLIDING_COUNTER:
-        return counter_estimate_w(m, t) + (u128)cost * w <= (u128)max * w;
-    default:
-        return log_live(m, t) + cost <= max;
-    }
-}
-
-/* Counts an admitted request of 'cost' at 't'. */
-static void model_count(model *m, uint64_t t, uint64_t cost)
-{
-    uint64_t w = m->limit.window_ms;
-
-    switch (m->limit.algo) {
-    case SLUICE_FIXED:
-        if (fixed_count_at(m, t) == 0) {
-            m->has_window = 1;
-            m->t0 = t;
-            m->count = 0;
-        }
-        m->count += cost;
-        break;
-    case SLUICE_SLIDING_COUNTER: {
-        uint64_t idx = t / w;
-        int i, kept = 0;
-
-        /* Windows before idx - 1 can never count again (time only moves
-           forward), so the map keeps at most two. */
-        for (i = 0; i < m->nwin; i++)
-            if (m->win[i].idx + 1 >= idx)
-                m->win[kept++] = m->win[i];
-        m->nwin = kept;
-        for (i = 0; i < m->nwin; i++)
-            if (m->win[i].idx == idx)
-                break;
-        if (i == m->nwin) {
-            if (m->nwin == MODEL_WINDOWS) {
-                fprintf(stderr, "model: too many windows\n");
-                exit(2);
-            }
-            m->win[i].idx = idx;
-            m->win[i].units = 0;
-            m->nwin++;
-        }
-        m->win[i].units += cost;
-        break;
-    }
-    default: {
-        size_t kept = 0;
-
-        /* Units that have left can never count again. */
-        for (size_t i = 0; i < m->nstamp; i++)
-            if (m->stamp[i] + w > t)
-                m->stamp[kept++] = m->stamp[i];
-        m->nstamp = kept;
-        if (m->nstamp + cost > MODEL_MAX) {
-            fprintf(stderr, "model: log overflow (more than max entries)\n");
-            exit(2);
-        }
-        for (uint64_t i = 0; i < cost; i++)
-            m->stamp[m->nstamp++] = t;
-        break;
-    }
-    }
-}
-
-/* The budget left at 't': floor(max - what is counted), at least 0. */
-static uint64_t model_remaining(const model *m, uint64_t t)
-{
-    uint64_t max = m->limit.max, w = m->limit.window_ms, used;
-
-    switch (m->limit.algo) {
-    case SLUICE_FIXED:
-        used = fixed_count_at(m, t);
-        return used >= max ? 0 : max - used;
-    case SLUICE_SLIDING_COUNTER: {
-        u128 est = counter_estimate_w(m, t);
-
-        return est >= (u128)max * w ? 0 : (uint64_t)(((u128)max * w - est) / w);
-    }
-    default:
-        used = log_live(m, t);
-        return used >= max ? 0 : max - used;
-    }
-}
-
-/* Does the state hold nothing at 't' (the budget is whole)? */
-static int model_whole(const model *m, uint64_t t)
-{
-    switch (m->limit.algo) {
-    case SLUICE_FIXED:
-        return fixed_count_at(m, t) == 0;
-    case SLUICE_SLIDING_COUNTER:
-        return counter_estimate_w(m, t) == 0;
-    default:
-        /* The newest unit is the last to leave; the list is in time order. */
-        return m->nstamp == 0 ||
-               m->stamp[m->nstamp - 1] + m->limit.window_ms <= t;
-    }
-}
-
-#define NOT_FOUND UINT64_MAX
-
-/* The least d >= 1 at which the request would be admitted, by search. */
-static uint64_t brute_retry(const model *m, uint64_t now, uint64_t cost)
-{
-    model probe = *m;
-    uint64_t bound = 2 * m->limit.window_ms + 1;
-
-    for (uint64_t d = 1; d <= bound; d++)
-        if (model_admits(&probe, now + d, cost))
-            return d;
-    return NOT_FOUND;
-}
-
-/* The least d >= 0 at which the state holds nothing, by search. */
-static uint64_t brute_reset(const model *after, uint64_t now)
-{
-    uint64_t bound = 2 * after->limit.window_ms + 1;
-
-    for (uint64_t d = 0; d <= bound; d++)
-        if (model_whole(after, now + d))
-            return d;
-    return NOT_FOUND;
-}
-
-/*
- * The model's decision for a request of 'cost' at 'now'; counted when
- * 'consume'. remaining and reset_after_ms describe the state after the
- * request as a hit would leave it (a peek answers what a hit would).
- */
-static void model_decide(model *m, uint64_t now, uint64_t cost, int consume,
-                         sluice_decision *out)
-{
-    model after = *m;
-
-    memset(out, 0, sizeof(*out));
-    out->limit = m->limit.max;
-    if (model_admits(m, now, cost)) {
-        out->allowed = 1;
-        out->retry_after_ms = 0;
-        model_count(&after, now, cost);
-    } else {
-        out->allowed = 0;
-        out->retry_after_ms = brute_retry(m, now, cost);
-    }
-    out->remaining = model_remaining(&after, now);
-    out->reset_after_ms = brute_reset(&after, now);
-    if (consume)
-        *m = after;
-}
 
 /* ---- Traces -------------------------------------------------------------- */
 
@@ -386,23 +155,6 @@ static uint64_t random_cost(uint64_t max)
     return max < 2 ? max : 2;
 }
 
-static void format_decision(char *buf, size_t n, const sluice_decision *d)
-{
-    snprintf(buf, n,
-             "allowed %d limit %" PRIu64 " remaining %" PRIu64
-             " retry %" PRIu64 " reset %" PRIu64,
-             d->allowed, d->limit, d->remaining, d->retry_after_ms,
-             d->reset_after_ms);
-}
-
-static int same_decision(const sluice_decision *a, const sluice_decision *b)
-{
-    return a->allowed == b->allowed && a->limit == b->limit &&
-           a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms &&
-           a->reset_after_ms == b->reset_after_ms;
-}
-
 static void format_key(char *buf, size_t n, const key *k)
 {
     size_t used = 0;
@@ -419,130 +171,165 @@ typedef struct round_stats {
     unsigned long hits, peeks, resets, refused, compared;
 } round_stats;
 
-/*
- * One round: a fresh store and fresh models, a limit per (key, algorithm),
- * and 'steps' random requests. Returns 0 at the first mismatch.
- */
-static int run_round(uint64_t seed, unsigned round, unsigned steps,
-                     round_stats *st)
-{
-    static model models[KEYS][TEST_ALGO_N];
+/* One round: its store and clock, its keys, its pace, and the tallies. */
+typedef struct round {
+    uint64_t seed, now;
+    unsigned index, tempo;
+    int hot; /* how many keys take most requests */
     key keys[KEYS];
-    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
-    sluice_vclock *clock = NULL;
-    sluice_store *store = NULL;
-    unsigned profile = (unsigned)rng_below(8);
-    unsigned tempo = (unsigned)rng_below(3);
-    static const int hot_sizes[] = {1, 2, 4, 8};
-    int hot = hot_sizes[rng_below(4)];
-    uint64_t now;
-    int ok = 1;
+    sluice_vclock *clock;
+    sluice_store *store;
+    round_stats *st;
+} round;
 
+/* A model per (key, algorithm) of the round running. */
+static sluice__model models[KEYS][TEST_ALGO_N];
+
+/* Draws the round's pace, start time and limits, and opens its store. */
+static void round_open(round *r)
+{
+    static const int hot_sizes[] = {1, 2, 4, 8};
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    unsigned profile = (unsigned)rng_below(8);
+
+    r->tempo = (unsigned)rng_below(3);
+    r->hot = hot_sizes[rng_below(4)];
     switch (rng_below(4)) {
     case 0:
-        now = 0;
+        r->now = 0;
         break;
     case 1:
-        now = rng_below(10000);
+        r->now = rng_below(10000);
         break;
     case 2:
-        now = 1000 * (1 + rng_below(1000)) - 1; /* just before many seams */
+        r->now = 1000 * (1 + rng_below(1000)) - 1; /* just before seams */
         break;
     default:
-        now = rng_below(1ULL << 45);
+        r->now = rng_below(1ULL << 45);
         break;
     }
-    make_keys(keys);
+    make_keys(r->keys);
     for (int k = 0; k < KEYS; k++)
         for (int a = 0; a < TEST_ALGO_N; a++) {
             sluice_limit l = random_limit((sluice_algo)a, profile);
 
-            model_init(&models[k][a], &l);
+            sluice__model_init(&models[k][a], &l);
         }
-    CHECK_OK(sluice_vclock_new(&clock, now));
+    r->clock = NULL;
+    r->store = NULL;
+    CHECK_OK(sluice_vclock_new(&r->clock, r->now));
     opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = clock;
-    CHECK_OK(sluice_store_open(&store, NULL, &opts));
-    if (clock == NULL || store == NULL)
+    opts.clock_payload = r->clock;
+    CHECK_OK(sluice_store_open(&r->store, NULL, &opts));
+    if (r->clock == NULL || r->store == NULL)
         exit(2);
+}
 
-    for (unsigned step = 0; step < steps && ok; step++) {
-        /* Most requests go to a few hot keys, so budgets run out. */
-        int k = rng_pct(75) ? (int)rng_below((uint64_t)hot) : (int)rng_below(KEYS);
-        int a = (int)rng_below(TEST_ALGO_N);
-        model *m = &models[k][a];
-        uint64_t cost = random_cost(m->limit.max);
-        unsigned op = (unsigned)rng_below(100); /* hit, peek or reset */
-        sluice_decision got, want;
-        const char *opname;
-        int rc;
+/* Prints a mismatch: the trace line, both decisions, how to rerun. */
+static void print_mismatch(const round *r, unsigned step, int k, int a,
+                           const char *opname, uint64_t cost,
+                           const sluice_decision *got,
+                           const sluice_decision *want)
+{
+    const sluice_limit *l = &models[k][a].limit;
+    char sg[160], sw[160], sk[40];
 
-        now += random_gap(tempo);
-        sluice_vclock_set(clock, now);
-        if (op < 3) {
-            st->resets++;
-            CHECK_OK(sluice_reset(store, &m->limit, keys[k].bytes,
-                                  keys[k].len));
-            model_init(m, &m->limit);
-            continue;
-        }
-        memset(&got, 0xA5, sizeof(got));
-        if (op < 70) {
-            opname = "hit";
-            st->hits++;
-            rc = sluice_hit(&got, store, &m->limit, keys[k].bytes,
-                            keys[k].len, cost);
-            model_decide(m, now, cost, 1, &want);
-        } else {
-            opname = "peek";
-            st->peeks++;
-            rc = sluice_peek(&got, store, &m->limit, keys[k].bytes,
-                             keys[k].len, cost);
-            model_decide(m, now, cost, 0, &want);
-        }
-        st->compared++;
-        if (!want.allowed)
-            st->refused++;
-        if (!CHECK_OK(rc) || !CHECK(same_decision(&got, &want))) {
-            char sg[160], sw[160], sk[40];
+    decision_format(sg, sizeof(sg), got);
+    decision_format(sw, sizeof(sw), want);
+    format_key(sk, sizeof(sk), &r->keys[k]);
+    fprintf(stderr,
+            "MISMATCH seed %" PRIu64 " round %u step %u: t=%" PRIu64
+            " key=%s (#%d) algo=%s max=%" PRIu64 " window=%" PRIu64
+            " %s cost=%" PRIu64 "\n"
+            "    store: %s\n    model: %s\n"
+            "    rerun: test_model %" PRIu64 "\n",
+            r->seed, r->index, step, r->now, sk, k,
+            sluice_algo_name((sluice_algo)a), l->max, l->window_ms, opname,
+            cost, sg, sw, r->seed);
+}
 
-            format_decision(sg, sizeof(sg), &got);
-            format_decision(sw, sizeof(sw), &want);
-            format_key(sk, sizeof(sk), &keys[k]);
-            fprintf(stderr,
-                    "MISMATCH seed %" PRIu64 " round %u step %u: t=%" PRIu64
-                    " key=%s (#%d) algo=%s max=%" PRIu64 " window=%" PRIu64
-                    " %s cost=%" PRIu64 "\n"
-                    "    store: %s\n    model: %s\n"
-                    "    rerun: test_model %" PRIu64 "\n",
-                    seed, round, step, now, sk, k,
-                    sluice_algo_name((sluice_algo)a), m->limit.max,
-                    m->limit.window_ms, opname, cost, sg, sw, seed);
-            ok = 0;
-        }
+/* One random request to the store and its model. Returns 0 on a
+   mismatch. */
+static int round_step(round *r, unsigned step)
+{
+    /* Most requests go to a few hot keys, so budgets run out. */
+    int k = rng_pct(75) ? (int)rng_below((uint64_t)r->hot)
+                        : (int)rng_below(KEYS);
+    int a = (int)rng_below(TEST_ALGO_N);
+    sluice__model *m = &models[k][a];
+    uint64_t cost = random_cost(m->limit.max);
+    unsigned op = (unsigned)rng_below(100); /* hit, peek or reset */
+    const key *kk = &r->keys[k];
+    sluice_decision got, want;
+    int rc, hit = op < 70;
+
+    r->now += random_gap(r->tempo);
+    sluice_vclock_set(r->clock, r->now);
+    if (op < 3) {
+        r->st->resets++;
+        CHECK_OK(sluice_reset(r->store, &m->limit, kk->bytes, kk->len));
+        sluice__model_init(m, &m->limit);
+        return 1;
     }
-
-    /* Long after, every budget is whole again, in the store as well. */
-    if (ok) {
-        now += 2 * 1000 + 1;
-        sluice_vclock_set(clock, now);
-        for (int k = 0; k < KEYS && ok; k++)
-            for (int a = 0; a < TEST_ALGO_N; a++) {
-                model *m = &models[k][a];
-                sluice_decision got, want;
-
-                CHECK_OK(sluice_peek(&got, store, &m->limit, keys[k].bytes,
-                                     keys[k].len, 1));
-                model_decide(m, now, 1, 0, &want);
-                CHECK(want.allowed && want.remaining == m->limit.max - 1);
-                if (!CHECK(same_decision(&got, &want))) {
-                    ok = 0;
-                    break;
-                }
-            }
+    memset(&got, 0xA5, sizeof(got));
+    if (hit)
+        rc = sluice_hit(&got, r->store, &m->limit, kk->bytes, kk->len, cost);
+    else
+        rc = sluice_peek(&got, r->store, &m->limit, kk->bytes, kk->len, cost);
+    sluice__model_decide(m, r->now, cost, hit, &want);
+    *(hit ? &r->st->hits : &r->st->peeks) += 1;
+    r->st->compared++;
+    if (!want.allowed)
+        r->st->refused++;
+    if (!CHECK_OK(rc) || !CHECK(decision_same_answer(&got, &want))) {
+        print_mismatch(r, step, k, a, hit ? "hit" : "peek", cost, &got,
+                       &want);
+        return 0;
     }
-    sluice_store_free(store);
-    sluice_vclock_free(clock);
+    return 1;
+}
+
+/* Long after, every budget is whole again, in the store as well. Returns
+   0 on a mismatch. */
+static int round_settle(round *r)
+{
+    r->now += 2 * 1000 + 1;
+    sluice_vclock_set(r->clock, r->now);
+    for (int k = 0; k < KEYS; k++)
+        for (int a = 0; a < TEST_ALGO_N; a++) {
+            sluice__model *m = &models[k][a];
+            sluice_decision got, want;
+
+            CHECK_OK(sluice_peek(&got, r->store, &m->limit, r->keys[k].bytes,
+                                 r->keys[k].len, 1));
+            sluice__model_decide(m, r->now, 1, 0, &want);
+            CHECK(want.allowed && want.remaining == m->limit.max - 1);
+            if (!CHECK(decision_same_answer(&got, &want)))
+                return 0;
+        }
+    return 1;
+}
+
+/*
+ * One round: a fresh store and fresh models, a limit per (key, algorithm),
+ * and 'steps' random requests. Returns 0 at the first mismatch.
+ */
+static int run_round(uint64_t seed, unsigned index, unsigned steps,
+                     round_stats *st)
+{
+    static round r;
+    int ok = 1;
+
+    r.seed = seed;
+    r.index = index;
+    r.st = st;
+    round_open(&r);
+    for (unsigned step = 0; step < steps && ok; step++)
+        ok = round_step(&r, step);
+    if (ok)
+        ok = round_settle(&r);
+    sluice_store_free(r.store);
+    sluice_vclock_free(r.clock);
     return ok;
 }
 
@@ -556,49 +343,49 @@ static void test_model_by_hand(void)
 {
     sluice_limit l = {0};
     sluice_decision d;
-    model m;
+    sluice__model m;
 
     /* fixed, max 3, window 100, first hit at 1000. */
     l.algo = SLUICE_FIXED;
     l.max = 3;
     l.window_ms = 100;
-    model_init(&m, &l);
-    model_decide(&m, 1000, 3, 1, &d);
+    sluice__model_init(&m, &l);
+    sluice__model_decide(&m, 1000, 3, 1, &d);
     CHECK(d.allowed && d.remaining == 0 && d.reset_after_ms == 100);
-    model_decide(&m, 1060, 1, 1, &d);
+    sluice__model_decide(&m, 1060, 1, 1, &d);
     CHECK(!d.allowed && d.retry_after_ms == 40 && d.reset_after_ms == 40);
-    model_decide(&m, 1100, 1, 1, &d);
+    sluice__model_decide(&m, 1100, 1, 1, &d);
     CHECK(d.allowed && d.remaining == 2 && d.reset_after_ms == 100);
 
     /* sliding-counter, max 10, window 100: 10 in [1000, 1100); at 1101
        the estimate is 9.9 and 1 more does not fit until 1110 (9 + 1). */
     l.algo = SLUICE_SLIDING_COUNTER;
     l.max = 10;
-    model_init(&m, &l);
-    model_decide(&m, 1000, 10, 1, &d);
+    sluice__model_init(&m, &l);
+    sluice__model_decide(&m, 1000, 10, 1, &d);
     CHECK(d.allowed && d.remaining == 0 && d.reset_after_ms == 200);
-    model_decide(&m, 1101, 1, 1, &d);
+    sluice__model_decide(&m, 1101, 1, 1, &d);
     CHECK(!d.allowed && d.remaining == 0 && d.retry_after_ms == 9 &&
           d.reset_after_ms == 99);
-    model_decide(&m, 1110, 1, 1, &d);
+    sluice__model_decide(&m, 1110, 1, 1, &d);
     CHECK(d.allowed && d.remaining == 0 && d.reset_after_ms == 190);
     /* At 1150: 1 + 10 x 50 / 100 = 6; 1 more fits and leaves 3. */
-    model_decide(&m, 1150, 1, 0, &d);
+    sluice__model_decide(&m, 1150, 1, 0, &d);
     CHECK(d.allowed && d.remaining == 3);
 
     /* sliding-log, max 2, window 10. */
     l.algo = SLUICE_SLIDING_LOG;
     l.max = 2;
     l.window_ms = 10;
-    model_init(&m, &l);
-    model_decide(&m, 0, 1, 1, &d);
-    model_decide(&m, 4, 1, 1, &d);
+    sluice__model_init(&m, &l);
+    sluice__model_decide(&m, 0, 1, 1, &d);
+    sluice__model_decide(&m, 4, 1, 1, &d);
     CHECK(d.allowed && d.remaining == 0 && d.reset_after_ms == 10);
-    model_decide(&m, 5, 2, 1, &d);
+    sluice__model_decide(&m, 5, 2, 1, &d);
     CHECK(!d.allowed && d.retry_after_ms == 9 && d.reset_after_ms == 9);
-    model_decide(&m, 5, 1, 1, &d);
+    sluice__model_decide(&m, 5, 1, 1, &d);
     CHECK(!d.allowed && d.retry_after_ms == 5);
-    model_decide(&m, 10, 1, 1, &d);
+    sluice__model_decide(&m, 10, 1, 1, &d);
     CHECK(d.allowed && d.remaining == 0 && d.reset_after_ms == 10);
 }
 
