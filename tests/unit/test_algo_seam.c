@@ -260,8 +260,8 @@ int main(int argc, char **argv)
     uint64_t seed = test_seed(argc, argv, 0, 20240601);
 
     rng_state = seed;
-    printf("test_algo_seam: seed %" PRIu64 " (rerun: test_algo_seam %" PRIu64 ")\n", seed,
-           seed);
+    printf("test_algo_seam: seed %" PRIu64 " (rerun: test_algo_seam %" PRIu64
+           ")\n", seed, seed);
     test_seam();
     return test_summary("test_algo_seam");
 }

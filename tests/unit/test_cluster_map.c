@@ -241,7 +241,9 @@ static void test_seeds(void)
     st = fc_open(seeds, NULL);
     CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
     CHECK_EQ_U64(fc_count(NODE_B, "CLUSTER SLOTS"), 1);
-    CHECK_EQ_U64(fc_count(NODE_C, "CLUSTER SLOTS") + fc_count(NODE_A, "CLUSTER SLOTS"), 0);
+    CHECK_EQ_U64(fc_count(NODE_C, "CLUSTER SLOTS") +
+                     fc_count(NODE_A, "CLUSTER SLOTS"),
+                 0);
     CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 1); /* the map says A */
     sluice_store_free(st);
 

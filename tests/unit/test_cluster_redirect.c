@@ -42,7 +42,8 @@ static void test_moved(void)
     fc_reset();
     /* A serves everything until it has sent a MOVED; then B does. */
     fake_lock();
-    fc_slots_all(fc_nodes[NODE_A].slots_after, sizeof(fc_nodes[NODE_A].slots_after),
+    fc_slots_all(fc_nodes[NODE_A].slots_after,
+                 sizeof(fc_nodes[NODE_A].slots_after),
               NODE_B);
     fake_unlock();
     fc_mode(NODE_A, EV_MOVED, NODE_B);
@@ -240,13 +241,15 @@ static void test_moved_loops(void)
     CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
     CHECK(strstr(sluice_last_error(), "redirected") != NULL);
     CHECK(ms < CALL_BOUND_MS);
-    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"), MAX_SENDS);
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
+                 MAX_SENDS);
     /* ASK back and forth, too. */
     fc_mode(NODE_A, EV_ASK, NODE_B);
     fc_mode(NODE_B, EV_ASK, NODE_A);
     CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
     CHECK(ms < CALL_BOUND_MS);
-    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"), 2 * MAX_SENDS);
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
+                 2 * MAX_SENDS);
     sluice_store_free(st);
     test_context(NULL);
 }
@@ -357,7 +360,8 @@ static void test_malformed_redirects(void)
         fc_reset();
         fake_lock();
         fc_nodes[NODE_A].mode = EV_RAW;
-        snprintf(fc_nodes[NODE_A].raw, sizeof(fc_nodes[NODE_A].raw), "%s", bad[i]);
+        snprintf(fc_nodes[NODE_A].raw, sizeof(fc_nodes[NODE_A].raw), "%s",
+                 bad[i]);
         fake_unlock();
         st = fc_open_on(NODE_A);
         rc = fc_timed_hit(&d, st, "user1", &ms);
