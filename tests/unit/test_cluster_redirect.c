@@ -43,8 +43,7 @@ static void test_moved(void)
     /* A serves everything until it has sent a MOVED; then B does. */
     fake_lock();
     fc_slots_all(fc_nodes[NODE_A].slots_after,
-                 sizeof(fc_nodes[NODE_A].slots_after),
-              NODE_B);
+                 sizeof(fc_nodes[NODE_A].slots_after), NODE_B);
     fake_unlock();
     fc_mode(NODE_A, EV_MOVED, NODE_B);
     st = fc_open_on(NODE_A);
