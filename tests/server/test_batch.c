@@ -244,21 +244,17 @@ static void test_odd_keys(sluice_store *st)
 /* A foreign value fails its request alone; its neighbours are counted. */
 static void test_foreign(sluice_store *st)
 {
-    static const sluice_algo algos[] = {SLUICE_FIXED, SLUICE_SLIDING_COUNTER,
-                                        SLUICE_SLIDING_LOG};
-    static const char *const names[] = {"fixed", "sliding-counter",
-                                        "sliding-log"};
-
-    for (size_t a = 0; a < 3; a++) {
-        sluice_limit lim = SLUICE_LIMIT(algos[a], 5, 60000);
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        const char *name = sluice_algo_name((sluice_algo)a);
+        sluice_limit lim = SLUICE_LIMIT((sluice_algo)a, 5, 60000);
         sluice_request q[] = {req("f1", 1), req("junk", 1), req("f1", 2),
                               req("junk", 1)};
         sluice_decision d;
 
-        test_context("server: %s, a foreign value in a batch", names[a]);
+        test_context("server: %s, a foreign value in a batch", name);
         CHECK(rs_ok(&server, "FLUSHALL") == 0);
         /* A list is no type any algorithm writes. */
-        CHECK(rs_int(&server, "RPUSH sluice:{junk}:%s x", names[a]) == 1);
+        CHECK(rs_int(&server, "RPUSH sluice:{junk}:%s x", name) == 1);
         CHECK_RC(sluice_hit_many(st, &lim, q, 4), SLUICE_EPROTO);
         CHECK_OK(q[0].err);
         CHECK(q[0].decision.allowed && q[0].decision.remaining == 4);
@@ -269,7 +265,7 @@ static void test_foreign(sluice_store *st)
         CHECK_RC(q[3].err, SLUICE_EPROTO);
         CHECK_OK(sluice_peek(&d, st, &lim, "f1", 2, 1));
         CHECK_EQ_U64(d.remaining, 1);
-        CHECK(rs_int(&server, "LLEN sluice:{junk}:%s", names[a]) == 1);
+        CHECK(rs_int(&server, "LLEN sluice:{junk}:%s", name) == 1);
     }
     test_context(NULL);
 }
@@ -319,15 +315,22 @@ static void test_refused_cache(sluice_store *st)
 typedef struct combine_arg {
     sluice_store *st;
     int id;
-    long admitted[3][COMBINE_KEYS]; /* per algorithm and key */
+    long admitted[TEST_ALGO_N][COMBINE_KEYS]; /* per algorithm and key */
     long errors, foreign_ok, peeks_wrong;
 } combine_arg;
 
-static const sluice_limit combine_limits[3] = {
-    SLUICE_LIMIT(SLUICE_FIXED, 7, 60000),
-    SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 60000),
-    SLUICE_LIMIT(SLUICE_SLIDING_LOG, 9, 60000),
-};
+/* Each algorithm's limit: max 7, 5, 9 (and over again), per minute. */
+static sluice_limit combine_limits[TEST_ALGO_N];
+
+static void combine_limits_init(void)
+{
+    static const uint64_t maxes[] = {7, 5, 9};
+    const int nmax = (int)(sizeof(maxes) / sizeof(maxes[0]));
+
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        combine_limits[a] =
+            SLUICE_LIMIT((sluice_algo)a, maxes[a % nmax], 60000);
+}
 
 static void *combine_thread(void *p)
 {
@@ -342,7 +345,7 @@ static void *combine_thread(void *p)
         int err;
 
         r = r * 1103515245u + 12345u;
-        alg = (int)((r >> 8) % 3);
+        alg = (int)((r >> 8) % TEST_ALGO_N);
         k = (int)((r >> 12) % COMBINE_KEYS);
         klen = (size_t)snprintf(key, sizeof(key), "c%d", k);
         if (a->id == 0) {
@@ -387,7 +390,8 @@ static void test_combining(void)
 
     test_context("server: combining");
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    for (int a = 0; a < 3; a++)
+    combine_limits_init();
+    for (int a = 0; a < TEST_ALGO_N; a++)
         CHECK(rs_int(&server, "RPUSH sluice:{junk}:%s x",
                      sluice_algo_name(combine_limits[a].algo)) == 1);
     snprintf(url, sizeof(url), "%s?timeout=5000&refused_cache=off",
@@ -403,7 +407,7 @@ static void test_combining(void)
     for (int i = 0; i < COMBINE_THREADS; i++)
         pthread_join(th[i], NULL);
     calls = evalsha_calls() - before;
-    for (int alg = 0; alg < 3; alg++)
+    for (int alg = 0; alg < TEST_ALGO_N; alg++)
         for (int k = 0; k < COMBINE_KEYS; k++) {
             long sum = 0;
 

@@ -235,22 +235,23 @@ static void test_busy_script(void)
 
 static void test_script_flush(void)
 {
-    sluice_limit lims[3] = {SLUICE_LIMIT(SLUICE_FIXED, 100, 60000),
-                            SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 100, 60000),
-                            SLUICE_LIMIT(SLUICE_SLIDING_LOG, 100, 60000)};
+    sluice_limit lims[TEST_ALGO_N];
     sluice_store *st = open_store("timeout=2000&pool=3");
     sluice_decision d;
     uint64_t wait, count;
 
     test_context("SCRIPT FLUSH under a live store");
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        lims[a] = SLUICE_LIMIT((sluice_algo)a, 100, 60000);
     for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < 6; i++)
-            CHECK_OK(sluice_hit(&d, st, &lims[i % 3], "f", 1, 1));
+        /* Two hits of each algorithm a round. */
+        for (int i = 0; i < 2 * TEST_ALGO_N; i++)
+            CHECK_OK(sluice_hit(&d, st, &lims[i % TEST_ALGO_N], "f", 1, 1));
         CHECK_OK(sluice_emq_limiter_incr(&count, NULL, st, "fq", 2, 60000));
         CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, "fq", 2, 100));
         CHECK(rs_ok(&server, "SCRIPT FLUSH") == 0);
     }
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         CHECK_OK(sluice_peek(&d, st, &lims[a], "f", 1, 1));
         CHECK_EQ_U64(d.remaining, 100 - 6 - 1);
     }
@@ -739,12 +740,14 @@ static void test_database(void)
 /* ---- Threads on one store ------------------------------------------------ */
 
 #define SHARE_THREADS 8
-#define SHARE_CALLS 400
+/* Calls per thread: 400 for three algorithms, so that each algorithm's
+   shared key sees more than its max (1000) of requests. */
+#define SHARE_CALLS (400 * TEST_ALGO_N / 3)
 
 typedef struct share_thread {
     sluice_store *st;
     int index;
-    long errors, admitted[3], emq;
+    long errors, admitted[TEST_ALGO_N], emq;
 } share_thread;
 
 static void *share_worker(void *arg)
@@ -752,7 +755,7 @@ static void *share_worker(void *arg)
     share_thread *t = arg;
 
     for (int i = 0; i < SHARE_CALLS; i++) {
-        sluice_algo algo = (sluice_algo)((i + t->index) % 3);
+        sluice_algo algo = (sluice_algo)((i + t->index) % TEST_ALGO_N);
         /* One shared key per algorithm, max 1000 against 8 x 400 / 3. */
         sluice_limit shared = SLUICE_LIMIT(algo, 1000, 600000);
         sluice_limit own = SLUICE_LIMIT(algo, 5, 600000);
@@ -791,7 +794,8 @@ static void test_threads_share_a_pool(void)
     sluice_store *st = open_store("timeout=5000&pool=2");
     share_thread th[SHARE_THREADS];
     pthread_t tid[SHARE_THREADS];
-    long errors = 0, admitted[3] = {0, 0, 0}, emq = 0, per_algo[3] = {0, 0, 0};
+    long errors = 0, admitted[TEST_ALGO_N] = {0}, emq = 0;
+    long per_algo[TEST_ALGO_N] = {0};
     uint64_t t0 = rs_mono_ms();
 
     test_context("eight threads, a pool of two");
@@ -806,15 +810,15 @@ static void test_threads_share_a_pool(void)
         pthread_join(tid[i], NULL);
         errors += th[i].errors;
         emq += th[i].emq;
-        for (int a = 0; a < 3; a++)
+        for (int a = 0; a < TEST_ALGO_N; a++)
             admitted[a] += th[i].admitted[a];
     }
     for (int i = 0; i < SHARE_THREADS; i++)
         for (int c = 0; c < SHARE_CALLS; c++)
-            per_algo[(c + i) % 3]++;
+            per_algo[(c + i) % TEST_ALGO_N]++;
     CHECK_EQ_U64(errors, 0);
     /* Demand above max: exactly max admitted on each algorithm's key. */
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         CHECK(per_algo[a] > 1000);
         CHECK_EQ_U64(admitted[a], 1000);
     }

@@ -6,15 +6,15 @@
  * NUL, bytes above 0x7f, nothing at all, or exactly the text another id is
  * escaped to ("a%7Bb" against "a{b"). For a set of such ids this test
  *
- *   - hits each one with all three algorithms and counts with the queue
+ *   - hits each one with every algorithm and counts with the queue
  *     limiter, then asks the server (EXISTS) for the exact key names that
  *     sluice__key_build() gives, and checks that the server holds exactly
  *     those keys and no others;
  *   - spends each id's whole budget (max 1) and checks that no other id was
  *     touched, so no two ids share a key;
  *   - computes every key's cluster slot with its own CRC16 (XMODEM) and the
- *     cluster specification's hashtag rule, and checks that one id's five
- *     keys (three algorithms, limiter, meta) fall in one slot.
+ *     cluster specification's hashtag rule, and checks that one id's keys
+ *     (one per algorithm, limiter, meta) fall in one slot.
  *
  * The CRC16 here is written from the specification, not taken from the
  * library; it is checked on the specification's vectors and against a
@@ -143,12 +143,7 @@ typedef struct id {
 static char long_braces[300];
 static char long_mixed[1000];
 
-static const char *const suffixes[] = {"fixed", "sliding-counter",
-                                       "sliding-log"};
-
-static void test_hostile_ids(void)
-{
-    id ids[] = {
+static const id ids[] = {
         ID("plain"),
         ID(""),
         ID("a{b"),
@@ -180,35 +175,32 @@ static void test_hostile_ids(void)
         ID("user42}:fixed"),
         {long_braces, sizeof(long_braces)},
         {long_mixed, sizeof(long_mixed)},
-    };
-    const size_t n = sizeof(ids) / sizeof(ids[0]);
-    /* Per id: three algorithm keys, the limiter, the meta hash. */
-    enum { PER_ID = 5 };
-    char *names[sizeof(ids) / sizeof(ids[0])][PER_ID];
-    size_t lens[sizeof(ids) / sizeof(ids[0])][PER_ID];
-    const char *flat[sizeof(ids) / sizeof(ids[0]) * PER_ID];
-    size_t flat_lens[sizeof(ids) / sizeof(ids[0]) * PER_ID];
-    sluice_store *st = NULL;
-    char url[200];
-    long long dbsize;
+};
+#define NIDS (sizeof(ids) / sizeof(ids[0]))
 
-    test_context("hostile ids");
+/* Per id, the keys the library builds: one per algorithm (prefix
+   "sluice"), then the queue's limiter and meta hash (prefix "emq"). */
+enum { LIMITER = TEST_ALGO_N, META, PER_ID };
+
+static char *names[NIDS][PER_ID];
+static size_t lens[NIDS][PER_ID];
+static const char *flat[NIDS * PER_ID];
+static size_t flat_lens[NIDS * PER_ID];
+
+/* The names, built the library's way. */
+static void build_names(void)
+{
     for (size_t i = 0; i < sizeof(long_braces); i++)
         long_braces[i] = i % 2 ? '}' : '{';
     for (size_t i = 0; i < sizeof(long_mixed); i++)
         long_mixed[i] = (char)(i * 37 + 11);
-    CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    snprintf(url, sizeof(url), "%s?timeout=5000", server.url);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    if (st == NULL)
-        exit(2);
-
-    /* The names, built the library's way. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < NIDS; i++) {
         for (int a = 0; a < PER_ID; a++) {
-            const char *prefix = a < 3 ? "sluice" : "emq";
-            const char *suffix = a < 3 ? suffixes[a]
-                                       : a == 3 ? "limiter" : "meta";
+            const char *prefix = a < TEST_ALGO_N ? "sluice" : "emq";
+            const char *suffix = a < TEST_ALGO_N
+                                     ? sluice_algo_name((sluice_algo)a)
+                                 : a == LIMITER ? "limiter"
+                                                : "meta";
 
             names[i][a] = sluice__key_build(NULL, 0, &lens[i][a], prefix,
                                             ids[i].bytes, ids[i].len, suffix);
@@ -218,10 +210,14 @@ static void test_hostile_ids(void)
             flat_lens[i * PER_ID + (size_t)a] = lens[i][a];
         }
     }
+}
 
-    /* Every name is different, and each holds exactly one pair of braces,
-       at the hashtag, with a non-empty tag. */
-    for (size_t x = 0; x < n * PER_ID; x++) {
+/* Every name is different, and each holds exactly one pair of braces, at
+   the hashtag, with a non-empty tag; the escaping, spot-checked; one slot
+   per id. */
+static void check_names(void)
+{
+    for (size_t x = 0; x < NIDS * PER_ID; x++) {
         size_t opens = 0, closes = 0;
 
         for (size_t c = 0; c < flat_lens[x]; c++) {
@@ -230,14 +226,13 @@ static void test_hostile_ids(void)
             CHECK(flat[x][c] != '\0');
         }
         CHECK(opens == 1 && closes == 1);
-        for (size_t y = x + 1; y < n * PER_ID; y++)
+        for (size_t y = x + 1; y < NIDS * PER_ID; y++)
             if (flat_lens[x] == flat_lens[y] &&
                 memcmp(flat[x], flat[y], flat_lens[x]) == 0) {
                 CHECK(!"two keys share a name");
                 fprintf(stderr, "    '%.*s'\n", (int)flat_lens[x], flat[x]);
             }
     }
-    /* Spot checks of the escaping itself. */
     CHECK(lens[0][0] == strlen("sluice:{plain}:fixed") &&
           memcmp(names[0][0], "sluice:{plain}:fixed", lens[0][0]) == 0);
     CHECK(lens[1][0] == strlen("sluice:{%}:fixed") &&
@@ -246,9 +241,7 @@ static void test_hostile_ids(void)
           memcmp(names[2][0], "sluice:{a%7Bb}:fixed", lens[2][0]) == 0);
     CHECK(lens[3][0] == strlen("sluice:{a%257Bb}:fixed") &&
           memcmp(names[3][0], "sluice:{a%257Bb}:fixed", lens[3][0]) == 0);
-
-    /* One slot per id. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < NIDS; i++) {
         unsigned slot = key_slot(names[i][0], lens[i][0]);
 
         for (int a = 1; a < PER_ID; a++)
@@ -256,21 +249,24 @@ static void test_hostile_ids(void)
                 fprintf(stderr, "    id %zu: '%.*s'\n", i, (int)lens[i][a],
                         names[i][a]);
     }
+}
 
-    /* Spend each id's budget (max 1) on every algorithm, one id at a time;
-       after each, every id not yet spent must still be admitted. */
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 3; a++) {
+/* Spend each id's budget (max 1) on every algorithm, one id at a time;
+   after each, every id not yet spent must still be admitted. */
+static void spend_budgets(sluice_store *st)
+{
+    for (size_t i = 0; i < NIDS; i++) {
+        for (int a = 0; a < TEST_ALGO_N; a++) {
             sluice_limit lim = SLUICE_LIMIT((sluice_algo)a, 1, 600000);
             sluice_decision d;
 
             CHECK_OK(sluice_hit(&d, st, &lim, ids[i].bytes, ids[i].len, 1));
             if (!CHECK(d.allowed))
                 fprintf(stderr, "    id %zu (%s) was spent already\n", i,
-                        suffixes[a]);
+                        sluice_algo_name((sluice_algo)a));
             CHECK_OK(sluice_hit(&d, st, &lim, ids[i].bytes, ids[i].len, 1));
             CHECK(!d.allowed);
-            if (i + 1 < n) {
+            if (i + 1 < NIDS) {
                 CHECK_OK(sluice_peek(&d, st, &lim, ids[i + 1].bytes,
                                      ids[i + 1].len, 1));
                 CHECK(d.allowed);
@@ -279,10 +275,14 @@ static void test_hostile_ids(void)
         CHECK_OK(sluice_emq_limiter_incr(NULL, NULL, st, ids[i].bytes,
                                          ids[i].len, 600000));
     }
+}
 
-    /* The server holds exactly the names built above. */
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 4; a++) {
+/* The server holds exactly the names built above (the meta hash is not
+   written yet). */
+static void check_server_keys(void)
+{
+    for (size_t i = 0; i < NIDS; i++) {
+        for (int a = 0; a <= LIMITER; a++) {
             const char *argv[] = {"EXISTS", names[i][a]};
             size_t alens[] = {6, lens[i][a]};
             redisReply *r = rs_cmdargv(&server, 2, argv, alens);
@@ -295,14 +295,16 @@ static void test_hostile_ids(void)
                 freeReplyObject(r);
         }
     }
-    dbsize = rs_int(&server, "DBSIZE");
-    CHECK_EQ_U64(dbsize, n * 4);
+    CHECK_EQ_U64(rs_int(&server, "DBSIZE"), NIDS * (LIMITER + 1));
+}
 
-    /* The meta key is the one the read consults: a cap of 1 there, with
-       the counter at 1, makes the read wait. */
-    for (size_t i = 0; i < n; i++) {
-        const char *argv[] = {"HSET", names[i][4], "max", "1"};
-        size_t alens[] = {4, lens[i][4], 3, 1};
+/* The meta key is the one the read consults: a cap of 1 there, with the
+   counter at 1, makes the read wait. */
+static void check_queue_reads(sluice_store *st)
+{
+    for (size_t i = 0; i < NIDS; i++) {
+        const char *argv[] = {"HSET", names[i][META], "max", "1"};
+        size_t alens[] = {4, lens[i][META], 3, 1};
         redisReply *r = rs_cmdargv(&server, 4, argv, alens);
         uint64_t wait = 0;
 
@@ -312,25 +314,38 @@ static void test_hostile_ids(void)
         CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, ids[i].bytes,
                                            ids[i].len, 0));
         CHECK(wait > 0);
-        if (i + 1 < n) {
+        if (i + 1 < NIDS) {
             CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, ids[i + 1].bytes,
                                                ids[i + 1].len, 0));
             CHECK_EQ_U64(wait, 0);
         }
     }
+}
 
+static void test_hostile_ids(void)
+{
+    sluice_store *st = NULL;
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1, 600000);
+    char url[200];
+
+    test_context("hostile ids");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    snprintf(url, sizeof(url), "%s?timeout=5000", server.url);
+    CHECK_OK(sluice_store_open(&st, url, NULL));
+    if (st == NULL)
+        exit(2);
+    build_names();
+    check_names();
+    spend_budgets(st);
+    check_server_keys();
+    check_queue_reads(st);
     /* Reset removes exactly its own key. */
-    {
-        sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 1, 600000);
-
-        CHECK_OK(sluice_reset(st, &lim, "a{b", 3));
-        CHECK(rs_int(&server, "EXISTS sluice:{a%%7Bb}:fixed") == 0);
-        CHECK(rs_int(&server, "EXISTS sluice:{a%%257Bb}:fixed") == 1);
-        CHECK_EQ_U64(rs_int(&server, "DBSIZE"), n * 5 - 1);
-    }
-
-    test_slots_against_server(flat, flat_lens, n * PER_ID);
-    for (size_t i = 0; i < n; i++)
+    CHECK_OK(sluice_reset(st, &lim, "a{b", 3));
+    CHECK(rs_int(&server, "EXISTS sluice:{a%%7Bb}:fixed") == 0);
+    CHECK(rs_int(&server, "EXISTS sluice:{a%%257Bb}:fixed") == 1);
+    CHECK_EQ_U64(rs_int(&server, "DBSIZE"), NIDS * PER_ID - 1);
+    test_slots_against_server(flat, flat_lens, NIDS * PER_ID);
+    for (size_t i = 0; i < NIDS; i++)
         for (int a = 0; a < PER_ID; a++)
             free(names[i][a]);
     sluice_store_free(st);

@@ -9,10 +9,10 @@
  * request and a reset go to the server, the sliding counter is cached only
  * with refused_cache=all, and refused_cache=off turns it off.
  */
+#include "algo/algo.h"  /* which algorithms are cached by default */
+#include "algo/model.h" /* which run on the server's own clock */
 #include "server.h"
 #include "test.h"
-
-#include "sluice.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -51,9 +51,10 @@ static uint64_t local_refusals(sluice_store *st)
     return stats.local_refusals;
 }
 
-/* A refused log key is refused here until its wait ends, then asked again. */
-static void test_refused_locally(sluice_algo algo, const char *name)
+/* A refused key is refused here until its wait ends, then asked again. */
+static void test_refused_locally(sluice_algo algo)
 {
+    const char *name = sluice_algo_name(algo);
     sluice_vclock *clock = NULL;
     sluice_limit lim = SLUICE_LIMIT(algo, 3, 1000);
     sluice_decision d, first;
@@ -72,7 +73,7 @@ static void test_refused_locally(sluice_algo algo, const char *name)
     CHECK(!first.allowed);
     /* The log's wait is on the virtual clock: exactly the window. The
        fixed window's is the key's PTTL on the server's own clock. */
-    if (algo == SLUICE_SLIDING_LOG)
+    if (!sluice__models[algo]->server_clock)
         CHECK_EQ_U64(first.retry_after_ms, 1000);
     else
         CHECK(first.retry_after_ms > 900 && first.retry_after_ms <= 1000);
@@ -200,8 +201,11 @@ int main(void)
     }
     printf("test_valkey_refusals: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    test_refused_locally(SLUICE_FIXED, "fixed");
-    test_refused_locally(SLUICE_SLIDING_LOG, "sliding-log");
+    /* Every algorithm whose refusals are cached by default (fixed and
+       sliding-log). */
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        if (sluice__algos[a]->refused_cache_default)
+            test_refused_locally((sluice_algo)a);
     test_cheaper_and_reset();
     test_settings();
     rs_stop(&server);

@@ -21,8 +21,9 @@
  * must be those of an empty store (no key, no byte counted twice), and once
  * everything is freed no allocation may be live (ASan's leak check agrees).
  */
-#include "test.h"
+#include "mem_fixture.h" /* limit_of(), CHECK_SAME() */
 #include "rng.h"
+#include "test.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -126,39 +127,6 @@ static sluice_store *store;  /* allocations fail here */
 static sluice_store *shadow; /* never fails: what the store should hold */
 static long enomem_seen;
 
-static void format_decision(char *buf, size_t n, const sluice_decision *d)
-{
-    snprintf(buf, n,
-             "{allowed %d, remaining %" PRIu64 ", retry %" PRIu64
-             ", reset %" PRIu64 "}",
-             d->allowed, d->remaining, d->retry_after_ms, d->reset_after_ms);
-}
-
-static int same_decision(const sluice_decision *a, const sluice_decision *b)
-{
-    return a->allowed == b->allowed && a->limit == b->limit &&
-           a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms &&
-           a->reset_after_ms == b->reset_after_ms;
-}
-
-static void check_same_at(const sluice_decision *a, const sluice_decision *b,
-                          const char *file, int line)
-{
-    char sa[160], sb[160], what[400];
-
-    if (same_decision(a, b)) {
-        test_check_at(1, file, line, NULL);
-        return;
-    }
-    format_decision(sa, sizeof(sa), a);
-    format_decision(sb, sizeof(sb), b);
-    snprintf(what, sizeof(what), "store and shadow differ: %s != %s", sa, sb);
-    test_check_at(0, file, line, what);
-}
-
-#define CHECK_SAME(a, b) check_same_at((a), (b), __FILE__, __LINE__)
-
 /* Both stores agree on what 'key' would answer now (nothing may fail). */
 static void agree(const sluice_limit *l, const char *key, size_t len)
 {
@@ -168,7 +136,7 @@ static void agree(const sluice_limit *l, const char *key, size_t len)
     armed = 0;
     CHECK_OK(sluice_peek(&a, store, l, key, len, 1));
     CHECK_OK(sluice_peek(&b, shadow, l, key, len, 1));
-    CHECK_SAME(&a, &b);
+    CHECK_SAME(a, b); /* the store and its shadow */
     armed = was;
 }
 
@@ -194,7 +162,7 @@ static void hit(const sluice_limit *l, const char *key, size_t len,
     if (!CHECK_OK(rc))
         return;
     CHECK_OK(sluice_hit(&s, shadow, l, key, len, cost));
-    CHECK_SAME(&d, &s);
+    CHECK_SAME(d, s);
 }
 
 /* A peek or a reset allocates nothing it cannot do without: always OK. */
@@ -207,7 +175,7 @@ static void peek(const sluice_limit *l, const char *key, size_t len,
     CHECK_OK(sluice_peek(&d, store, l, key, len, cost));
     armed = 0;
     CHECK_OK(sluice_peek(&s, shadow, l, key, len, cost));
-    CHECK_SAME(&d, &s);
+    CHECK_SAME(d, s);
 }
 
 static void reset(const sluice_limit *l, const char *key, size_t len)
@@ -216,17 +184,6 @@ static void reset(const sluice_limit *l, const char *key, size_t len)
     CHECK_OK(sluice_reset(store, l, key, len));
     armed = 0;
     CHECK_OK(sluice_reset(shadow, l, key, len));
-}
-
-static sluice_limit limit_of(sluice_algo algo, uint64_t max,
-                             uint64_t window_ms)
-{
-    sluice_limit l = {0};
-
-    l.algo = algo;
-    l.max = max;
-    l.window_ms = window_ms;
-    return l;
 }
 
 /*
@@ -284,46 +241,47 @@ static void at(uint64_t now_ms)
 /* ---- The scenarios ------------------------------------------------------- */
 
 /*
- * A small scenario that reaches every allocation the library makes: the
- * store itself, entries of each algorithm, a sliding log's ring growing,
- * emptied and regrown, and shrinking.
+ * The small scenario's limits, 100 ms windows: one per algorithm, max 10,
+ * or 1000 for the sliding log, whose ring the scenario grows; and a log of
+ * one-second windows that grows to 64 runs.
  */
-static void small_scenario(void)
+static sluice_limit small[TEST_ALGO_N], big;
+
+/* Keys of each algorithm, binary and empty ones among them: "k\0N". */
+static size_t small_key(char *key, size_t cap, int i)
 {
-    sluice_limit f = limit_of(SLUICE_FIXED, 10, 100);
-    sluice_limit c = limit_of(SLUICE_SLIDING_COUNTER, 10, 100);
-    sluice_limit g = limit_of(SLUICE_SLIDING_LOG, 1000, 100);
-    sluice_limit big = limit_of(SLUICE_SLIDING_LOG, 1000, 1000);
-    const sluice_limit *all[3] = {&f, &c, &g};
-    sluice_store_stats empty, st;
+    size_t n = (size_t)snprintf(key, cap, "k%c%d", 0, i);
+
+    return i == 0 ? 0 : n;
+}
+
+/* The scenario's requests: every allocation the library makes. */
+static void small_requests(void)
+{
+    const sluice_limit *g = &small[SLUICE_SLIDING_LOG];
     char key[16];
 
-    if (!world_open(0, 1))
-        return;
-    CHECK_OK(sluice_store_stats_get(&empty, store));
-
-    for (int a = 0; a < 3; a++)
-        hit(all[a], "a", 1, 1);
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        hit(&small[a], "a", 1, 1);
     /* A log of 13 distinct instants: its ring grows 4, 8, 16. */
     for (uint64_t t = 1000; t <= 1012; t++) {
         at(t);
-        hit(&g, "L", 1, 1 + t % 3);
+        hit(g, "L", 1, 1 + t % 3);
     }
-    /* A few keys of each algorithm, binary and empty ones among them. */
     at(1013);
     for (int i = 0; i < 6; i++) {
-        size_t n = (size_t)snprintf(key, sizeof(key), "k%c%d", 0, i);
+        size_t n = small_key(key, sizeof(key), i);
 
-        for (int a = 0; a < 3; a++)
-            hit(all[a], key, i == 0 ? 0 : n, 1 + (uint64_t)i % 2);
+        for (int a = 0; a < TEST_ALGO_N; a++)
+            hit(&small[a], key, n, 1 + (uint64_t)i % 2);
     }
-    peek(&g, "L", 1, 3);
-    peek(&f, "never", 5, 1);
+    peek(g, "L", 1, 3);
+    peek(&small[SLUICE_FIXED], "never", 5, 1);
     /* Everything in "L" has left: the hit empties its ring (freeing it),
        then needs a new one. */
     at(1500);
-    hit(&g, "L", 1, 2);
-    hit(&g, "L", 1, 1);
+    hit(g, "L", 1, 2);
+    hit(g, "L", 1, 1);
     /* A log that grows to 64 runs, then mostly empties, so the ring
        shrinks, then takes more. */
     for (uint64_t t = 1500; t < 1540; t++) {
@@ -335,37 +293,64 @@ static void small_scenario(void)
     hit(&big, "S", 1, 1);
     at(2534);
     hit(&big, "S", 1, 1);
-    reset(&f, "a", 1);
-    hit(&f, "a", 1, 10);
-    hit(&f, "a", 1, 1);
-    at(5000);
-    for (int a = 0; a < 3; a++) {
-        hit(all[a], "a", 1, 2);
-        hit(all[a], "fresh", 5, 3);
-        agree(all[a], "a", 1);
-    }
+}
 
-    /* Both stores agree on every key; forget them all: the store must
-       then count no key and no byte beyond an empty store's. */
-    for (int a = 0; a < 3; a++) {
-        agree(all[a], "a", 1);
-        agree(all[a], "fresh", 5);
-        reset(all[a], "a", 1);
-        reset(all[a], "fresh", 5);
+/* Both stores agree on every key; forget them all: the store must then
+   count no key and no byte beyond an empty store's ('empty'). */
+static void small_forget(const sluice_store_stats *empty)
+{
+    sluice_store_stats st;
+    char key[16];
+
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        agree(&small[a], "a", 1);
+        agree(&small[a], "fresh", 5);
+        reset(&small[a], "a", 1);
+        reset(&small[a], "fresh", 5);
         for (int i = 0; i < 6; i++) {
-            size_t n = (size_t)snprintf(key, sizeof(key), "k%c%d", 0, i);
+            size_t n = small_key(key, sizeof(key), i);
 
-            agree(all[a], key, i == 0 ? 0 : n);
-            reset(all[a], key, i == 0 ? 0 : n);
+            agree(&small[a], key, n);
+            reset(&small[a], key, n);
         }
     }
-    agree(&g, "L", 1);
+    agree(&small[SLUICE_SLIDING_LOG], "L", 1);
     agree(&big, "S", 1);
-    reset(&g, "L", 1);
+    reset(&small[SLUICE_SLIDING_LOG], "L", 1);
     reset(&big, "S", 1);
     CHECK_OK(sluice_store_stats_get(&st, store));
     CHECK_EQ_U64(st.keys, 0);
-    CHECK_EQ_U64(st.bytes, empty.bytes);
+    CHECK_EQ_U64(st.bytes, empty->bytes);
+}
+
+/*
+ * A small scenario that reaches every allocation the library makes: the
+ * store itself, entries of each algorithm, a sliding log's ring growing,
+ * emptied and regrown, and shrinking.
+ */
+static void small_scenario(void)
+{
+    const sluice_limit *f = &small[SLUICE_FIXED];
+    sluice_store_stats empty;
+
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        small[a] = limit_of((sluice_algo)a,
+                            a == SLUICE_SLIDING_LOG ? 1000 : 10, 100);
+    big = limit_of(SLUICE_SLIDING_LOG, 1000, 1000);
+    if (!world_open(0, 1))
+        return;
+    CHECK_OK(sluice_store_stats_get(&empty, store));
+    small_requests();
+    reset(f, "a", 1);
+    hit(f, "a", 1, 10);
+    hit(f, "a", 1, 1);
+    at(5000);
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        hit(&small[a], "a", 1, 2);
+        hit(&small[a], "fresh", 5, 3);
+        agree(&small[a], "a", 1);
+    }
+    small_forget(&empty);
     world_close();
 }
 
@@ -385,7 +370,7 @@ static void dice_scenario(uint64_t seed)
         return;
     for (int i = 0; i < 8000; i++) {
         uint64_t r = rng_next();
-        sluice_algo algo = (sluice_algo)(r % 3);
+        sluice_algo algo = (sluice_algo)(r % TEST_ALGO_N);
         /* One limit per algorithm, so the two stores' states can match. */
         sluice_limit l = limit_of(algo, 5 + (uint64_t)algo,
                                   20 + 10 * (uint64_t)algo);
@@ -403,7 +388,7 @@ static void dice_scenario(uint64_t seed)
             hit(&l, key, n, cost);
     }
     /* The stores agree on every key; forgotten, none is left. */
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 5 + (uint64_t)a,
                                   20 + 10 * (uint64_t)a);
 

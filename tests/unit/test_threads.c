@@ -18,6 +18,8 @@
  * Runs in well under a second normally; ThreadSanitizer and ASan builds
  * run it too.
  */
+#include "algo/model.h" /* how long a spent window takes to go */
+#include "mem_fixture.h"
 #include "test.h"
 
 #include <inttypes.h>
@@ -30,45 +32,6 @@
 #define THREADS 8
 
 /* ---- Helpers ------------------------------------------------------------- */
-
-typedef struct fixture {
-    sluice_vclock *clock;
-    sluice_store *store;
-} fixture;
-
-static void fx_open(fixture *fx, uint64_t start_ms, size_t max_keys)
-{
-    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
-
-    fx->clock = NULL;
-    fx->store = NULL;
-    CHECK_OK(sluice_vclock_new(&fx->clock, start_ms));
-    if (fx->clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = fx->clock;
-    opts.max_keys = max_keys;
-    CHECK_OK(sluice_store_open(&fx->store, NULL, &opts));
-    if (fx->store == NULL)
-        exit(2);
-}
-
-static void fx_close(fixture *fx)
-{
-    sluice_store_free(fx->store);
-    sluice_vclock_free(fx->clock);
-}
-
-static sluice_limit limit_of(sluice_algo algo, uint64_t max,
-                             uint64_t window_ms)
-{
-    sluice_limit l = {0};
-
-    l.algo = algo;
-    l.max = max;
-    l.window_ms = window_ms;
-    return l;
-}
 
 static sluice_store_stats stats_of(sluice_store *store)
 {
@@ -139,24 +102,38 @@ static void *hot_thread(void *p)
 }
 
 /*
+ * The time a window spent at 'start' takes to be forgotten, by the model:
+ * for fixed and sliding-log one window; the sliding counter's previous
+ * window still counts at the next one's start, so two.
+ */
+static uint64_t spent_for(const sluice_limit *limit, uint64_t start)
+{
+    sluice__model m;
+    sluice_decision d;
+
+    sluice__model_init(&m, limit);
+    sluice__model_decide(&m, start, limit->max, true, &d);
+    return d.reset_after_ms;
+}
+
+/*
  * Each window starts on the virtual clock's aligned instant 'step' ms after
- * the last: for fixed and sliding-log one window is enough to forget the
- * last; the sliding counter's previous window still counts at its start,
- * so it steps two windows.
+ * the last, when the last is forgotten (spent_for()).
  */
 static void test_hot_key(sluice_algo algo)
 {
     const uint64_t w = 1000, start = 1000000;
-    const uint64_t step = algo == SLUICE_SLIDING_COUNTER ? 2 * w : w;
+    const sluice_limit limit = limit_of(algo, HOT_MAX, w);
+    const uint64_t step = spent_for(&limit, start);
     pthread_t tids[THREADS];
     hot_arg args[THREADS];
     fixture fx;
     hot h;
 
     test_context("hot key, %s", sluice_algo_name(algo));
-    fx_open(&fx, start, 0);
+    fx_open(&fx, start);
     h.fx = &fx;
-    h.limit = limit_of(algo, HOT_MAX, w);
+    h.limit = limit;
     pthread_barrier_init(&h.start, NULL, THREADS + 1);
     pthread_barrier_init(&h.done, NULL, THREADS + 1);
     memset(args, 0, sizeof(args));
@@ -258,7 +235,7 @@ static void test_many_keys(void)
     if (m == NULL)
         exit(2);
     test_context("many keys");
-    fx_open(&fx, 5000, 0);
+    fx_open(&fx, 5000);
     m->fx = &fx;
     for (int a = 0; a < TEST_ALGO_N; a++)
         for (int k = 0; k < SHARED_KEYS; k++)
@@ -326,7 +303,7 @@ static void test_costs(void)
 
         test_context("costs, %s", sluice_algo_name((sluice_algo)a));
         /* Aligned, so the counter's estimate is its current count. */
-        fx_open(&fx, 1000000, 0);
+        fx_open(&fx, 1000000);
         c.fx = &fx;
         c.limit = limit_of((sluice_algo)a, 1000, 1000);
         atomic_init(&c.admitted_units, 0);
@@ -362,7 +339,7 @@ static void test_key_cap(void)
     int n;
 
     test_context("key cap");
-    fx_open(&fx, T, 10);
+    fx_open_capped(&fx, T, 10);
     /* Ten keys across the algorithms fill the cap. */
     for (int i = 0; i < 10; i++) {
         const sluice_limit *l = i % 3 == 0 ? &f : i % 3 == 1 ? &c : &g;
@@ -434,7 +411,7 @@ static void test_memory_comes_back(void)
     int n;
 
     test_context("memory comes back");
-    fx_open(&fx, T, 0);
+    fx_open(&fx, T);
     empty = stats_of(fx.store);
     for (int i = 0; i < 500; i++) {
         sluice_limit l = limit_of((sluice_algo)(i % TEST_ALGO_N), 50,
@@ -516,7 +493,7 @@ static void test_cap_threads(void)
         uint64_t cap = 1 + (uint64_t)(rep * 37) % (THREADS * CAP_TRIES - 1);
 
         test_context("cap %" PRIu64 " under threads, run %d", cap, rep);
-        fx_open(&fx, 1000, (size_t)cap);
+        fx_open_capped(&fx, 1000, (size_t)cap);
         c.fx = &fx;
         pthread_barrier_init(&c.start, NULL, THREADS);
         atomic_init(&c.ok, 0);
