@@ -1,6 +1,6 @@
 /*
  * test_valkey_faults.c - the Valkey store when the server is gone, stalled,
- * busy, restarted, flushed, or refuses us; its URLs; and many threads on one
+ * busy, restarted or flushed; its failure policies; and many threads on one
  * store.
  *
  * Each fault is made for real: the private server is killed (SIGKILL, like a
@@ -17,13 +17,14 @@
  *     'fallback', and sluice_store_stats_get() counts each case; a wrong
  *     reply (SLUICE_EPROTO) is never papered over.
  *
- * Also: malformed URLs, AUTH (a password, an ACL user, escapes in the URL),
- * the database number, and eight threads sharing a pool of two connections,
- * which must neither fail nor over-admit (run under TSan too).
+ * Also: eight threads sharing a pool of two connections, which must neither
+ * fail nor over-admit (run under TSan too). URLs are checked in
+ * tests/unit/test_valkey_urls.c, logins and databases in
+ * test_valkey_auth.c.
  */
-#include "store/store.h" /* sluice__key_build */
-#include "test.h"
 #include "server.h"
+#include "stores.h"
+#include "test.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -45,14 +46,7 @@ static int is_unavailable(int rc)
 
 static sluice_store *open_store(const char *query)
 {
-    sluice_store *st = NULL;
-    char url[256];
-
-    snprintf(url, sizeof(url), "%s?%s", server.url, query);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    if (st == NULL)
-        exit(2);
-    return st;
+    return test_store_open(server.url, query, NULL);
 }
 
 /* One timed hit: its code, decision and duration in ms. */
@@ -263,130 +257,165 @@ static void test_script_flush(void)
 
 /* ---- Policies ------------------------------------------------------------ */
 
-static void test_policies(void)
+/* The three stores of the policies' test: fail-open, fail-closed, and
+   neither (the errors themselves). */
+typedef struct policy_stores {
+    sluice_store *open, *closed, *fail;
+} policy_stores;
+
+/* While the server answers, the policies change nothing; a wrong reply is
+   an error whatever the policy. */
+static void policies_answered(const policy_stores *p, const sluice_limit *lim)
 {
-    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 60000);
-    sluice_store *open =
-        open_store("timeout=200&connect_timeout=200&on_error=open");
-    sluice_store *closed =
-        open_store("timeout=200&connect_timeout=200&on_error=closed");
-    sluice_store *fail = open_store("timeout=200&connect_timeout=200");
     sluice_store_stats st;
     sluice_decision d;
     uint64_t ms;
     char key[128];
-    size_t klen;
 
-    test_context("fail-open and fail-closed");
-    /* While the server answers, the policies change nothing. */
     for (int i = 0; i < 6; i++) {
-        CHECK_OK(timed_hit(&d, open, &lim, "p", &ms));
+        CHECK_OK(timed_hit(&d, p->open, lim, "p", &ms));
         CHECK_EQ_U64(d.fallback, SLUICE_ANSWERED);
     }
     CHECK(!d.allowed); /* the sixth: a real refusal */
-    CHECK_OK(timed_hit(&d, closed, &lim, "p", &ms));
+    CHECK_OK(timed_hit(&d, p->closed, lim, "p", &ms));
     CHECK(!d.allowed);
     CHECK_EQ_U64(d.fallback, SLUICE_ANSWERED);
-    CHECK_OK(sluice_store_stats_get(&st, open));
+    CHECK_OK(sluice_store_stats_get(&st, p->open));
     CHECK_EQ_U64(st.errors, 0);
 
-    /* A wrong reply is an error whatever the policy. */
-    sluice__key_build(key, sizeof(key), &klen, "sluice", "junk", 4,
-                      "sliding-counter");
-    key[klen] = '\0';
+    test_key_of(key, sizeof(key), "sluice", "junk", 4,
+                sluice_algo_name(lim->algo));
     CHECK(rs_ok(&server, "SET %s x", key) == 0);
-    CHECK_RC(sluice_hit(&d, open, &lim, "junk", 4, 1), SLUICE_EPROTO);
+    CHECK_RC(sluice_hit(&d, p->open, lim, "junk", 4, 1), SLUICE_EPROTO);
     CHECK(!d.allowed);
-    CHECK_RC(sluice_hit(&d, closed, &lim, "junk", 4, 1), SLUICE_EPROTO);
-    CHECK_OK(sluice_store_stats_get(&st, open));
+    CHECK_RC(sluice_hit(&d, p->closed, lim, "junk", 4, 1), SLUICE_EPROTO);
+    CHECK_OK(sluice_store_stats_get(&st, p->open));
     CHECK_EQ_U64(st.errors, 0);
+}
 
-    /* Down: open admits, closed refuses for one timeout, fail fails. */
+/* Down: open admits, closed refuses for one timeout, fail fails; the
+   queue calls have no policy. */
+static void policies_down(const policy_stores *p, const sluice_limit *lim)
+{
+    sluice_decision d;
+    uint64_t ms;
+
     rs_kill(&server);
     for (int i = 0; i < 3; i++) {
-        CHECK_OK(timed_hit(&d, open, &lim, "p", &ms));
+        CHECK_OK(timed_hit(&d, p->open, lim, "p", &ms));
         CHECK(d.allowed);
         CHECK_EQ_U64(d.fallback, SLUICE_FELL_OPEN);
         CHECK_EQ_U64(d.limit, 5);
         CHECK(ms < CALL_BOUND_MS);
-        CHECK_OK(sluice_peek(&d, open, &lim, "p", 1, 1));
+        CHECK_OK(sluice_peek(&d, p->open, lim, "p", 1, 1));
         CHECK(d.allowed && d.fallback == SLUICE_FELL_OPEN);
 
-        CHECK_OK(timed_hit(&d, closed, &lim, "p", &ms));
+        CHECK_OK(timed_hit(&d, p->closed, lim, "p", &ms));
         CHECK(!d.allowed);
         CHECK_EQ_U64(d.fallback, SLUICE_FELL_CLOSED);
         CHECK_EQ_U64(d.retry_after_ms, 200);
         CHECK_EQ_U64(d.limit, 5);
         CHECK(ms < CALL_BOUND_MS);
 
-        CHECK(is_unavailable(timed_hit(&d, fail, &lim, "p", &ms)));
+        CHECK(is_unavailable(timed_hit(&d, p->fail, lim, "p", &ms)));
         CHECK(!d.allowed);
     }
     /* The queue calls have no policy: they report the error. */
-    CHECK(is_unavailable(sluice_emq_limiter_incr(NULL, NULL, open, "q", 1,
+    CHECK(is_unavailable(sluice_emq_limiter_incr(NULL, NULL, p->open, "q", 1,
                                                  1000)));
+}
 
-    /* Stalled: the same, after the timeout. */
+/* Stalled: the same, after the timeout. */
+static void policies_stalled(const policy_stores *p, const sluice_limit *lim)
+{
+    sluice_decision d;
+    uint64_t ms;
+
     if (!CHECK(rs_restart(&server) == 0))
         exit(1);
     rs_pause(&server);
     /* Another key: a timed-out request may still run when it resumes. */
-    CHECK_OK(timed_hit(&d, open, &lim, "p-stalled", &ms));
+    CHECK_OK(timed_hit(&d, p->open, lim, "p-stalled", &ms));
     CHECK(d.allowed && d.fallback == SLUICE_FELL_OPEN);
     CHECK(ms < CALL_BOUND_MS);
-    CHECK_OK(timed_hit(&d, closed, &lim, "p-stalled", &ms));
+    CHECK_OK(timed_hit(&d, p->closed, lim, "p-stalled", &ms));
     CHECK(!d.allowed && d.fallback == SLUICE_FELL_CLOSED);
     CHECK(ms < CALL_BOUND_MS);
     rs_resume(&server);
+}
 
-    CHECK_OK(sluice_store_stats_get(&st, open));
+/* Each store counted its errors and what its policy answered. */
+static void policies_counted(const policy_stores *p)
+{
+    sluice_store_stats st;
+
+    CHECK_OK(sluice_store_stats_get(&st, p->open));
     CHECK_EQ_U64(st.errors, 3 + 3 + 1);
     CHECK_EQ_U64(st.fell_open, 3 + 3 + 1);
     CHECK_EQ_U64(st.fell_closed, 0);
-    CHECK_OK(sluice_store_stats_get(&st, closed));
+    CHECK_OK(sluice_store_stats_get(&st, p->closed));
     CHECK_EQ_U64(st.errors, 4);
     CHECK_EQ_U64(st.fell_open, 0);
     CHECK_EQ_U64(st.fell_closed, 4);
-    CHECK_OK(sluice_store_stats_get(&st, fail));
+    CHECK_OK(sluice_store_stats_get(&st, p->fail));
     CHECK_EQ_U64(st.errors, 3);
     CHECK_EQ_U64(st.fell_open + st.fell_closed, 0);
+}
 
+/* The policy from the options struct; the URL's wins. */
+static void policies_from_options(const sluice_limit *lim)
+{
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    sluice_store *s1 = NULL;
+    sluice_decision d;
+    char url[200];
+
+    o.on_error = SLUICE_ON_ERROR_CLOSED;
+    o.command_timeout_ms = 200;
+    o.connect_timeout_ms = 200;
+    CHECK_OK(sluice_store_open(&s1, server.url, &o));
+    rs_kill(&server);
+    CHECK_OK(sluice_hit(&d, s1, lim, "p", 1, 1));
+    CHECK(d.fallback == SLUICE_FELL_CLOSED && !d.allowed);
+    sluice_store_free(s1);
+    s1 = NULL;
+    snprintf(url, sizeof(url), "%s?on_error=open", server.url);
+    CHECK_OK(sluice_store_open(&s1, url, &o));
+    CHECK_OK(sluice_hit(&d, s1, lim, "p", 1, 1));
+    CHECK(d.fallback == SLUICE_FELL_OPEN && d.allowed);
+    sluice_store_free(s1);
+    o.on_error = 7;
+    CHECK_RC(sluice_store_open(&s1, server.url, &o), SLUICE_EINVAL);
+    if (!CHECK(rs_restart(&server) == 0))
+        exit(1);
+}
+
+static void test_policies(void)
+{
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 60000);
+    policy_stores p;
+    sluice_decision d;
+    uint64_t ms;
+
+    p.open = open_store("timeout=200&connect_timeout=200&on_error=open");
+    p.closed = open_store("timeout=200&connect_timeout=200&on_error=closed");
+    p.fail = open_store("timeout=200&connect_timeout=200");
+    test_context("fail-open and fail-closed");
+    policies_answered(&p, &lim);
+    policies_down(&p, &lim);
+    policies_stalled(&p, &lim);
+    policies_counted(&p);
     /* Back: answered again (the restarted server is empty). */
-    CHECK_OK(timed_hit(&d, open, &lim, "p", &ms));
+    CHECK_OK(timed_hit(&d, p.open, &lim, "p", &ms));
     CHECK(d.allowed);
     CHECK_EQ_U64(d.fallback, SLUICE_ANSWERED);
     CHECK_EQ_U64(d.remaining, 4);
-    CHECK_OK(timed_hit(&d, closed, &lim, "p", &ms));
+    CHECK_OK(timed_hit(&d, p.closed, &lim, "p", &ms));
     CHECK_EQ_U64(d.fallback, SLUICE_ANSWERED);
-
-    /* The policy from the options struct; the URL's wins. */
-    {
-        sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
-        sluice_store *s1 = NULL;
-        char url[200];
-
-        o.on_error = SLUICE_ON_ERROR_CLOSED;
-        o.command_timeout_ms = 200;
-        o.connect_timeout_ms = 200;
-        CHECK_OK(sluice_store_open(&s1, server.url, &o));
-        rs_kill(&server);
-        CHECK_OK(sluice_hit(&d, s1, &lim, "p", 1, 1));
-        CHECK(d.fallback == SLUICE_FELL_CLOSED && !d.allowed);
-        sluice_store_free(s1);
-        s1 = NULL;
-        snprintf(url, sizeof(url), "%s?on_error=open", server.url);
-        CHECK_OK(sluice_store_open(&s1, url, &o));
-        CHECK_OK(sluice_hit(&d, s1, &lim, "p", 1, 1));
-        CHECK(d.fallback == SLUICE_FELL_OPEN && d.allowed);
-        sluice_store_free(s1);
-        o.on_error = 7;
-        CHECK_RC(sluice_store_open(&s1, server.url, &o), SLUICE_EINVAL);
-        if (!CHECK(rs_restart(&server) == 0))
-            exit(1);
-    }
-    sluice_store_free(fail);
-    sluice_store_free(closed);
-    sluice_store_free(open);
+    policies_from_options(&lim);
+    sluice_store_free(p.fail);
+    sluice_store_free(p.closed);
+    sluice_store_free(p.open);
     test_context(NULL);
 }
 
@@ -500,243 +529,6 @@ static void test_killed_mid_run(void)
     test_context(NULL);
 }
 
-/* ---- URLs ---------------------------------------------------------------- */
-
-static void test_urls(void)
-{
-    static const struct {
-        const char *url;
-        int rc;
-        const char *says; /* a word the message must hold */
-    } bad[] = {
-        {"http://127.0.0.1:6379", SLUICE_EURL, "http"},
-        {"redis:/127.0.0.1", SLUICE_EURL, "redis:/"},
-        {"valkey//127.0.0.1", SLUICE_EURL, ""},
-        {"redis://", SLUICE_EURL, "host"},
-        {"redis://:6379", SLUICE_EURL, "host"},
-        {"redis://127.0.0.1:0", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1:65536", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1:99999", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1:-1", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1:63a9", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1:", SLUICE_EURL, "port"},
-        {"redis://127.0.0.1/x", SLUICE_EURL, "database"},
-        {"redis://127.0.0.1/-1", SLUICE_EURL, "database"},
-        {"redis://127.0.0.1?bogus=1", SLUICE_EURL, "bogus"},
-        {"redis://127.0.0.1?timeout", SLUICE_EURL, "timeout"},
-        {"redis://127.0.0.1?timeout=0", SLUICE_EURL, "timeout"},
-        {"redis://127.0.0.1?timeout=abc", SLUICE_EURL, "timeout"},
-        {"redis://127.0.0.1?connect_timeout=3600001", SLUICE_EURL,
-         "connect_timeout"},
-        {"redis://127.0.0.1?pool=0", SLUICE_EURL, "pool"},
-        {"redis://127.0.0.1?pool=1025", SLUICE_EURL, "pool"},
-        {"redis://127.0.0.1?clock=local", SLUICE_EURL, "clock"},
-        {"redis://127.0.0.1?on_error=maybe", SLUICE_EURL, "on_error"},
-        {"redis://127.0.0.1?prefix=a%zzb", SLUICE_EURL, "escape"},
-        {"redis://127.0.0.1?prefix=a%4", SLUICE_EURL, "escape"},
-        {"redis://127.0.0.1?prefix=a%00b", SLUICE_EURL, "escape"},
-        {"redis://:se%zzret@127.0.0.1", SLUICE_EURL, "escape"},
-        {"redis://user@127.0.0.1", SLUICE_EURL, "password"},
-        {"redis://[::1:6379", SLUICE_EURL, "["},
-        {"redis://127.0.0.1?prefix=a{b", SLUICE_EINVAL, "brace"},
-        {"redis://127.0.0.1?prefix=a}b", SLUICE_EINVAL, "brace"},
-        {"redis://127.0.0.1?prefix=a%7Bb", SLUICE_EINVAL, "brace"},
-        {"redis://127.0.0.1?prefix=", SLUICE_EINVAL, "non-empty"},
-        {"redis://127.0.0.1?emq_prefix=q{", SLUICE_EINVAL, "brace"},
-        {"redis://127.0.0.1?emq_prefix=%7D", SLUICE_EINVAL, "brace"},
-    };
-    static const char *const good[] = {
-        "redis://127.0.0.1",
-        "valkey://127.0.0.1:6380/2",
-        "redis://localhost:1?timeout=1&connect_timeout=3600000&pool=1024",
-        "redis://:pw@h?clock=server&on_error=error",
-        "redis://u:p%40ss@h:7/15?prefix=a%3Ab&emq_prefix=q&clock=caller",
-        "redis://[::1]:6379",
-        "redis://h?on_error=closed&on_error=open",
-        "redis://h/",
-    };
-    sluice_store *st = NULL;
-
-    test_context("store URLs");
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int rc = sluice_store_open(&st, bad[i].url, NULL);
-
-        if (!CHECK_RC(rc, bad[i].rc))
-            fprintf(stderr, "    url '%s'\n", bad[i].url);
-        CHECK(st == NULL);
-        if (!CHECK(sluice_last_error()[0] != '\0' &&
-                   strstr(sluice_last_error(), bad[i].says) != NULL))
-            fprintf(stderr, "    url '%s': message \"%s\" lacks \"%s\"\n",
-                    bad[i].url, sluice_last_error(), bad[i].says);
-        sluice_store_free(st);
-        st = NULL;
-    }
-    /* A message never shows the password. */
-    {
-        static const char *const secret_urls[] = {
-            "redis://:hunter2@127.0.0.1:99999",
-            "redis://u:hunter2@127.0.0.1?bogus=1",
-            "valkey://u:hunter2@?timeout=1",
-            "redis://u:hunter2@127.0.0.1/x",
-        };
-
-        for (size_t i = 0; i < sizeof(secret_urls) / sizeof(secret_urls[0]);
-             i++) {
-            CHECK_RC(sluice_store_open(&st, secret_urls[i], NULL),
-                     SLUICE_EURL);
-            if (!CHECK(strstr(sluice_last_error(), "hunter2") == NULL))
-                fprintf(stderr, "    message: %s\n", sluice_last_error());
-        }
-    }
-    /* Valid URLs open without connecting (the servers need not exist). */
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        if (!CHECK_OK(sluice_store_open(&st, good[i], NULL)))
-            fprintf(stderr, "    url '%s'\n", good[i]);
-        if (st != NULL)
-            CHECK(strcmp(sluice_store_kind(st), "valkey") == 0);
-        sluice_store_free(st);
-        st = NULL;
-    }
-    /* Prefixes from the options struct are checked the same way. */
-    {
-        sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
-
-        o.key_prefix = "bad{";
-        CHECK_RC(sluice_store_open(&st, "redis://h", &o), SLUICE_EINVAL);
-        o.key_prefix = NULL;
-        o.emq_prefix = "}";
-        CHECK_RC(sluice_store_open(&st, "redis://h", &o), SLUICE_EINVAL);
-        o.emq_prefix = NULL;
-        o.pool_size = 5000;
-        CHECK_RC(sluice_store_open(&st, "redis://h", &o), SLUICE_EINVAL);
-        CHECK(st == NULL);
-    }
-    test_context(NULL);
-}
-
-/* ---- AUTH and databases -------------------------------------------------- */
-
-static void test_auth(void)
-{
-    static const char *const args[] = {"--requirepass", "secret", NULL};
-    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
-    rs_server as;
-    sluice_store *st = NULL;
-    sluice_decision d;
-    char url[256];
-    int rc;
-
-    test_context("AUTH");
-    if (!CHECK(rs_start(&as, args) == 0))
-        return;
-    CHECK(rs_ok(&as, "ACL SETUSER alice on >pw ~* +@all") == 0);
-    CHECK(rs_ok(&as, "ACL SETUSER bob on >p@ss:w/rd%%x ~* +@all") == 0);
-    CHECK(rs_ok(&as, "ACL SETUSER carol on >pw ~other:* +@all") == 0);
-
-    /* No password: the server says NOAUTH, and the message shows it. */
-    snprintf(url, sizeof(url), "%s?timeout=2000", as.url);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    rc = sluice_hit(&d, st, &lim, "a", 1, 1);
-    CHECK(rc == SLUICE_EPROTO);
-    CHECK(strstr(sluice_last_error(), "NOAUTH") != NULL);
-    CHECK(!d.allowed);
-    sluice_store_free(st);
-
-    /* A wrong password: a clear error, not a decision, whatever the
-       policy (a refused login is not an unreachable server). */
-    snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d?on_error=open",
-             as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    rc = sluice_hit(&d, st, &lim, "a", 1, 1);
-    CHECK_RC(rc, SLUICE_EPROTO);
-    CHECK(!d.allowed);
-    if (!CHECK(strstr(sluice_last_error(), "AUTH") != NULL &&
-               (strstr(sluice_last_error(), "WRONGPASS") != NULL ||
-                strstr(sluice_last_error(), "invalid") != NULL)))
-        fprintf(stderr, "    message: %s\n", sluice_last_error());
-    /* Again: a refused AUTH must not leave a half-open connection that
-       later calls would use unauthenticated. */
-    CHECK_RC(sluice_hit(&d, st, &lim, "a", 1, 1), SLUICE_EPROTO);
-    CHECK(strstr(sluice_last_error(), "AUTH") != NULL);
-    sluice_store_free(st);
-
-    /* The right password. */
-    snprintf(url, sizeof(url), "redis://:secret@127.0.0.1:%d", as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_OK(sluice_hit(&d, st, &lim, "a", 1, 1));
-    CHECK(d.allowed);
-    CHECK_OK(sluice_emq_limiter_incr(NULL, NULL, st, "q", 1, 60000));
-    sluice_store_free(st);
-
-    /* An ACL user, and one whose password needs escapes in a URL. */
-    snprintf(url, sizeof(url), "redis://alice:pw@127.0.0.1:%d", as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_OK(sluice_hit(&d, st, &lim, "a", 1, 1));
-    CHECK(d.allowed);
-    CHECK_EQ_U64(d.remaining, 8);
-    sluice_store_free(st);
-    snprintf(url, sizeof(url),
-             "redis://bob:p%%40ss%%3Aw%%2Frd%%25x@127.0.0.1:%d", as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_OK(sluice_hit(&d, st, &lim, "a", 1, 1));
-    CHECK_EQ_U64(d.remaining, 7);
-    sluice_store_free(st);
-    snprintf(url, sizeof(url), "redis://alice:nope@127.0.0.1:%d", as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_RC(sluice_hit(&d, st, &lim, "a", 1, 1), SLUICE_EPROTO);
-    sluice_store_free(st);
-
-    /* A user without access to the keys: the server's NOPERM, as it is. */
-    snprintf(url, sizeof(url), "redis://carol:pw@127.0.0.1:%d", as.port);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    rc = sluice_hit(&d, st, &lim, "a", 1, 1);
-    CHECK_RC(rc, SLUICE_EPROTO);
-    if (!CHECK(strstr(sluice_last_error(), "NOPERM") != NULL ||
-               strstr(sluice_last_error(), "permission") != NULL))
-        fprintf(stderr, "    message: %s\n", sluice_last_error());
-    sluice_store_free(st);
-
-    rs_stop(&as);
-    test_context(NULL);
-}
-
-static void test_database(void)
-{
-    sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
-    sluice_store *st = NULL;
-    sluice_decision d;
-    char url[256];
-
-    test_context("database selection");
-    CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    snprintf(url, sizeof(url), "%s/3?timeout=2000", server.url);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_OK(sluice_hit(&d, st, &lim, "dbkey", 5, 1));
-    CHECK_OK(sluice_emq_limiter_incr(NULL, NULL, st, "dbq", 3, 60000));
-    CHECK(rs_int(&server, "EXISTS sluice:{dbkey}:fixed") == 0);
-    CHECK(rs_ok(&server, "SELECT 3") == 0);
-    CHECK(rs_int(&server, "EXISTS sluice:{dbkey}:fixed") == 1);
-    CHECK(rs_int(&server, "EXISTS emq:{dbq}:limiter") == 1);
-    CHECK(rs_int(&server, "DBSIZE") == 2);
-    CHECK(rs_ok(&server, "SELECT 0") == 0);
-    CHECK(rs_int(&server, "DBSIZE") == 0);
-    /* Reconnections select the database again. */
-    CHECK(rs_ok(&server, "CLIENT KILL TYPE normal SKIPME yes") == 0);
-    CHECK_OK(sluice_hit(&d, st, &lim, "dbkey", 5, 1));
-    CHECK_EQ_U64(d.remaining, 8);
-    CHECK(rs_int(&server, "DBSIZE") == 0);
-    sluice_store_free(st);
-
-    /* A database the server does not have: its error, as it is. */
-    snprintf(url, sizeof(url), "%s/99?timeout=2000", server.url);
-    st = NULL;
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    CHECK_RC(sluice_hit(&d, st, &lim, "dbkey", 5, 1), SLUICE_EPROTO);
-    CHECK(strstr(sluice_last_error(), "SELECT") != NULL);
-    sluice_store_free(st);
-    test_context(NULL);
-}
-
 /* ---- Threads on one store ------------------------------------------------ */
 
 #define SHARE_THREADS 8
@@ -841,7 +633,6 @@ int main(void)
     static const char *const args[] = {"--busy-reply-threshold", "100", NULL};
     uint64_t t0 = rs_mono_ms();
 
-    test_urls();
     if (rs_start(&server, args) < 0) {
         fprintf(stderr, "test_valkey_faults: cannot start redis-server\n");
         return 1;
@@ -854,9 +645,7 @@ int main(void)
     test_script_flush();
     test_policies();
     test_killed_mid_run();
-    test_database();
     test_threads_share_a_pool();
-    test_auth();
     rs_stop(&server);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_valkey_faults");
