@@ -76,19 +76,21 @@ static int wait_is_pttl(uint64_t wait, long long pttl, uint64_t took)
     return pttl > 0 && wait >= (uint64_t)pttl && wait - (uint64_t)pttl <= took;
 }
 
-static void test_rate_limit_ttl(sluice_store *st)
-{
+/* The queue of the test of sluice_emq_rate_limit_ttl(), and its keys. */
+typedef struct ttl_queue {
+    sluice_store *st;
+    const char *q;
     char lim[256], meta[256];
-    const char *q = "chat:42";
+} ttl_queue;
+
+/* No key, under the cap, at the cap (the first increment arms the
+   window). */
+static void ttl_counts(const ttl_queue *t)
+{
+    sluice_store *st = t->st;
+    const char *q = t->q, *lim = t->lim;
     uint64_t wait = 12345, took, count = 0, ttl = 0;
     long long pttl;
-
-    test_context("sluice_emq_rate_limit_ttl");
-    emq_names(lim, meta, sizeof(lim), "emq", q, strlen(q));
-    /* EchoMQ's own names for an ordinary queue name. */
-    CHECK(strcmp(lim, "emq:{chat:42}:limiter") == 0);
-    CHECK(strcmp(meta, "emq:{chat:42}:meta") == 0);
-    CHECK(rs_ok(&server, "DEL %s %s", lim, meta) == 0);
 
     /* No key: admit. */
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 10));
@@ -111,6 +113,16 @@ static void test_rate_limit_ttl(sluice_store *st)
     CHECK_OK(ttl_then_pttl(&wait, st, q, 10, lim, &pttl, &took));
     CHECK(wait_is_pttl(wait, pttl, took));
     CHECK(wait > 4000 && wait <= 5000);
+
+}
+
+/* The cap from the meta hash, an explicit one, and none known. */
+static void ttl_caps(const ttl_queue *t)
+{
+    sluice_store *st = t->st;
+    const char *q = t->q, *lim = t->lim, *meta = t->meta;
+    uint64_t wait = 12345, took;
+    long long pttl;
 
     /* The cap from the meta hash, when the caller passes 0. */
     CHECK(rs_ok(&server, "HSET %s max 10", meta) == 0);
@@ -142,6 +154,16 @@ static void test_rate_limit_ttl(sluice_store *st)
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 0));
     CHECK_EQ_U64(wait, 0);
     CHECK(rs_ok(&server, "DEL %s", meta) == 0);
+
+}
+
+/* A manual block, a counter left without a TTL, a window just expired. */
+static void ttl_by_hand(const ttl_queue *t)
+{
+    sluice_store *st = t->st;
+    const char *q = t->q, *lim = t->lim, *meta = t->meta;
+    uint64_t wait = 12345, took, count = 0;
+    long long pttl;
 
     /* A manual block: the counter at 2^53 - 1 for 5 s holds any cap. */
     CHECK(rs_ok(&server, "SET %s 9007199254740991 PX 5000", lim) == 0);
@@ -178,6 +200,23 @@ static void test_rate_limit_ttl(sluice_store *st)
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 2));
     CHECK_EQ_U64(wait, 0);
 
+}
+
+static void test_rate_limit_ttl(sluice_store *st)
+{
+    ttl_queue t = {.st = st, .q = "chat:42"};
+    const char *q = t.q;
+    uint64_t wait = 12345;
+
+    test_context("sluice_emq_rate_limit_ttl");
+    emq_names(t.lim, t.meta, sizeof(t.lim), "emq", q, strlen(q));
+    /* EchoMQ's own names for an ordinary queue name. */
+    CHECK(strcmp(t.lim, "emq:{chat:42}:limiter") == 0);
+    CHECK(strcmp(t.meta, "emq:{chat:42}:meta") == 0);
+    CHECK(rs_ok(&server, "DEL %s %s", t.lim, t.meta) == 0);
+    ttl_counts(&t);
+    ttl_caps(&t);
+    ttl_by_hand(&t);
     /* Out of range and missing arguments. */
     CHECK_RC(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q),
                                        SLUICE_MAX_MAX + 1),
