@@ -422,12 +422,50 @@ static void wait_acked(long n)
         rs_sleep_ms(5);
 }
 
+/*
+ * Every add acknowledged, and every acknowledged job done once (or perhaps
+ * done, by a complete that met the outage), none twice; printed with the
+ * time since 't0'.
+ */
+static void check_restart_tally(uint64_t t0)
+{
+    long acked = 0, acked_once = 0, acked_perhaps = 0, dup = 0, missing = 0;
+    long extra = 0;
+
+    for (int i = 1; i < MAX_ID; i++) {
+        int n = atomic_load(&sh->confirmed[i]);
+        int p = atomic_load(&sh->perhaps[i]);
+
+        if (atomic_load(&sh->acked[i])) {
+            acked++;
+            acked_once += n == 1;
+            acked_perhaps += n == 0 && p > 0;
+            if (n == 0 && p == 0 && missing++ < 5)
+                fprintf(stderr, "    job %d: acknowledged, never done\n", i);
+        } else if (n > 0) {
+            extra++;
+        }
+        if (n > 1 && dup++ < 5)
+            fprintf(stderr, "    job %d: done %d times\n", i, n);
+    }
+    printf("  restarts: %ld adds acknowledged; %ld done once, %ld perhaps "
+           "done by a complete that met the outage; %ld jobs made by an add "
+           "that met it; %ld calls met the outage, %ld completes lost their "
+           "lease; %" PRIu64 " ms\n", acked, acked_once, acked_perhaps, extra,
+           atomic_load(&sh->unavailable), atomic_load(&sh->lost),
+           rs_mono_ms() - t0);
+    CHECK_EQ_U64(acked, N_RESTART);
+    CHECK_EQ_U64(atomic_load(&sh->nacked), N_RESTART);
+    CHECK_EQ_U64(missing, 0);
+    CHECK_EQ_U64(dup, 0);
+    CHECK_EQ_U64(acked_once + acked_perhaps, N_RESTART);
+    CHECK(acked_perhaps <= 2 * RESTART_WORKERS);
+}
+
 static void test_restarts(sluice_store *st)
 {
     pid_t pids[RESTART_WORKERS], add_pid;
     uint64_t t0 = rs_mono_ms();
-    long acked = 0, acked_once = 0, acked_perhaps = 0, dup = 0, missing = 0;
-    long extra = 0;
 
     test_context("the server restarted while jobs flow");
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
@@ -459,34 +497,7 @@ static void test_restarts(sluice_store *st)
     for (int w = 0; w < RESTART_WORKERS; w++)
         wait_child(pids[w], "worker");
 
-    for (int i = 1; i < MAX_ID; i++) {
-        int n = atomic_load(&sh->confirmed[i]);
-        int p = atomic_load(&sh->perhaps[i]);
-
-        if (atomic_load(&sh->acked[i])) {
-            acked++;
-            acked_once += n == 1;
-            acked_perhaps += n == 0 && p > 0;
-            if (n == 0 && p == 0 && missing++ < 5)
-                fprintf(stderr, "    job %d: acknowledged, never done\n", i);
-        } else if (n > 0) {
-            extra++;
-        }
-        if (n > 1 && dup++ < 5)
-            fprintf(stderr, "    job %d: done %d times\n", i, n);
-    }
-    printf("  restarts: %ld adds acknowledged; %ld done once, %ld perhaps "
-           "done by a complete that met the outage; %ld jobs made by an add "
-           "that met it; %ld calls met the outage, %ld completes lost their "
-           "lease; %" PRIu64 " ms\n", acked, acked_once, acked_perhaps, extra,
-           atomic_load(&sh->unavailable), atomic_load(&sh->lost),
-           rs_mono_ms() - t0);
-    CHECK_EQ_U64(acked, N_RESTART);
-    CHECK_EQ_U64(atomic_load(&sh->nacked), N_RESTART);
-    CHECK_EQ_U64(missing, 0);
-    CHECK_EQ_U64(dup, 0);
-    CHECK_EQ_U64(acked_once + acked_perhaps, N_RESTART);
-    CHECK(acked_perhaps <= 2 * RESTART_WORKERS);
+    check_restart_tally(t0);
     CHECK_EQ_U64(atomic_load(&sh->errors), 0);
     /* The outage was met, and every store carried on after it. */
     CHECK(atomic_load(&sh->unavailable) > 0);

@@ -275,37 +275,13 @@ static void check_wake(sluice_worker *w, wake_shared *ws, const char *want_q,
     sluice_job_clear(&job);
 }
 
-static void test_idle_and_wake(void)
+/* An add by another process, then by another thread, wakes worker 'w'. */
+static void wake_by_adds(sluice_worker *w)
 {
-    sluice_worker *w = NULL;
-    sluice_job job = {0};
-    const char *q = NULL;
     wake_shared *ws;
-    uint64_t c0, t0, cpu, took, id;
+    uint64_t id;
     pid_t pid;
     pthread_t th;
-
-    test_context("an idle worker");
-    printf("  idle worker:\n");
-    CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, NULL));
-    if (w == NULL)
-        return;
-    /* Connected and subscribed first, so only the sleep is measured. */
-    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 0));
-    CHECK_EQ_U64(job.id, 0);
-
-    c0 = cpu_ms();
-    t0 = rs_mono_ms();
-    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 1000));
-    took = rs_mono_ms() - t0;
-    cpu = cpu_ms() - c0;
-    printf("    1 s on 21 empty queues: %" PRIu64 " ms CPU, returned after %"
-           PRIu64 " ms\n", cpu, took);
-    CHECK_EQ_U64(job.id, 0);
-    CHECK(q == NULL);
-    CHECK(took >= 990 && took < 1000 + WAKE_BOUND_MS);
-    CHECK(cpu < IDLE_CPU_MS);
 
     /* An add by another process wakes it. */
     ws = mmap(NULL, sizeof(*ws), PROT_READ | PROT_WRITE,
@@ -339,14 +315,20 @@ static void test_idle_and_wake(void)
     pthread_join(th, NULL);
     CHECK(atomic_load(&ws->ok));
     munmap(ws, sizeof(*ws));
+}
 
-    /*
-     * A delayed job wakes it when it falls due, also one added just after
-     * the worker found every queue empty (so that it would not ask them
-     * again for IDLE_RECHECK_MS, 1 s, unless told).
-     */
-    sluice_worker_free(w);
-    w = NULL;
+/*
+ * A delayed job wakes a worker when it falls due, also one added just after
+ * the worker found every queue empty (so that it would not ask them again
+ * for IDLE_RECHECK_MS, 1 s, unless told).
+ */
+static void wake_when_due(void)
+{
+    sluice_worker *w = NULL;
+    sluice_job job = {0};
+    const char *q = NULL;
+    uint64_t t0, took, id;
+
     CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, NULL));
     if (w == NULL)
         return;
@@ -364,6 +346,40 @@ static void test_idle_and_wake(void)
         CHECK_OK(sluice_queue_complete(st, q, strlen(q), job.id, job.lease));
     sluice_job_clear(&job);
     sluice_worker_free(w);
+}
+
+static void test_idle_and_wake(void)
+{
+    sluice_worker *w = NULL;
+    sluice_job job = {0};
+    const char *q = NULL;
+    uint64_t c0, t0, cpu, took;
+
+    test_context("an idle worker");
+    printf("  idle worker:\n");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, SMALL_QUEUES + 1, NULL));
+    if (w == NULL)
+        return;
+    /* Connected and subscribed first, so only the sleep is measured. */
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 0));
+    CHECK_EQ_U64(job.id, 0);
+
+    c0 = cpu_ms();
+    t0 = rs_mono_ms();
+    CHECK_OK(sluice_worker_next(&job, &q, NULL, w, 1000));
+    took = rs_mono_ms() - t0;
+    cpu = cpu_ms() - c0;
+    printf("    1 s on 21 empty queues: %" PRIu64 " ms CPU, returned after %"
+           PRIu64 " ms\n", cpu, took);
+    CHECK_EQ_U64(job.id, 0);
+    CHECK(q == NULL);
+    CHECK(took >= 990 && took < 1000 + WAKE_BOUND_MS);
+    CHECK(cpu < IDLE_CPU_MS);
+
+    wake_by_adds(w);
+    sluice_worker_free(w);
+    wake_when_due();
     test_context(NULL);
 }
 

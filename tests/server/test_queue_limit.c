@@ -39,8 +39,9 @@
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
-#include "test.h"
+#include "queue_fixture.h" /* queue_wait_is_pttl() */
 #include "server.h"
+#include "test.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -253,28 +254,14 @@ static int by_id(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static void test_enforcement(sluice_store *st)
+/* Subscribes a connection of its own to the keyspace events of the
+   limiter counter and the wait list (see the top); exits if it cannot. */
+static redisContext *subscribe(void)
 {
-    pid_t pids[PROCS];
-    window_count w[WINDOWS * 4];
     struct timeval tv = {10, 0};
-    redisContext *sub;
+    redisContext *sub = redisConnectWithTimeout("127.0.0.1", server.port, tv);
     redisReply *r;
-    uint64_t t0 = rs_mono_ms(), id;
-    long ntakes;
-    int nw;
 
-    test_context("enforcement: %d per %d ms, %d processes x %d threads", MAX,
-                 WINDOW_MS, PROCS, THREADS);
-    CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    memset(sh, 0, sizeof(*sh));
-    CHECK_OK(sluice_queue_set_cap(st, FLOOD, strlen(FLOOD), MAX, WINDOW_MS));
-    for (int i = 1; i <= JOBS; i++) {
-        CHECK_OK(sluice_queue_add(&id, st, FLOOD, strlen(FLOOD), "j", 1, 0));
-        CHECK_EQ_U64(id, (uint64_t)i);
-    }
-
-    sub = redisConnectWithTimeout("127.0.0.1", server.port, tv);
     if (sub == NULL || sub->err) {
         CHECK(!"cannot connect the subscriber");
         exit(2);
@@ -287,6 +274,13 @@ static void test_enforcement(sluice_store *st)
     r = NULL;
     if (redisGetReply(sub, (void **)&r) == REDIS_OK && r != NULL)
         freeReplyObject(r); /* the second subscription's confirmation */
+    return sub;
+}
+
+/* The worker processes: started together, and each must end well. */
+static void run_workers(uint64_t t0)
+{
+    pid_t pids[PROCS];
 
     for (int p = 0; p < PROCS; p++) {
         fflush(NULL);
@@ -309,6 +303,72 @@ static void test_enforcement(sluice_store *st)
         if (!CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0))
             fprintf(stderr, "    child %d: status %#x\n", p, status);
     }
+}
+
+/* The server's order: at most MAX per window, and exactly MAX. */
+static void check_windows(const window_count *w, int nw)
+{
+    CHECK_EQ_U64(nw, WINDOWS);
+    for (int k = 0; k < nw; k++) {
+        int ok = CHECK(w[k].rpops <= MAX);
+
+        ok &= CHECK_EQ_U64(w[k].rpops, MAX);
+        ok &= CHECK_EQ_U64(w[k].incrs, w[k].rpops);
+        ok &= CHECK_EQ_U64(w[k].arms, 1);
+        if (!ok)
+            fprintf(stderr, "    window %d: %ld jobs taken, %ld counted, "
+                    "armed %ld times\n", k, w[k].rpops, w[k].incrs,
+                    w[k].arms);
+    }
+}
+
+/* The server's clock: ids in order, window by window. */
+static void check_takes(const window_count *w, int nw, long ntakes)
+{
+    long i = 0;
+    int64_t prev_start = -1;
+
+    if (ntakes > JOBS)
+        ntakes = JOBS;
+    qsort(sh->takes, (size_t)ntakes, sizeof(take_rec), by_id);
+    for (int k = 0; k < nw && i < ntakes; k++) {
+        long end = i + w[k].rpops < ntakes ? i + w[k].rpops : ntakes;
+        int64_t start = sh->takes[i].server_ms;
+        int64_t last = sh->takes[end - 1].server_ms;
+
+        if (!CHECK(start >= 0 && last - start <= WINDOW_MS + 1))
+            fprintf(stderr, "    window %d: takes from %" PRId64
+                    " to %" PRId64 " ms\n", k, start, last);
+        if (prev_start >= 0 && !CHECK(start - prev_start >= WINDOW_MS - 1))
+            fprintf(stderr, "    window %d began %" PRId64 " ms after the "
+                    "previous one\n", k, start - prev_start);
+        prev_start = start;
+        i = end;
+    }
+    for (long j = 0; j < ntakes; j++)
+        if (!CHECK_EQ_U64(sh->takes[j].id, (uint64_t)j + 1))
+            break;
+}
+
+static void test_enforcement(sluice_store *st)
+{
+    window_count w[WINDOWS * 4];
+    redisContext *sub;
+    uint64_t t0 = rs_mono_ms(), id;
+    long ntakes;
+    int nw;
+
+    test_context("enforcement: %d per %d ms, %d processes x %d threads", MAX,
+                 WINDOW_MS, PROCS, THREADS);
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    memset(sh, 0, sizeof(*sh));
+    CHECK_OK(sluice_queue_set_cap(st, FLOOD, strlen(FLOOD), MAX, WINDOW_MS));
+    for (int i = 1; i <= JOBS; i++) {
+        CHECK_OK(sluice_queue_add(&id, st, FLOOD, strlen(FLOOD), "j", 1, 0));
+        CHECK_EQ_U64(id, (uint64_t)i);
+    }
+    sub = subscribe();
+    run_workers(t0);
     CHECK(rs_ok(&server, "PUBLISH __keyspace@0__:%s sentinel",
                 FLOOD_LIMITER) == 0);
     nw = read_windows(sub, w, WINDOWS * 4);
@@ -325,48 +385,8 @@ static void test_enforcement(sluice_store *st)
     /* Demand was above the budget, or nothing was shown. */
     CHECK(atomic_load(&sh->ndeferred) >= WINDOWS - 1);
     CHECK_EQ_U64(stats_completed(st), JOBS);
-
-    /* The server's order: at most MAX per window, and exactly MAX. */
-    CHECK_EQ_U64(nw, WINDOWS);
-    for (int k = 0; k < nw; k++) {
-        int ok = CHECK(w[k].rpops <= MAX);
-
-        ok &= CHECK_EQ_U64(w[k].rpops, MAX);
-        ok &= CHECK_EQ_U64(w[k].incrs, w[k].rpops);
-        ok &= CHECK_EQ_U64(w[k].arms, 1);
-        if (!ok)
-            fprintf(stderr, "    window %d: %ld jobs taken, %ld counted, "
-                    "armed %ld times\n", k, w[k].rpops, w[k].incrs,
-                    w[k].arms);
-    }
-
-    /* The server's clock: ids in order, window by window. */
-    if (ntakes > JOBS)
-        ntakes = JOBS;
-    qsort(sh->takes, (size_t)ntakes, sizeof(take_rec), by_id);
-    {
-        long i = 0;
-        int64_t prev_start = -1;
-
-        for (int k = 0; k < nw && i < ntakes; k++) {
-            long end = i + w[k].rpops < ntakes ? i + w[k].rpops : ntakes;
-            int64_t start = sh->takes[i].server_ms;
-            int64_t last = sh->takes[end - 1].server_ms;
-
-            if (!CHECK(start >= 0 && last - start <= WINDOW_MS + 1))
-                fprintf(stderr, "    window %d: takes from %" PRId64
-                        " to %" PRId64 " ms\n", k, start, last);
-            if (prev_start >= 0 &&
-                !CHECK(start - prev_start >= WINDOW_MS - 1))
-                fprintf(stderr, "    window %d began %" PRId64 " ms after "
-                        "the previous one\n", k, start - prev_start);
-            prev_start = start;
-            i = end;
-        }
-        for (long j = 0; j < ntakes; j++)
-            if (!CHECK_EQ_U64(sh->takes[j].id, (uint64_t)j + 1))
-                break;
-    }
+    check_windows(w, nw);
+    check_takes(w, nw, ntakes);
     test_context(NULL);
 }
 
@@ -421,17 +441,48 @@ static sluice_take_status take_counted(uint64_t *wait, sluice_job *job,
     return status;
 }
 
-/* True when 'wait' is the limiter's PTTL read just after it. */
-static int wait_is_pttl(uint64_t wait, const char *limiter, uint64_t t0_us)
+/* A worker's deferred take emits too (its wait at most 'wait'); it then
+   skips the queue. */
+static void worker_deferred(sluice_store *st, hits *h, uint64_t wait)
 {
-    long long pttl = rs_int(&server, "PTTL %s", limiter);
-    uint64_t took = (rs_mono_us() - t0_us) / 1000 + 1;
+    const char *const names[] = {"defer"};
+    const char *qname = NULL;
+    sluice_worker *w = NULL;
+    sluice_job job = {0};
+    long before = h->n;
 
-    if (pttl > 0 && wait >= (uint64_t)pttl && wait - (uint64_t)pttl <= took)
-        return 1;
-    fprintf(stderr, "    wait %" PRIu64 " ms, PTTL %lld ms read %" PRIu64
-            " ms later\n", wait, pttl, took);
-    return 0;
+    CHECK_OK(sluice_worker_new(&w, st, names, NULL, 1, NULL));
+    if (w == NULL)
+        return;
+    CHECK_OK(sluice_worker_next(&job, &qname, NULL, w, 100));
+    CHECK_EQ_U64(job.id, 0);
+    CHECK_EQ_U64(h->n, before + 1);
+    CHECK(h->delay_ms > 0 && h->delay_ms <= (double)wait);
+    sluice_worker_free(w);
+}
+
+/* After the wait answered (and 2 ms for rounding): a job, in a new window
+   (the counter at 'lim' is at 1, armed afresh). */
+static void taken_after_wait(sluice_store *st, hits *h, sluice_job *job,
+                             const char *lim)
+{
+    uint64_t t0 = rs_mono_us(), wait = 0, wait2 = 0;
+    long long pttl;
+    redisReply *r;
+
+    CHECK_EQ_U64(take_counted(&wait, job, st, h), SLUICE_TAKE_DEFERRED);
+    rs_sleep_ms(wait + 2);
+    CHECK_EQ_U64(take_counted(&wait2, job, st, h), SLUICE_TAKE_JOB);
+    CHECK(job->id != 0);
+    pttl = rs_int(&server, "PTTL %s", lim);
+    r = rs_cmd(&server, "GET %s", lim);
+    CHECK(pttl > 800 && pttl <= 1000);
+    CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
+          strcmp(r->str, "1") == 0);
+    if (r != NULL)
+        freeReplyObject(r);
+    CHECK_OK(sluice_queue_complete(st, "defer", 5, job->id, job->lease));
+    CHECK(rs_mono_us() - t0 >= (wait + 2) * 1000);
 }
 
 static void test_deferral(sluice_store *st)
@@ -439,9 +490,6 @@ static void test_deferral(sluice_store *st)
     const char *lim = "emq:{defer}:limiter";
     hits h = {0, 0, 0, 0, 0};
     sluice_job job = {0};
-    sluice_worker *w = NULL;
-    const char *qname = NULL;
-    const char *const names[] = {"defer"};
     uint64_t wait = 0, wait2 = 0, t0, id;
 
     test_context("deferral and telemetry");
@@ -460,7 +508,7 @@ static void test_deferral(sluice_store *st)
     for (int i = 0; i < 3; i++) {
         t0 = rs_mono_us();
         CHECK_EQ_U64(take_counted(&wait, &job, st, &h), SLUICE_TAKE_DEFERRED);
-        CHECK(wait_is_pttl(wait, lim, t0));
+        CHECK(queue_wait_is_pttl(&server, wait, lim, t0));
         CHECK(wait > 800 && wait <= 1000);
         CHECK_EQ_U64(job.id, 0);
     }
@@ -471,39 +519,10 @@ static void test_deferral(sluice_store *st)
     t0 = rs_mono_us();
     CHECK_EQ_U64(take_counted(&wait2, &job, st, &h), SLUICE_TAKE_DEFERRED);
     CHECK(wait2 < wait);
-    CHECK(wait_is_pttl(wait2, lim, t0));
+    CHECK(queue_wait_is_pttl(&server, wait2, lim, t0));
 
-    /* A worker's deferred take emits too; it then skips the queue. */
-    CHECK_OK(sluice_worker_new(&w, st, names, NULL, 1, NULL));
-    if (w != NULL) {
-        long before = h.n;
-
-        CHECK_OK(sluice_worker_next(&job, &qname, NULL, w, 100));
-        CHECK_EQ_U64(job.id, 0);
-        CHECK_EQ_U64(h.n, before + 1);
-        CHECK(h.delay_ms > 0 && h.delay_ms <= (double)wait2);
-        sluice_worker_free(w);
-    }
-
-    /* After the wait answered (and 2 ms for rounding): a job. */
-    t0 = rs_mono_us();
-    CHECK_EQ_U64(take_counted(&wait, &job, st, &h), SLUICE_TAKE_DEFERRED);
-    rs_sleep_ms(wait + 2);
-    CHECK_EQ_U64(take_counted(&wait2, &job, st, &h), SLUICE_TAKE_JOB);
-    CHECK(job.id != 0);
-    /* ... in a new window: the counter is at 1, armed afresh. */
-    {
-        long long pttl = rs_int(&server, "PTTL %s", lim);
-        redisReply *r = rs_cmd(&server, "GET %s", lim);
-
-        CHECK(pttl > 800 && pttl <= 1000);
-        CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
-              strcmp(r->str, "1") == 0);
-        if (r != NULL)
-            freeReplyObject(r);
-    }
-    CHECK_OK(sluice_queue_complete(st, "defer", 5, job.id, job.lease));
-    CHECK(rs_mono_us() - t0 >= (wait + 2) * 1000);
+    worker_deferred(st, &h, wait2);
+    taken_after_wait(st, &h, &job, lim);
 
     /* An empty queue under the cap emits nothing. */
     CHECK_OK(sluice_queue_set_cap(st, "defer", 5, 0, 0));
