@@ -101,6 +101,8 @@ int rc_info_has(rc_cluster *c, int i, const char *cmd, const char *want);
 
 /* ---- The map ------------------------------------------------------------- */
 
+/* Rewrites c->url: every live node, as seeds. */
+void rc_make_url(rc_cluster *c);
 /* Rereads roles, ids and the map from the first live node; 0 or -1. */
 int rc_refresh(rc_cluster *c);
 /*
