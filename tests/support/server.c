@@ -416,8 +416,7 @@ int rs_launch(rs_server *s, int new_port)
 }
 
 /* rs_start() and rs_start_cluster_node(): the latter when 'cluster'. */
-static int start_common(rs_server *s, const char *const *extra,
-                                  int cluster)
+static int start_common(rs_server *s, const char *const *extra, int cluster)
 {
     char tmpl[256];
     const char *tmp = getenv("TMPDIR");
@@ -465,11 +464,10 @@ int rs_start(rs_server *s, const char *const *extra)
  * bus on a second free port in 's->bus_port' and its cluster state file in
  * its own directory. It knows no other node and serves no slot until told
  * (CLUSTER MEET, ADDSLOTS, or redis-cli --cluster create): see
- * redis_cluster.h. A restart keeps both ports and the state file, so the
+ * cluster.h. A restart keeps both ports and the state file, so the
  * node comes back as the same member of its cluster.
  */
-int rs_start_cluster_node(rs_server *s,
-                                        const char *const *extra)
+int rs_start_cluster_node(rs_server *s, const char *const *extra)
 {
     return start_common(s, extra, 1);
 }
@@ -556,8 +554,8 @@ redisContext *rs_conn(rs_server *s)
  * --requirepass (if any) when it connects, and a SELECT it sends stays in
  * force until changed.
  */
-redisReply *rs_cmdargv(rs_server *s, int argc,
-                                     const char **argv, const size_t *lens)
+redisReply *rs_cmdargv(rs_server *s, int argc, const char **argv,
+                       const size_t *lens)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         redisContext *c = rs_conn(s);
