@@ -48,6 +48,10 @@ typedef struct sluice__model {
 
 /* The state of model 'm' as its algorithm's 'type' (const or not). */
 #define SLUICE__MODEL_STATE(type, m) ((type *)(m)->state)
+/* Refuses to build a model whose state 'type' does not fit. */
+#define SLUICE__MODEL_FITS(type)                                  \
+    _Static_assert(sizeof(type) <= SLUICE__MODEL_STATE_BYTES,     \
+                   #type " does not fit in SLUICE__MODEL_STATE_BYTES")
 
 /* What every algorithm's model answers; 'm->limit' is its limit. */
 typedef struct sluice__model_ops {

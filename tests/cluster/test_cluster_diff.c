@@ -538,14 +538,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_cluster_diff: cannot start redis-server\n");
         return 1;
     }
-    if (rc_shared_open(&cluster) < 0) {
-        fprintf(stderr, "test_cluster_diff: no cluster\n");
+    if (rc_shared_begin(&cluster, "test_cluster_diff") < 0) {
         rs_stop(&single);
         return 1;
     }
-    printf("  cluster %s ready in %" PRIu64 " ms\n", cluster.url,
-           rs_mono_ms() - t0);
-    fflush(stdout);
     test_seed_down();
     test_differential(seed);
     test_queue_limiter();

@@ -336,13 +336,8 @@ int main(void)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (rc_shared_open(&cluster) < 0) {
-        fprintf(stderr, "test_cluster_failover: no cluster\n");
+    if (rc_shared_begin(&cluster, "test_cluster_failover") < 0)
         return 1;
-    }
-    printf("test_cluster_failover: cluster %s ready in %" PRIu64 " ms\n",
-           cluster.url, rs_mono_ms() - t0);
-    fflush(stdout);
     test_failover(1);
     fflush(stdout);
     test_failover(0);

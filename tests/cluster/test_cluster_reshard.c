@@ -579,13 +579,8 @@ int main(void)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (rc_shared_open(&cluster) < 0) {
-        fprintf(stderr, "test_cluster_reshard: no cluster\n");
+    if (rc_shared_begin(&cluster, "test_cluster_reshard") < 0)
         return 1;
-    }
-    printf("test_cluster_reshard: cluster %s ready in %" PRIu64 " ms\n",
-           cluster.url, rs_mono_ms() - t0);
-    fflush(stdout);
     test_reshard();
     rc_shared_close(&cluster);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);

@@ -119,12 +119,8 @@ int main(void)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (rc_shared_open(&cluster) < 0) {
-        fprintf(stderr, "test_cluster_split_queue: no cluster\n");
+    if (rc_shared_begin(&cluster, "test_cluster_split_queue") < 0)
         return 1;
-    }
-    printf("test_cluster_split_queue: cluster %s ready in %" PRIu64 " ms\n",
-           cluster.url, rs_mono_ms() - t0);
     test_split_queue();
     rc_shared_close(&cluster);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);

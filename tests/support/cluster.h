@@ -160,6 +160,12 @@ int rc_attach(rc_cluster *c, const char *path);
  * replica each, started for this program. Returns 0 or -1.
  */
 int rc_shared_open(rc_cluster *c);
+/*
+ * For a test's main(): rc_shared_open(), and a line that starts with
+ * 'name' to say where the cluster is and how long it took (or why there
+ * is none). Returns 0 or -1.
+ */
+int rc_shared_begin(rc_cluster *c, const char *name);
 /* Stops the cluster if this program started it; else only lets it go. */
 void rc_shared_close(rc_cluster *c);
 

@@ -146,6 +146,20 @@ int rc_shared_open(rc_cluster *c)
     return rc_start(c, 3, 1, NULL);
 }
 
+int rc_shared_begin(rc_cluster *c, const char *name)
+{
+    uint64_t t0 = rs_mono_ms();
+
+    if (rc_shared_open(c) < 0) {
+        fprintf(stderr, "%s: no cluster\n", name);
+        return -1;
+    }
+    printf("%s: cluster %s ready in %llu ms\n", name, c->url,
+           (unsigned long long)(rs_mono_ms() - t0));
+    fflush(stdout);
+    return 0;
+}
+
 void rc_shared_close(rc_cluster *c)
 {
     if (c->keeper == getpid()) {

@@ -11,8 +11,7 @@ typedef struct fixed_model {
     uint64_t count;
 } fixed_model;
 
-_Static_assert(sizeof(fixed_model) <= SLUICE__MODEL_STATE_BYTES,
-               "the fixed window's model does not fit");
+SLUICE__MODEL_FITS(fixed_model);
 
 /* The units counted at 't'. */
 static uint64_t count_at(const sluice__model *m, uint64_t t)

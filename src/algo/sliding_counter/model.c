@@ -21,8 +21,7 @@ typedef struct counter_model {
     int nwin;
 } counter_model;
 
-_Static_assert(sizeof(counter_model) <= SLUICE__MODEL_STATE_BYTES,
-               "the sliding counter's model does not fit");
+SLUICE__MODEL_FITS(counter_model);
 
 /* The units admitted in window 'idx'. */
 static uint64_t units_in(const sluice__model *m, uint64_t idx)

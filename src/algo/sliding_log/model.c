@@ -13,8 +13,7 @@ typedef struct log_model {
     size_t nstamp;
 } log_model;
 
-_Static_assert(sizeof(log_model) <= SLUICE__MODEL_STATE_BYTES,
-               "the sliding log's model does not fit");
+SLUICE__MODEL_FITS(log_model);
 
 /* The units admitted in (t - window, t]. */
 static uint64_t live(const sluice__model *m, uint64_t t)
