@@ -340,7 +340,9 @@ static void test_key_cap(void)
 
     test_context("key cap");
     fx_open_capped(&fx, T, 10);
-    /* Ten keys across the algorithms fill the cap. */
+    /* Ten keys across three algorithms fill the cap. The counts below
+       follow from how long each keeps a key it no longer needs: the fixed
+       window and the log one window, the sliding counter two. */
     for (int i = 0; i < 10; i++) {
         const sluice_limit *l = i % 3 == 0 ? &f : i % 3 == 1 ? &c : &g;
 
