@@ -37,7 +37,7 @@
 /* A generous upper bound on how late a timed event may come. */
 #define LATE_MS 1500
 
-/* ---- FIFO ----------------------------------------------------------------- */
+/* ---- FIFO ---------------------------------------------------------------- */
 
 /* Five jobs added, taken and completed, in order. */
 static void fifo_in_order(const char *q, sluice_job *jobs, sluice_job *extra)
@@ -127,7 +127,7 @@ static void test_fifo(void)
     sluice_job_clear(NULL);
 }
 
-/* ---- Payloads and names --------------------------------------------------- */
+/* ---- Payloads and names -------------------------------------------------- */
 
 static void check_roundtrip(const char *q, size_t qlen, const void *payload,
                             size_t len, const char *what)
@@ -213,7 +213,7 @@ static void test_payloads(void)
     test_context(NULL);
 }
 
-/* ---- Delayed jobs --------------------------------------------------------- */
+/* ---- Delayed jobs -------------------------------------------------------- */
 
 static void test_delayed(void)
 {
@@ -265,7 +265,7 @@ static void test_delayed(void)
     test_context(NULL);
 }
 
-/* ---- Fail, back-off, the failed set, retry -------------------------------- */
+/* ---- Fail, back-off, the failed set, retry ------------------------------- */
 
 /* Fails 'job' and times how long it takes to come back. */
 static uint64_t fail_and_time(sluice_job *job, const char *q,
@@ -421,7 +421,7 @@ static void test_fail_retry(void)
     test_context(NULL);
 }
 
-/* ---- Leases --------------------------------------------------------------- */
+/* ---- Leases -------------------------------------------------------------- */
 
 /*
  * A stale lease: its 150 ms ran out and another take got the job (at the

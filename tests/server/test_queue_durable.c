@@ -320,7 +320,7 @@ static void check_drained(sluice_store *st, uint64_t jobs)
     CHECK_EQ_U64(rs_int(&server, "HLEN %s", "emq:{durable}:data"), 0);
 }
 
-/* ---- Killed workers ------------------------------------------------------- */
+/* ---- Killed workers ------------------------------------------------------ */
 
 static void test_killed_worker(sluice_store *st)
 {
@@ -378,7 +378,7 @@ static void test_killed_worker(sluice_store *st)
     test_context(NULL);
 }
 
-/* ---- Server restarts ------------------------------------------------------ */
+/* ---- Server restarts ----------------------------------------------------- */
 
 static void adder(void)
 {

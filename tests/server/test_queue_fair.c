@@ -63,7 +63,7 @@ static sluice_store *st;
 static char small_names[SMALL_QUEUES][16];
 static const char *names[SMALL_QUEUES + 1];
 
-/* ---- Filling -------------------------------------------------------------- */
+/* ---- Filling ------------------------------------------------------------- */
 
 /* Adds 'n' jobs to 'q' by pipelining the library's add script. */
 static void fill_pipelined(const char *q, int n)
@@ -120,7 +120,7 @@ static void fill_all(void)
     CHECK_OK(sluice_queue_add(&id, st, "other:x", 7, "o", 1, 0));
 }
 
-/* ---- Fairness ------------------------------------------------------------- */
+/* ---- Fairness ------------------------------------------------------------ */
 
 static void run_fair(sluice_worker *w, int late)
 {
@@ -228,7 +228,7 @@ static void test_fair_pattern(void)
     test_context(NULL);
 }
 
-/* ---- Sleep and wake-up ---------------------------------------------------- */
+/* ---- Sleep and wake-up --------------------------------------------------- */
 
 static uint64_t cpu_ms(void)
 {
@@ -383,7 +383,7 @@ static void test_idle_and_wake(void)
     test_context(NULL);
 }
 
-/* ---- Order within a round ------------------------------------------------- */
+/* ---- Order within a round ------------------------------------------------ */
 
 /* Three queues with work: the worker takes from each in turn. */
 static void test_round_robin(void)

@@ -33,7 +33,7 @@
 #include <string.h>
 
 
-/* ---- Stats ---------------------------------------------------------------- */
+/* ---- Stats --------------------------------------------------------------- */
 
 static void test_stats(void)
 {
@@ -99,7 +99,7 @@ static void test_stats(void)
     test_context(NULL);
 }
 
-/* ---- The cap -------------------------------------------------------------- */
+/* ---- The cap ------------------------------------------------------------- */
 
 /* A take that must be deferred with the limiter's PTTL as its wait. */
 static void check_deferred(sluice_store *store, const char *q,
@@ -214,7 +214,7 @@ static void test_cap(void)
     test_context(NULL);
 }
 
-/* ---- Key layout ----------------------------------------------------------- */
+/* ---- Key layout ---------------------------------------------------------- */
 
 #define LAYOUT_Q "chat:42"
 #define LAYOUT_LIMITER "emq:{chat:42}:limiter"
@@ -389,7 +389,7 @@ static void test_long_prefix(void)
     test_context(NULL);
 }
 
-/* ---- Errors --------------------------------------------------------------- */
+/* ---- Errors -------------------------------------------------------------- */
 
 static void test_embedded(void)
 {

@@ -92,7 +92,7 @@ typedef struct shared {
 static rs_server server;
 static shared *sh;
 
-/* ---- The workers (children) ----------------------------------------------- */
+/* ---- The workers (children) ---------------------------------------------- */
 
 typedef struct worker_arg {
     sluice_store *store;
@@ -185,7 +185,7 @@ static void child(void)
     _exit(0);
 }
 
-/* ---- The server's order of events ----------------------------------------- */
+/* ---- The server's order of events ---------------------------------------- */
 
 typedef struct window_count {
     long rpops, incrs, arms;
@@ -390,7 +390,7 @@ static void test_enforcement(sluice_store *st)
     test_context(NULL);
 }
 
-/* ---- Deferral and telemetry ----------------------------------------------- */
+/* ---- Deferral and telemetry ---------------------------------------------- */
 
 typedef struct hits {
     long n;
@@ -533,7 +533,7 @@ static void test_deferral(sluice_store *st)
     test_context(NULL);
 }
 
-/* ---- The seam ------------------------------------------------------------- */
+/* ---- The seam ------------------------------------------------------------ */
 
 /*
  * The counter holds the cap and expires in 20 ms; takes are made as fast as

@@ -327,7 +327,7 @@ static void test_silent_node(void)
     test_context(NULL);
 }
 
-/* ---- Malformed redirections -------------------------------------------- */
+/* ---- Malformed redirections ---------------------------------------------- */
 
 static void test_malformed_redirects(void)
 {
