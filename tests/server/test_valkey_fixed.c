@@ -247,10 +247,10 @@ static void test_fixed_seam(void)
  * the expiry time; during that very millisecond the key is still there and
  * PTTL answers 0. The C reference (src/algo/fixed/fixed.c) counts the
  * window as over from expires_ms on (now >= expires_ms), so a request then
- * is admitted in a fresh window. Whatever the script does then, it must not refuse with
- * retry_after_ms 0: a refusal promises a wait of at least 1 ms. Peeks are
- * sent back to back through the last milliseconds of a full window, so
- * that millisecond is sampled many times over.
+ * is admitted in a fresh window. Whatever the script does then, it must
+ * not refuse with retry_after_ms 0: a refusal promises a wait of at least
+ * 1 ms. Peeks are sent back to back through the last milliseconds of a
+ * full window, so that millisecond is sampled many times over.
  */
 static void test_fixed_expiry_instant(void)
 {
