@@ -326,6 +326,11 @@ static void test_costs(void)
 
 /* ---- The key cap --------------------------------------------------------- */
 
+/*
+ * The cap, on ten keys of three named algorithms: the counts below follow
+ * from how long each keeps a key it no longer needs (the fixed window and
+ * the log one window, the sliding counter two).
+ */
 static void test_key_cap(void)
 {
     const uint64_t T = 100000;
@@ -340,9 +345,7 @@ static void test_key_cap(void)
 
     test_context("key cap");
     fx_open_capped(&fx, T, 10);
-    /* Ten keys across three algorithms fill the cap. The counts below
-       follow from how long each keeps a key it no longer needs: the fixed
-       window and the log one window, the sliding counter two. */
+    /* Ten keys across the algorithms fill the cap. */
     for (int i = 0; i < 10; i++) {
         const sluice_limit *l = i % 3 == 0 ? &f : i % 3 == 1 ? &c : &g;
 
