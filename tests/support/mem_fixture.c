@@ -2,6 +2,8 @@
  * mem_fixture.c - an embedded store on a virtual clock (mem_fixture.h).
  */
 #include "mem_fixture.h"
+
+#include "algo/model.h"
 #include "test.h"
 
 #include <stdlib.h>
@@ -38,6 +40,17 @@ void fx_close(fixture *fx)
 void fx_at(fixture *fx, uint64_t now_ms)
 {
     sluice_vclock_set(fx->clock, now_ms);
+}
+
+sluice_decision fx_fresh(const sluice_limit *limit, uint64_t now_ms,
+                         uint64_t cost)
+{
+    sluice__model m;
+    sluice_decision d;
+
+    sluice__model_init(&m, limit);
+    sluice__model_decide(&m, now_ms, cost, false, &d);
+    return d;
 }
 
 sluice_limit limit_of(sluice_algo algo, uint64_t max, uint64_t window_ms)

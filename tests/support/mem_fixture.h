@@ -57,6 +57,14 @@ sluice_decision fx_decide_at(fixture *fx, const sluice_limit *limit,
 #define PEEKN(fx, l, key, len, cost) \
     fx_decide_at((fx), (l), (key), (len), (cost), 0, __FILE__, __LINE__)
 
+/*
+ * What a peek of 'cost' at 'now_ms' answers on a fresh key under 'limit', by
+ * the algorithm's reference model (src/algo/FOLDER/model.c): so a test that
+ * loops over every algorithm expects each one's own figure, a new one's too.
+ */
+sluice_decision fx_fresh(const sluice_limit *limit, uint64_t now_ms,
+                         uint64_t cost);
+
 /* A check that every field of 'd' has the expected value. */
 int expect_at(sluice_decision d, const sluice_limit *limit, int allowed,
               uint64_t remaining, uint64_t retry_ms, uint64_t reset_ms,
