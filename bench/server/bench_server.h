@@ -3,8 +3,8 @@
  * tells what the program measures). Private to bench/server/.
  *
  *   main.c      options, main()
- *   launch.c    the redis-server it starts: the only user of the tests'
- *               launcher (tests/redis_server.h)
+ *   launch.c    the redis-server it starts, with sluice_launcher
+ *               (tests/support/server.h)
  *   server.c    the server it talks to: URL, connections, INFO cpu,
  *               commandstats, FLUSHALL
  *   cases.c     the list of cases; running each, pass by pass; medians

@@ -3,12 +3,11 @@
  * names none: on a free loopback port, in a temporary directory, with
  * --save '' --appendonly no, killed by PID however the program ends.
  *
- * It is the tests' launcher (tests/redis_server.h), and this is the only
- * file of bench/ that includes a test header (tests/ is on the include path
- * of this file alone): moving to another launcher changes this file.
+ * It is sluice_launcher (tests/support/server.h), which the tests start
+ * their servers with too.
  */
 #include "bench_server.h"
-#include "redis_server.h" /* tests/: rs_start(), rs_stop() */
+#include "server.h" /* sluice_launcher: rs_start(), rs_stop() */
 
 static rs_server own;
 

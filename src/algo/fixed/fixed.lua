@@ -20,7 +20,7 @@ local function hit(key, cost)
   local n, ttl = counter_incr(key, cost, w)
   if not n then return -1, 0, 0, 0 end
   if n > max then
-    redis.call('DECRBY', key, str(cost))
+    redis.call('DECRBY', key, cost)
     local count, remaining = n - cost, 0
     if count < max then remaining = max - count end
     return 0, remaining, ttl, ttl
@@ -40,7 +40,7 @@ local function peek(key, cost)
       count, ttl = 0, w
     elseif ttl < 0 then
       -- Even a peek repairs it: otherwise the key would block forever.
-      redis.call('PEXPIRE', key, str(w))
+      redis.call('PEXPIRE', key, w)
       ttl = w
     end
   end

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+#
+# cli_server_test.sh - checks the sluice command line against a real server
+# store: a private valkey-server (or redis-server) on an unusual port, in a
+# mktemp -d folder, stopped by a trap. Without a server binary it fails: the
+# test command (scripts/test.sh) installs one.
+#
+# Usage: bash tests/cli/cli_server_test.sh PATH-TO-SLUICE
+#
+# Every check prints PASS or FAIL; the last line is
+# "cli_server_test: N passed, M failed", and the exit status is non-zero if
+# any check failed.
+
+set -u
+
+SLUICE=${1:?usage: cli_server_test.sh PATH-TO-SLUICE}
+passed=0
+failed=0
+
+SERVER=$(command -v valkey-server || command -v redis-server || true)
+if [ -z "$SERVER" ]; then
+    echo "FAIL: no valkey-server or redis-server on PATH"
+    echo "cli_server_test: 0 passed, 1 failed"
+    exit 1
+fi
+
+TMP=$(mktemp -d)
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ]; then
+        kill "$server_pid" 2>/dev/null
+        wait "$server_pid" 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# ---- Helpers ------------------------------------------------------------------
+
+# pass, fail, run, run_in, check, usage_error, expect_eq and start_server
+. "$(dirname "$0")/lib/cli_helpers.sh"
+
+# ---- The server -----------------------------------------------------------------
+
+start_server cli_server_test 23000
+
+# A fresh key prefix per run, so state from another run cannot interfere.
+STORE="valkey://127.0.0.1:$port?prefix=clitest$$"
+
+# ---- hit, peek, reset share the budget between processes -----------------------
+
+for algo in fixed sliding-counter sliding-log; do
+    L=(--algo "$algo" --max 2 --window 1m --store "$STORE")
+    run hit "k-$algo" "${L[@]}"
+    check "$algo: first hit admitted" 0 '^allowed remaining=1 limit=2 '
+    run peek "k-$algo" "${L[@]}"
+    check "$algo: peek sees the count and counts nothing" 0 \
+        '^allowed remaining=0 limit=2 '
+    run hit "k-$algo" "${L[@]}" --json
+    check "$algo: second hit admitted, in JSON" 0 \
+        "^\\{\"key\":\"k-$algo\",\"algo\":\"$algo\",\"allowed\":true,\"limit\":2,\"remaining\":0,"
+    run hit "k-$algo" "${L[@]}"
+    check "$algo: third hit refused, with a wait" 1 \
+        '^denied remaining=0 limit=2 retry_after_ms=[1-9][0-9]* '
+    run reset "k-$algo" --algo "$algo" --store "$STORE"
+    check "$algo: reset" 0 '^reset$'
+    run hit "k-$algo" "${L[@]}" --cost 2
+    check "$algo: after reset the whole budget is there" 0 \
+        '^allowed remaining=0 limit=2 '
+done
+
+# ---- replay is paced in real time ------------------------------------------------
+
+# max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
+# one fits again. (Not sooner: the sliding counter's windows are aligned to
+# the wall clock, so 700 ms later its previous window may still weigh 2.)
+for algo in fixed sliding-counter sliding-log; do
+    run_in '0 r\n0 r\n0 r\n1100 r\n' replay --algo "$algo" --max 2 \
+        --window 500 --store "$STORE&prefix=replay$$$algo"
+    got=$(printf '%s\n' "$out" | awk '{ print $4 }' | tr '\n' ' ')
+    if [ "$rc" -eq 0 ] && [ "$got" = "allowed allowed denied allowed " ]; then
+        pass "$algo: replay on the server, paced ($got)"
+    else
+        fail "$algo: replay on the server, paced" "exit $rc; $out; $err"
+    fi
+done
+
+# A paced replay writes each line as it is decided: to a pipe, the lines
+# of the requests the server has counted are not lost to a SIGINT. (A
+# background job ignores SIGINT unless told: env --default-signal.)
+mkfifo "$TMP/pipe"
+cat "$TMP/pipe" >"$TMP/paced" &
+cat_pid=$!
+printf '0 p\n0 p\n20000 p\n' |
+    env --default-signal=INT "$SLUICE" replay --algo fixed --max 5 \
+        --window 1m --store "$STORE&prefix=paced$$" >"$TMP/pipe" 2>"$TMP/err" &
+replay_pid=$!
+sleep 1
+kill -INT "$replay_pid"
+wait "$replay_pid"
+rc=$?
+wait "$cat_pid"
+if [ "$rc" -eq 130 ] && [ "$(awk '{ print $1, $2, $4 }' "$TMP/paced" | paste -sd '|')" = \
+    "0 p allowed|0 p allowed" ]; then
+    pass "replay to a pipe, then SIGINT: the lines decided are there"
+else
+    fail "replay to a pipe, then SIGINT: the lines decided are there" \
+        "exit $rc; $(cat "$TMP/paced" "$TMP/err")"
+fi
+# One pacing sleep is bounded: a line more than 1h after the one before is
+# an error of that line, not a wait of hours.
+printf '0 g\n3600001 g\n' >"$TMP/gap"
+timeout 10 "$SLUICE" replay --algo fixed --max 5 --window 1m \
+    --store "$STORE" <"$TMP/gap" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "line 2: .*1h" "$TMP/err"; then
+    pass "replay: a gap over 1h on a server store is an error ($(cat "$TMP/err"))"
+else
+    fail "replay: a gap over 1h on a server store is an error" \
+        "exit $rc; $(cat "$TMP/out" "$TMP/err")"
+fi
+run_in '0 g\n3600001 g\n' replay --algo fixed --max 5 --window 1m
+check "replay: the embedded store takes any gap (virtual time)" 0 '^3600001 g '
+
+# ---- ttl: the queue limiter's read ------------------------------------------------
+
+RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")
+Q="chat:42"
+run ttl "$Q" --store "$STORE"
+check "ttl: no counter, no cap: admit" 0 '^0$'
+"${RAW[@]}" HSET "emq:{$Q}:meta" max 3 >/dev/null
+"${RAW[@]}" SET "emq:{$Q}:limiter" 2 PX 60000 >/dev/null
+run ttl "$Q" --store "$STORE"
+check "ttl: under the cap from meta: admit" 0 '^0$'
+"${RAW[@]}" SET "emq:{$Q}:limiter" 3 PX 60000 >/dev/null
+run ttl "$Q" --store "$STORE" --json
+check "ttl: at the cap: the counter's PTTL" 0 \
+    '^\{"queue":"chat:42","wait_ms":(59[0-9]{3}|60000)\}$'
+run ttl "$Q" --max 4 --store "$STORE"
+check "ttl: a cap passed explicitly wins over meta" 0 '^0$'
+run ttl "$Q" --store "valkey://127.0.0.1:$port?emq_prefix=other"
+check "ttl: emq_prefix= moves the keys" 0 '^0$'
+run ttl "$Q"
+check "ttl: without --store is a usage error" 2 '^$'
+
+# ---- A server that cannot be reached -------------------------------------------
+
+# The server is stopped, so its port refuses connections.
+kill "$server_pid" 2>/dev/null
+wait "$server_pid" 2>/dev/null
+server_pid=
+DEAD="valkey://127.0.0.1:$port"
+run hit k --algo fixed --max 2 --window 1s --store "$DEAD"
+if [ "$rc" -eq 3 ] && grep -q "ECONN" "$TMP/err"; then
+    pass "an unreachable server is a store error (exit 3: $err)"
+else
+    fail "an unreachable server is a store error" "exit $rc; $err"
+fi
+run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=open" --json
+check "on_error=open admits, and says so" 0 '"allowed":true.*"fallback":"open"'
+run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=closed"
+check "on_error=closed refuses, and says so" 1 '^denied .* fallback=closed$'
+run_in '0 k\n' replay --algo fixed --max 2 --window 1s --store "$DEAD"
+if [ "$rc" -eq 3 ] && grep -q "line 1" "$TMP/err"; then
+    pass "replay against an unreachable server (exit 3: $err)"
+else
+    fail "replay against an unreachable server" "exit $rc; $err"
+fi
+
+echo "cli_server_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,493 @@
+#!/usr/bin/env bash
+#
+# cli_test.sh - checks the sluice command-line tool.
+#
+# Usage: bash tests/cli/cli_test.sh PATH-TO-SLUICE
+#
+# Every check prints PASS or FAIL (with what went wrong); the last line is
+# "cli_test: N passed, M failed", and the script exits non-zero if any check
+# failed. The expected replay outputs were worked out by hand from the
+# semantics in src/algo/*/*.c (see the comments above each trace).
+
+set -u
+
+SLUICE=${1:?usage: cli_test.sh PATH-TO-SLUICE}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+# ---- Helpers ------------------------------------------------------------------
+
+# pass, fail, run, run_in, check, usage_error and expect_eq
+. "$(dirname "$0")/lib/cli_helpers.sh"
+
+# expect_rc NAME EXPECTED: compares $rc from the last run.
+expect_rc() {
+    if [ "$rc" -eq "$2" ]; then
+        pass "$1 (exit $rc)"
+    else
+        fail "$1" "exit $rc, expected $2; stderr: $err"
+    fi
+}
+
+LIMIT=(--algo fixed --max 10 --window 1s)
+
+# ---- Usage errors -------------------------------------------------------------
+
+usage_error "no command" "no command" 
+usage_error "unknown command" "unknown command 'frobnicate'" frobnicate
+usage_error "unknown option before the command" "unknown option '--frob'" \
+    --frob
+usage_error "unknown option" "unknown option '--frob'" hit k "${LIMIT[@]}" \
+    --frob
+usage_error "missing KEY" "missing KEY" hit "${LIMIT[@]}"
+usage_error "missing --algo" "missing --algo" hit k --max 10 --window 1s
+usage_error "missing --max" "missing --max" hit k --algo fixed --window 1s
+usage_error "missing --window" "missing --window" hit k --algo fixed --max 10
+usage_error "--max 0" "--max: '0' is out of range 1\.\.9007199254740991" \
+    hit k --algo fixed --max 0 --window 1s
+usage_error "--max -1" "--max: '-1' is negative" \
+    hit k --algo fixed --max -1 --window 1s
+usage_error "--max abc" "--max: 'abc' is not a whole number" \
+    hit k --algo fixed --max abc --window 1s
+usage_error "--max 10x (trailing junk)" "--max: '10x' is not a whole number" \
+    hit k --algo fixed --max 10x --window 1s
+usage_error "--max +5 (sign)" "--max: '\+5' has a sign" \
+    hit k --algo fixed --max +5 --window 1s
+usage_error "--max overflow" "--max: '99999999999999999999' is out of range" \
+    hit k --algo fixed --max 99999999999999999999 --window 1s
+usage_error "--max 2^53 (one past the bound)" \
+    "--max: '9007199254740992' is out of range" \
+    hit k --algo fixed --max 9007199254740992 --window 1s
+usage_error "--max without a value" "--max needs a value" hit k --max
+usage_error "--window 0" "--window: .*'0'.*at least 1 ms" \
+    hit k --algo fixed --max 10 --window 0
+usage_error "--window 1x" "--window: invalid duration '1x'" \
+    hit k --algo fixed --max 10 --window 1x
+usage_error "--window -1s" "--window: invalid duration '-1s'" \
+    hit k --algo fixed --max 10 --window -1s
+usage_error "--window overflow" "--window: duration .* too large" \
+    hit k --algo fixed --max 10 --window 99999999999999999999h
+usage_error "--algo bogus" "--algo: unknown algorithm 'bogus'" \
+    hit k --algo bogus --max 10 --window 1s
+usage_error "--cost 0" "--cost: '0' is out of range" \
+    hit k "${LIMIT[@]}" --cost 0
+usage_error "--cost above --max" \
+    "--cost: 11 exceeds --max 10.*never be admitted" \
+    hit k "${LIMIT[@]}" --cost 11
+usage_error "peek --cost above --max" "never be admitted" \
+    peek k "${LIMIT[@]}" --cost 11
+usage_error "option given twice" "--max is given twice" \
+    hit k "${LIMIT[@]}" --max 5
+usage_error "two keys" "unexpected argument 'j'" hit k j "${LIMIT[@]}"
+usage_error "--json with a value" "--json takes no value" \
+    hit k "${LIMIT[@]}" --json=yes
+usage_error "sliding-counter max x window over 2^53" \
+    "sliding-counter needs max x window_ms <= 2\^53" \
+    hit k --algo sliding-counter --max 9007199254740991 --window 1s
+usage_error "reset takes no --cost" "unknown option '--cost'" \
+    reset k --algo fixed --cost 1
+usage_error "replay takes no KEY" "unexpected argument 'k'" \
+    replay k "${LIMIT[@]}"
+usage_error "replay missing --window" "missing --window" \
+    replay --algo fixed --max 10
+usage_error "demo takes no argument" "unexpected argument 'now'" demo now
+# An empty KEY or QUEUE is refused by every command alike.
+for cmd in hit peek reset; do
+    usage_error "$cmd: an empty KEY" "^sluice: $cmd: KEY is empty" \
+        "$cmd" '' "${LIMIT[@]}"
+done
+usage_error "ttl: an empty QUEUE" "^sluice: ttl: QUEUE is empty" \
+    ttl '' --store valkey://127.0.0.1:1
+usage_error "help on an unknown command" "unknown command 'nope'" help nope
+
+# ---- hit, peek, reset ---------------------------------------------------------
+
+run hit user:1 "${LIMIT[@]}"
+expect_rc "hit is admitted" 0
+expect_eq "hit prints a line of text" \
+    "allowed remaining=9 limit=10 retry_after_ms=0 reset_after_ms=1000" "$out"
+
+run hit user:1 "${LIMIT[@]}" --json
+expect_rc "hit --json is admitted" 0
+expect_eq "hit --json has the fields" \
+    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    "$out"
+
+run hit user:1 --json --cost 4 --window=250ms --algo=sliding-log --max=10
+expect_rc "hit with --opt=value and --cost" 0
+expect_eq "hit --cost 4 leaves 6 of 10" \
+    '{"key":"user:1","algo":"sliding-log","allowed":true,"limit":10,"remaining":6,"retry_after_ms":0,"reset_after_ms":250}' \
+    "$out"
+
+run hit user:1 --algo sliding-counter --max 10 --window 1m --json
+expect_rc "hit sliding-counter is admitted" 0
+if printf '%s' "$out" | grep -Eq '^\{"key":"user:1","algo":"sliding-counter","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":[0-9]+\}$'; then
+    pass "hit sliding-counter --json has the fields"
+else
+    fail "hit sliding-counter --json has the fields" "$out"
+fi
+
+run peek user:1 "${LIMIT[@]}" --json --cost 10
+expect_rc "peek is admitted" 0
+expect_eq "peek --json has the fields" \
+    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":1000}' \
+    "$out"
+
+run reset user:1 --algo fixed
+expect_rc "reset exits 0" 0
+run reset user:1 "${LIMIT[@]}" --json
+expect_eq "reset --json" '{"key":"user:1","algo":"fixed","reset":true}' "$out"
+
+# A key with a quote, a backslash, control characters, valid UTF-8 (é) and a
+# byte that is not UTF-8 (0xff).
+key=$(printf 'a"b\\c\nd\te\303\251\001\377z')
+run hit "$key" "${LIMIT[@]}" --json
+expect_eq "hit --json escapes the key" \
+    $'{"key":"a\\"b\\\\c\\nd\\te\xc3\xa9\\u0001\\ufffdz","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    "$out"
+if command -v python3 >/dev/null 2>&1; then
+    if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["key"] == "a\"b\\c\nd\te\u00e9\x01\ufffdz", d' 2>"$TMP/py"; then
+        pass "hit --json output parses as JSON, key intact"
+    else
+        fail "hit --json output parses as JSON, key intact" "$(cat "$TMP/py")"
+    fi
+fi
+
+run hit "${LIMIT[@]}" --json -- -dash
+expect_eq "a key after -- may start with '-'" \
+    '{"key":"-dash","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    "$out"
+
+run hit k "${LIMIT[@]}" --store nope://x
+expect_rc "an unsupported --store is a runtime error" 3
+if grep -q "nope://x" "$TMP/err"; then
+    pass "the --store error names the URL ($err)"
+else
+    fail "the --store error names the URL" "$err"
+fi
+run hit k "${LIMIT[@]}" --store 'valkey://:hunter2@127.0.0.1:1?bogus=1'
+expect_rc "a malformed valkey:// URL is a store error" 3
+if grep -q "bogus" "$TMP/err" && ! grep -q "hunter2" "$TMP/err"; then
+    pass "a store error masks the URL's password ($err)"
+else
+    fail "a store error masks the URL's password" "$err"
+fi
+# A short password no longer withholds every URL error: the library masks
+# it, and the message says what is wrong.
+run hit k "${LIMIT[@]}" --store 'valkey://:e@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "bogus" "$TMP/err" && ! grep -q "withheld" "$TMP/err"; then
+    pass "a URL error with a short password is shown ($err)"
+else
+    fail "a URL error with a short password is shown" "exit $rc; $err"
+fi
+# The last resort: a message that quotes the whole password (here by
+# chance: the unknown option has its name) is withheld.
+run hit k "${LIMIT[@]}" --store 'valkey://:bogus@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/err"; then
+    pass "a message that quotes the whole password is withheld ($err)"
+else
+    fail "a message that quotes the whole password is withheld" "exit $rc; $err"
+fi
+# A password holding '/' and '?' is masked whole.
+run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
+if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
+    ! grep -q "nt?er" "$TMP/err"; then
+    pass "a password holding '/' and '?' is masked whole ($err)"
+else
+    fail "a password holding '/' and '?' is masked whole" "exit $rc; $err"
+fi
+run hit k "${LIMIT[@]}" --store mem://
+expect_rc "--store mem:// works" 0
+
+run --version
+expect_rc "--version" 0
+if printf '%s' "$out" | grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$'; then
+    pass "--version prints the version ($out)"
+else
+    fail "--version prints the version" "$out"
+fi
+
+# ---- Help ---------------------------------------------------------------------
+
+for args in "--help" "-h" "help" "help hit" "help --help" "hit --help" \
+    "peek --help" "reset --help" "replay --help" "demo --help" "demo -h" \
+    "hit k --max 0 --help"; do
+    # shellcheck disable=SC2086
+    run $args
+    if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q '^Usage: sluice'; then
+        pass "sluice $args prints help (exit 0)"
+    else
+        fail "sluice $args prints help (exit 0)" "exit $rc; $out $err"
+    fi
+done
+run --help
+if printf '%s' "$out" | grep -q '3  runtime error' &&
+   printf '%s' "$out" | grep -q '2  usage error' &&
+   printf '%s' "$out" | grep -q 'empty store'; then
+    pass "--help documents exit codes and the per-process embedded store"
+else
+    fail "--help documents exit codes and the per-process embedded store" "$out"
+fi
+
+# ---- replay: hand-computed traces -------------------------------------------
+
+# max=3 per 100 ms. Blank and comment lines are skipped; keys are separate.
+TRACE='# max=3, window=100 ms
+
+0 a
+10 a
+20 a
+30 a
+99 a
+100 a
+110 a
+150 b 2
+160 b 2
+   # an indented comment
+250 a
+300 c 3
+300 c 1
+'
+
+# fixed: a's window is [0, 100): full at 20, refused until 100 (retry 70 at
+# 30, 1 at 99); a fresh window at 100 (expires 200), another at 250. b's
+# window [150, 250) has 1 left at 160, so cost 2 waits 90. c is full at 300
+# and waits the whole window.
+cat >"$TMP/fixed.expected" <<'EOF'
+0 a 1 allowed 2 0
+10 a 1 allowed 1 0
+20 a 1 allowed 0 0
+30 a 1 denied 0 70
+99 a 1 denied 0 1
+100 a 1 allowed 2 0
+110 a 1 allowed 1 0
+150 b 2 allowed 1 0
+160 b 2 denied 1 90
+250 a 1 allowed 2 0
+300 c 3 allowed 0 0
+300 c 1 denied 0 100
+EOF
+
+# sliding-counter, windows aligned at 0, 100, 200...: estimate = cur +
+# prev * r / 100 with r = 100 - elapsed, and a request fits iff
+# cur + ceil(prev * r / 100) + cost <= 3. a is full at 20 (cur 3). At 30 it
+# must wait for the next window, where prev 3 weighs ceil(3r/100) <= 2 once
+# r <= 66, at 134: retry 104; at 99, 35. At 100 (prev 3, cur 0) the same
+# instant 134 is 34 away, and at 110, 24 (ceil(2.7) = 3 still fills it).
+# b at 160 (cur 2): cost 2 fits once ceil(2r/100) <= 1, r <= 50, at 250:
+# retry 90. At 250 a's last count (window 0) is two windows old: whole
+# budget. c at 300: cur 3, fits at 434: retry 134.
+cat >"$TMP/sliding-counter.expected" <<'EOF'
+0 a 1 allowed 2 0
+10 a 1 allowed 1 0
+20 a 1 allowed 0 0
+30 a 1 denied 0 104
+99 a 1 denied 0 35
+100 a 1 denied 0 34
+110 a 1 denied 0 24
+150 b 2 allowed 1 0
+160 b 2 denied 1 90
+250 a 1 allowed 2 0
+300 c 3 allowed 0 0
+300 c 1 denied 0 134
+EOF
+
+# sliding-log: an entry at t counts in [t, t + 100). At 30 the entry at 0
+# must leave (at 100): retry 70. At 100 it has left, so 10 and 20 are live:
+# admitted, remaining 0. At 110 the entry at 10 leaves: admitted again. b's
+# two entries at 150 leave at 250: retry 90. At 250 a's entries (20, 100,
+# 110) have all left: remaining 2. c, full at 300, waits the whole window.
+cat >"$TMP/sliding-log.expected" <<'EOF'
+0 a 1 allowed 2 0
+10 a 1 allowed 1 0
+20 a 1 allowed 0 0
+30 a 1 denied 0 70
+99 a 1 denied 0 1
+100 a 1 allowed 0 0
+110 a 1 allowed 0 0
+150 b 2 allowed 1 0
+160 b 2 denied 1 90
+250 a 1 allowed 2 0
+300 c 3 allowed 0 0
+300 c 1 denied 0 100
+EOF
+
+for algo in fixed sliding-counter sliding-log; do
+    run_in "$TRACE" replay --algo "$algo" --max 3 --window 100
+    printf '%s\n' "$out" >"$TMP/$algo.actual"
+    if [ "$rc" -eq 0 ] &&
+       diff -u "$TMP/$algo.expected" "$TMP/$algo.actual" >"$TMP/diff"; then
+        pass "replay $algo gives the hand-computed lines"
+    else
+        fail "replay $algo gives the hand-computed lines" \
+             "exit $rc; $err
+$(cat "$TMP/diff")"
+    fi
+done
+
+# retry_after_ms is the least wait: one ms earlier is refused, at it admitted.
+for algo in fixed sliding-counter sliding-log; do
+    run_in '0 k 3\n37 k 2\n' replay --algo "$algo" --max 4 --window 100
+    retry=$(printf '%s\n' "$out" | awk 'NR == 2 { print $6 }')
+    if [ -z "$retry" ] || [ "$retry" -eq 0 ]; then
+        fail "replay $algo: a refusal gives retry_after_ms" "$out"
+        continue
+    fi
+    run_in "0 k 3\n$((37 + retry - 1)) k 2\n$((37 + retry)) k 2\n" \
+        replay --algo "$algo" --max 4 --window 100
+    got=$(printf '%s\n' "$out" | awk '{ print $4 }' | tr '\n' ' ')
+    expect_eq "replay $algo: refused at +$((retry - 1)) ms, admitted at +$retry ms" \
+        "allowed denied allowed " "$got"
+done
+
+# The same trace twice gives the same output: virtual time, no wall clock.
+run_in "$TRACE" replay --algo sliding-counter --max 3 --window 100
+first=$out
+run_in "$TRACE" replay --algo sliding-counter --max 3 --window 100
+expect_eq "replay is deterministic" "$first" "$out"
+
+run_in '' replay "${LIMIT[@]}"
+expect_rc "replay of an empty trace" 0
+
+# A 1 MB key on one line.
+long=$(head -c 1000000 /dev/zero | tr '\0' k)
+run_in "5 $long 2\n" replay "${LIMIT[@]}"
+if [ "$rc" -eq 0 ] && [ "$out" = "5 $long 2 allowed 8 0" ]; then
+    pass "replay handles a 1 MB line"
+else
+    fail "replay handles a 1 MB line" "exit $rc; $err"
+fi
+
+run_in '5 k\n' replay "${LIMIT[@]}" --store nope://
+expect_rc "replay with an unsupported --store" 3
+
+# A key with an ESC, a byte that is not UTF-8 and valid UTF-8 (é) is
+# written with \xNN escapes but for the UTF-8.
+run_in '0 k\033[31m\377\303\251\n' replay "${LIMIT[@]}"
+expect_eq "replay escapes control bytes and bytes not UTF-8 in a key" \
+    "0 k\\x1b[31m\\xff$(printf '\303\251') 1 allowed 9 0" "$out"
+terminal_safe "replay's output of that key is safe for a terminal" "$TMP/out"
+
+# ---- replay: malformed traces -------------------------------------------------
+
+# bad_trace NAME INPUT PATTERN: exit 2 and stderr matching PATTERN.
+bad_trace() {
+    run_in "$2" replay --algo sliding-log --max 3 --window 1s
+    if [ "$rc" -ne 2 ]; then
+        fail "replay, $1: exit 2" "exit $rc; stderr: $err"
+    elif ! grep -Eq -- "$3" "$TMP/err"; then
+        fail "replay, $1: stderr gives the line" "expected /$3/ in: $err"
+    else
+        pass "replay, $1 (exit 2: $err)"
+    fi
+}
+
+bad_trace "decreasing time" '0 a\n9 a\n\n# note\n5 a\n' \
+    "line 5: time 5 is before the previous line's 9"
+bad_trace "bad number" '0 a\n1x a\n' "line 2: time: '1x' is not a whole number"
+bad_trace "negative time" '-1 a\n' "line 1: time: '-1' is negative"
+bad_trace "time overflow" '0 a\n99999999999999999999 a\n' \
+    "line 2: time: '99999999999999999999' is out of range"
+bad_trace "time past 2^53" '9007199254740993 a\n' "line 1: time: .*out of range"
+bad_trace "cost 0" '0 a\n1 a 0\n' "line 2: cost: '0' is out of range"
+bad_trace "bad cost" '0 a\n1 a two\n' "line 2: cost: 'two' is not a whole number"
+bad_trace "cost above max" '0 a 4\n' "line 1: cost 4 exceeds --max 3.*never be admitted"
+bad_trace "extra field" '0 a\n1 a 1 extra\n' "line 2: unexpected field 'extra'"
+bad_trace "missing key" '0 a\n1\n' "line 2: missing KEY"
+bad_trace "NUL byte" '0 a\0b\n' "line 1: contains a NUL byte"
+
+# ---- demo ---------------------------------------------------------------------
+
+# The algorithms, as the tool lists them ("a, b or c" after --algo ALGO).
+algos=$("$SLUICE" hit --help | sed -n 's/^  --algo ALGO *//p' |
+        sed 's/,/ /g; s/ or / /g')
+nalgos=$(printf '%s\n' $algos | wc -l)
+run demo
+expect_rc "demo exits 0" 0
+printf '%s\n' "$out" >"$TMP/demo"
+lines=$(wc -l <"$TMP/demo")
+width=$(awk '{ if (length($0) > w) w = length($0) } END { print w + 0 }' \
+        "$TMP/demo")
+# 40 lines for three algorithms; each more adds its rows (4 lines).
+if [ "$lines" -le $((40 + 4 * (nalgos - 3))) ] && [ "$width" -le 100 ]; then
+    pass "demo fits one screen ($lines lines, $width columns)"
+else
+    fail "demo fits one screen" "$lines lines, $width columns"
+fi
+if grep -q "$(printf '\033')" "$TMP/demo"; then
+    fail "demo prints no colors when stdout is not a terminal"
+else
+    pass "demo prints no colors when stdout is not a terminal"
+fi
+
+# The table's rows: NAME ADMITTED of SENT PEAK BYTES B BYTES B ADMITTED of
+# SENT PEAK, where a peak over max is printed "N > max".
+table=$(sed 's/ > max/!/g' "$TMP/demo" |
+        awk '$3 == "of" && $11 == "of" { print $1, $2, $4, $5 + 0, $10, $12, $13 + 0 }')
+row() { printf '%s\n' "$table" | awk -v a="$1" '$1 == a'; }
+if [ "$(printf '%s\n' "$table" | wc -l)" -eq "$nalgos" ] &&
+   [ "$(printf '%s\n' "$table" | awk '{ print $1 }')" = \
+     "$(printf '%s\n' $algos)" ]; then
+    pass "demo prints a table row per algorithm"
+else
+    fail "demo prints a table row per algorithm" "$out"
+fi
+read -r _ fx_adm fx_sent fx_peak _ _ _ <<<"$(row fixed)"
+read -r _ sc_adm _ sc_peak _ _ _ <<<"$(row sliding-counter)"
+read -r _ sl_adm _ sl_peak _ _ sl_steady_peak <<<"$(row sliding-log)"
+if [ "${fx_sent:-0}" -eq 20 ] && [ "${fx_adm:-0}" -gt 10 ]; then
+    pass "demo: the fixed window admits more than max at the seam ($fx_adm of $fx_sent)"
+else
+    fail "demo: the fixed window admits more than max at the seam" "$table"
+fi
+if [ "${fx_peak:-0}" -gt 10 ]; then
+    pass "demo: the fixed window's peak in a 1 s span exceeds max ($fx_peak)"
+else
+    fail "demo: the fixed window's peak in a 1 s span exceeds max" "$table"
+fi
+if [ -n "${sl_peak:-}" ] && [ "$sl_peak" -le 10 ] &&
+   [ "${sl_steady_peak:-99}" -le 10 ]; then
+    pass "demo: the sliding log admits at most max in any span ($sl_peak, $sl_steady_peak)"
+else
+    fail "demo: the sliding log admits at most max in any span" "$table"
+fi
+# By hand: fixed 9 at t=999 (1 used at t=0) + 10 at t=1000 (a new window);
+# the counter 9 + 0 (the previous window still weighs 10); the log 9 + 1
+# (the request at t=0 has left).
+expect_eq "demo: attack figures match the semantics (fixed, counter, log)" \
+    "19 19 9 10 10 10" \
+    "$fx_adm $fx_peak $sc_adm $sc_peak $sl_adm $sl_peak"
+if grep -q "t=999" "$TMP/demo" && grep -q "max=10" "$TMP/demo" &&
+   grep -q "window=1s" "$TMP/demo"; then
+    pass "demo prints its parameters and the seam"
+else
+    fail "demo prints its parameters and the seam" "$out"
+fi
+run demo
+expect_eq "demo is deterministic" "$(cat "$TMP/demo")" "$out"
+
+# Colors on a terminal, and not with NO_COLOR (needs util-linux script(1)).
+if command -v script >/dev/null 2>&1 &&
+   script -qec true /dev/null >/dev/null 2>&1; then
+    script -qec "$SLUICE demo" /dev/null </dev/null >"$TMP/tty" 2>&1
+    if grep -q "$(printf '\033')\[" "$TMP/tty"; then
+        pass "demo uses colors on a terminal"
+    else
+        fail "demo uses colors on a terminal" "$(head -n 3 "$TMP/tty")"
+    fi
+    NO_COLOR=1 script -qec "$SLUICE demo" /dev/null </dev/null >"$TMP/tty" 2>&1
+    if grep -q "$(printf '\033')\[" "$TMP/tty"; then
+        fail "demo honours NO_COLOR on a terminal"
+    else
+        pass "demo honours NO_COLOR on a terminal"
+    fi
+else
+    echo "SKIP: colors on a terminal (no script(1))"
+fi
+
+# ---- Summary ------------------------------------------------------------------
+
+echo "cli_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,196 @@
+# cli_helpers.sh - sourced by the tests/cli/*.sh scripts (not a test itself:
+# CTest runs only tests/cli/*.sh). The caller sets SLUICE (the binary), TMP (a
+# scratch directory) and passed=0 failed=0 before using these.
+
+pass() {
+    passed=$((passed + 1))
+    echo "PASS: $1"
+}
+
+# fail NAME [DETAIL]: records a failure and shows DETAIL indented.
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $1"
+    if [ -n "${2-}" ]; then
+        printf '%s\n' "$2" | sed 's/^/    /'
+    fi
+}
+
+# run ARGS...: runs sluice with stdin from /dev/null; sets $rc, $out, $err.
+run() {
+    "$SLUICE" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    out=$(cat "$TMP/out")
+    err=$(cat "$TMP/err")
+}
+
+# run_in INPUT ARGS...: the same, with INPUT (printf format) on stdin.
+run_in() {
+    local input=$1
+    shift
+    # shellcheck disable=SC2059
+    printf -- "$input" | "$SLUICE" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    out=$(cat "$TMP/out")
+    err=$(cat "$TMP/err")
+}
+
+# check NAME RC PATTERN: the last run exited RC and stdout matches PATTERN.
+check() {
+    if [ "$rc" -eq "$2" ] && printf '%s\n' "$out" | grep -Eq -- "$3"; then
+        pass "$1 (exit $rc: $(printf '%s' "$out" | head -n 1))"
+    else
+        fail "$1" "exit $rc, expected $2; expected /$3/ in: $out
+stderr: $err"
+    fi
+}
+
+# usage_error NAME PATTERN ARGS...: exit 2, nothing on stdout, and stderr
+# matching the extended regular expression PATTERN.
+usage_error() {
+    local name=$1 pattern=$2
+    shift 2
+    run "$@"
+    if [ "$rc" -ne 2 ]; then
+        fail "$name: exit 2" "exit $rc; stdout: $out; stderr: $err"
+    elif ! grep -Eq -- "$pattern" "$TMP/err"; then
+        fail "$name: stderr names the problem" \
+             "expected /$pattern/ in: $err"
+    elif [ -n "$out" ]; then
+        fail "$name: nothing on stdout" "stdout: $out"
+    else
+        pass "$name (exit 2: $(head -n 1 "$TMP/err"))"
+    fi
+}
+
+# expect_eq NAME EXPECTED ACTUAL
+expect_eq() {
+    if [ "$2" = "$3" ]; then
+        pass "$1"
+    else
+        fail "$1" "expected: $2
+actual:   $3"
+    fi
+}
+
+# stop_pid PID...: stops each background process PID given (none for an
+# empty one) and reaps it.
+stop_pid() {
+    local pid
+    for pid in "$@"; do
+        if [ -n "$pid" ]; then
+            kill "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+        fi
+    done
+}
+
+# wait_port PORT: waits up to 5 s until 127.0.0.1:PORT takes connections;
+# returns 1 if it does not.
+wait_port() {
+    for _ in $(seq 1 100); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
+# spawn_server PORT LOG: starts $SERVER on PORT in $TMP, its output in LOG,
+# and waits until it takes connections. Sets $spawned_pid; returns 1 if it
+# does not come up.
+spawn_server() {
+    "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$TMP" --daemonize no >"$2" 2>&1 &
+    spawned_pid=$!
+    wait_port "$1"
+}
+
+# start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
+# so that two runs at once do not meet, in $TMP, and waits until it takes
+# connections. Sets $port and $server_pid (the caller's trap kills it). On
+# failure prints NAME's summary line and exits 1.
+start_server() {
+    local name=$1
+    port=$(($2 + $$ % 2000))
+    if ! spawn_server "$port" "$TMP/server.log"; then
+        server_pid=$spawned_pid
+        fail "the server starts on port $port" "$(cat "$TMP/server.log")"
+        echo "$name: $passed passed, $failed failed"
+        exit 1
+    fi
+    server_pid=$spawned_pid
+    pass "the server starts on port $port ($(basename "$SERVER"))"
+}
+
+# wait_for FILE PATTERN SECONDS: waits until FILE has a line matching the
+# extended regular expression PATTERN; returns 1 if it has none in time.
+wait_for() {
+    local i
+    for i in $(seq 1 $(($3 * 20))); do
+        grep -Eq -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# terminal_safe NAME FILE: FILE holds no control byte but newlines and is
+# valid UTF-8, as all that the CLI writes for a terminal must be.
+terminal_safe() {
+    if tr -d '\n' <"$2" | LC_ALL=C grep -aq '[[:cntrl:]]'; then
+        fail "$1" "a raw control byte in: $(od -c "$2" | head -n 5)"
+    elif ! iconv -f UTF-8 -t UTF-8 "$2" >/dev/null 2>&1; then
+        fail "$1" "bytes that are not UTF-8 in: $(od -c "$2" | head -n 5)"
+    else
+        pass "$1"
+    fi
+}
+
+# start_fake BASE REPLY: starts a fake server on port BASE + (PID mod 2000)
+# that answers SCRIPT LOAD with the script's SHA1 (as a server would),
+# AUTH, SELECT and SUBSCRIBE as a server would, and every other command
+# (EVALSHA...) with REPLY, raw RESP such as '*1\r\n:5\r\n': a wrong reply
+# that no server sends. Sets $fake_port and $fake_pid (the caller's trap
+# kills it). Returns 1 without python3 or when it does not start.
+start_fake() {
+    command -v python3 >/dev/null 2>&1 || return 1
+    fake_port=$(($1 + $$ % 2000))
+    python3 - "$fake_port" "$2" <<'PY' >"$TMP/fake.log" 2>&1 &
+import hashlib, socketserver, sys
+
+port, canned = int(sys.argv[1]), sys.argv[2].encode().decode('unicode_escape').encode('latin-1')
+
+def command(f):
+    line = f.readline()
+    if not line.startswith(b'*'):
+        return None
+    args = []
+    for _ in range(int(line[1:])):
+        n = int(f.readline()[1:])
+        args.append(f.read(n + 2)[:n])
+    return args
+
+class Fake(socketserver.StreamRequestHandler):
+    def handle(self):
+        while (args := command(self.rfile)) is not None:
+            name = args[0].upper()
+            if name == b'SCRIPT':
+                sha = hashlib.sha1(args[2]).hexdigest().encode()
+                reply = b'$40\r\n' + sha + b'\r\n'
+            elif name in (b'AUTH', b'SELECT', b'PING'):
+                reply = b'+OK\r\n'
+            elif name == b'SUBSCRIBE':
+                reply = (b'*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n'
+                         % (len(args[1]), args[1]))
+            else:
+                reply = canned
+            self.wfile.write(reply)
+
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+with socketserver.ThreadingTCPServer(('127.0.0.1', port), Fake) as s:
+    s.serve_forever()
+PY
+    fake_pid=$!
+    wait_port "$fake_port"
+}

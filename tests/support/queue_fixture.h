@@ -1,0 +1,44 @@
+/*
+ * queue_fixture.h - what the job-queue tests share: a redis-server of the
+ * program's own, run as a queue's server would be (--appendonly yes
+ * --appendfsync always), a store on it, and small helpers whose failures
+ * are failed checks.
+ */
+#ifndef SLUICE_TEST_QUEUE_FIXTURE_H
+#define SLUICE_TEST_QUEUE_FIXTURE_H
+
+#include "server.h"
+#include "sluice.h"
+
+#include <stdint.h>
+
+/* The server and the store on it (?timeout=3000), once queue_start() has
+   answered 0. */
+extern rs_server queue_server;
+extern sluice_store *queue_store;
+/* The server's arguments: an append-only file, fsync always. */
+extern const char *const queue_server_args[];
+
+/* Starts both, printing a line that starts with 'name'; 0 or -1. */
+int queue_start(const char *name);
+void queue_stop(void);
+
+/* Sets the context to 'what' and empties the server (job ids start at 1
+   again). */
+void queue_fresh(const char *what);
+/* Adds 'payload' to 'q' after 'delay_ms'; its id. */
+uint64_t queue_add(const char *q, const char *payload, uint64_t delay_ms);
+/* One take on 'q'; the status, or 0 if the call failed. */
+sluice_take_status queue_take(uint64_t *wait, sluice_job *job, const char *q,
+                              uint64_t lease_ms);
+/* Takes from 'q' every 5 ms until a job comes or 'bound_ms' passes. */
+int queue_take_when_ready(sluice_job *job, const char *q, uint64_t bound_ms);
+sluice_queue_stats queue_stats(const char *q);
+/* True when the string at 'key' (or its hash 'field') reads 'want'. */
+int queue_reads(const char *want, const char *key, const char *field);
+/* True when 'wait' is the limiter's PTTL on 's', read just after the call
+   that answered it (which began at 't0_us'); else says what they were. */
+int queue_wait_is_pttl(rs_server *s, uint64_t wait, const char *limiter,
+                       uint64_t t0_us);
+
+#endif /* SLUICE_TEST_QUEUE_FIXTURE_H */

@@ -1,0 +1,53 @@
+/*
+ * stores.c - stores opened for a test, and the keys they write (stores.h).
+ */
+#include "stores.h"
+#include "test.h"
+#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+sluice_store *test_store_open(const char *base, const char *query,
+                              const sluice_store_opts *opts)
+{
+    sluice_store *st = NULL;
+    char url[600];
+
+    snprintf(url, sizeof(url), "%s%s%s", base, query[0] ? "?" : "", query);
+    CHECK_OK(sluice_store_open(&st, url, opts));
+    if (st == NULL)
+        exit(2);
+    return st;
+}
+
+size_t test_key_of(char *out, size_t cap, const char *prefix, const char *id,
+                   size_t id_len, const char *suffix)
+{
+    size_t len;
+
+    if (sluice__key_build(out, cap - 1, &len, prefix, id, id_len, suffix) !=
+        out)
+        exit(2);
+    out[len] = '\0';
+    return len;
+}
+
+unsigned test_slot_of_id(const char *id)
+{
+    char k[128];
+    size_t len = test_key_of(k, sizeof(k), "sluice", id, strlen(id),
+                             sluice_algo_name((sluice_algo)0));
+
+    return sluice__key_slot(k, len);
+}
+
+unsigned test_slot_of_queue(const char *name)
+{
+    char k[128];
+    size_t len = test_key_of(k, sizeof(k), "emq", name, strlen(name),
+                             "limiter");
+
+    return sluice__key_slot(k, len);
+}

@@ -1,0 +1,35 @@
+/*
+ * stores.h - opening the store a test names, and the names the library
+ * gives its keys on a server ("PREFIX:{id}:SUFFIX", src/store/keys.c), so a
+ * test can look at them with raw commands.
+ */
+#ifndef SLUICE_TEST_STORES_H
+#define SLUICE_TEST_STORES_H
+
+#include "sluice.h"
+
+#include <stddef.h>
+
+/*
+ * Opens the store at 'base' with the URL query 'query' ("" for none) and
+ * 'opts' (or NULL); a failure is a failed check, and then the program
+ * exits (status 2): a test cannot go on without its store.
+ */
+sluice_store *test_store_open(const char *base, const char *query,
+                              const sluice_store_opts *opts);
+
+/*
+ * The server key of 'id' (of 'id_len' bytes) under 'prefix' ("sluice" for
+ * the algorithms, "emq" for a queue) for 'suffix' (an algorithm's name,
+ * "limiter", "meta"), NUL-terminated in 'out' (of 'cap' bytes; the program
+ * exits if it does not fit). Returns its length.
+ */
+size_t test_key_of(char *out, size_t cap, const char *prefix, const char *id,
+                   size_t id_len, const char *suffix);
+/* The cluster slot of id 'id': every key of an id shares one (see
+   tests/cluster/test_cluster_slots.c). */
+unsigned test_slot_of_id(const char *id);
+/* The cluster slot of the queue 'name' (of its limiter key, and meta). */
+unsigned test_slot_of_queue(const char *name);
+
+#endif /* SLUICE_TEST_STORES_H */

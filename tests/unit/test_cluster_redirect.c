@@ -1,0 +1,399 @@
+/*
+ * test_cluster_redirect.c - how the cluster store follows MOVED, ASK and
+ * TRYAGAIN, against three scripted fake nodes (support/fake_cluster.h,
+ * after libvalkey's fake-node tests of MOVED and ASK). No server runs.
+ *
+ *   - MOVED: the call is sent again at the new node and answered; later
+ *     calls for that slot go straight there (one redirect in all, not one
+ *     per call), also after the map is reread;
+ *   - ASK: ASKING and the command at the new node, on one connection, and
+ *     the next call goes to the old node again (ASK is one-shot, and does
+ *     not touch the map);
+ *   - a node that answers MOVED to itself, or two that send a call back
+ *     and forth: exactly MAX_SENDS (5) sends, then SLUICE_ECONN with a
+ *     message, quickly;
+ *   - TRYAGAIN then a decision: retried, answered; TRYAGAIN forever: a
+ *     bounded number of sends, within the command timeout, then an error;
+ *   - NOSCRIPT: SCRIPT LOAD at that node, and the call again;
+ *   - a node that never answers: the command timeout;
+ *   - malformed redirections: a clear error, no crash, no hang.
+ */
+#include "fake_cluster.h"
+#include "server.h" /* rs_free_port(), rs_sleep_ms() */
+#include "test.h"
+#include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- MOVED --------------------------------------------------------------- */
+
+static void test_moved(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+    int loads;
+
+    test_context("MOVED");
+    fc_reset();
+    /* A serves everything until it has sent a MOVED; then B does. */
+    fake_lock();
+    fc_slots_all(fc_nodes[NODE_A].slots_after,
+                 sizeof(fc_nodes[NODE_A].slots_after), NODE_B);
+    fake_unlock();
+    fc_mode(NODE_A, EV_MOVED, NODE_B);
+    st = fc_open_on(NODE_A);
+
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK(fc_is_decision(&d));
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 1);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 1);
+    CHECK_EQ_U64(fc_redirects(st), 1);
+    loads = fc_count(NODE_A, "SCRIPT");
+    /* Later calls for that slot go straight to B: no redirect per call. */
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+        CHECK(fc_is_decision(&d));
+    }
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 1);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 6);
+    CHECK_EQ_U64(fc_redirects(st), 1);
+    /* The map is reread (once the refresh gap has passed): B still. */
+    rs_sleep_ms(150);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK_OK(fc_timed_hit(&d, st, "user2", &ms));
+    CHECK(fc_count(NODE_A, "CLUSTER SLOTS") >= 2);
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 1);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 8);
+    CHECK_EQ_U64(fc_redirects(st), 1);
+    /* The scripts were loaded once per store, on its first connection
+       (A's); B never needed them (a SHA1 is the same everywhere). */
+    CHECK(loads > 0);
+    CHECK_EQ_U64(fc_count(NODE_A, "SCRIPT"), loads);
+    CHECK_EQ_U64(fc_count(NODE_B, "SCRIPT"), 0);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+/* MOVED mends the one slot at once; other slots wait for the reread. */
+static void test_moved_mends_one_slot(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+    int a0;
+
+    test_context("MOVED mends its slot only");
+    fc_reset();
+    fc_mode(NODE_A, EV_MOVED, NODE_B); /* A's map never changes */
+    st = fc_open_on(NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "one", &ms));
+    a0 = fc_count(NODE_A, "EVALSHA");
+    CHECK_EQ_U64(a0, 1);
+    /* Another slot: still A's in the map, so A first, then B. */
+    CHECK_OK(fc_timed_hit(&d, st, "two", &ms));
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 2);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 2);
+    CHECK_EQ_U64(fc_redirects(st), 2);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+/* ---- ASK ----------------------------------------------------------------- */
+
+/*
+ * The fakes' log, in order: each EVALSHA at A followed by ASKING and then
+ * EVALSHA at B on one connection (so that EVALSHA was asked), 'times'
+ * times in all.
+ */
+static int ask_order_ok(int times)
+{
+    const fake_node *a = fc_nodes[NODE_A].fake, *b = fc_nodes[NODE_B].fake;
+    const fake_log_entry *log;
+    size_t n;
+    int ok = 1, seen = 0;
+
+    fake_lock();
+    log = fake_log(&n);
+    for (size_t i = 0; i < n; i++) {
+        if (!fake_log_is(&log[i], "EVALSHA") || log[i].node != a)
+            continue;
+        seen++;
+        ok &= i + 2 < n && log[i + 1].node == b &&
+              fake_log_is(&log[i + 1], "ASKING") && log[i + 2].node == b &&
+              fake_log_is(&log[i + 2], "EVALSHA") &&
+              log[i + 2].conn == log[i + 1].conn;
+    }
+    fake_unlock();
+    return ok && seen == times;
+}
+
+static void test_ask(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+    int ok_order;
+
+    test_context("ASK");
+    fc_reset();
+    fc_mode(NODE_A, EV_ASK, NODE_B);
+    fc_mode(NODE_B, EV_IMPORTING, NODE_A); /* without ASKING: MOVED to A */
+    st = fc_open_on(NODE_A);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+        CHECK(fc_is_decision(&d));
+    }
+    /* Each call: A first (ASK is one-shot), then ASKING + EVALSHA at B. */
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 3);
+    CHECK_EQ_U64(fc_count(NODE_B, "ASKING"), 3);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 3);
+    CHECK_EQ_U64(fc_asked_evals(NODE_B), 3);
+    CHECK_EQ_U64(fc_redirects(st), 3);
+    /* ASK leaves the map alone: no reread. */
+    CHECK_EQ_U64(fc_count(NODE_A, "CLUSTER SLOTS"), 1);
+    CHECK_EQ_U64(fc_count(NODE_B, "CLUSTER SLOTS"), 0);
+    /* The log, in order: A EVALSHA, B ASKING, B EVALSHA (asked, same
+       connection), three times. */
+    ok_order = ask_order_ok(3);
+    CHECK(ok_order);
+    /* When the slot has moved for good, A says MOVED and B serves it. */
+    fc_mode(NODE_A, EV_MOVED, NODE_B);
+    fc_mode(NODE_B, EV_DECIDE, NODE_B);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 4);
+    CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 5);
+    sluice_store_free(st);
+
+    /* ASK to a node that lacks the script: SCRIPT LOAD there, then
+       ASKING and the command once more. */
+    test_context("ASK to a node without the script");
+    fc_reset();
+    fc_mode(NODE_A, EV_ASK, NODE_B);
+    fc_mode(NODE_B, EV_NOSCRIPT, NODE_A);
+    st = fc_open_on(NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK(fc_is_decision(&d));
+    CHECK_EQ_U64(fc_count(NODE_B, "SCRIPT"), 1);
+    CHECK_EQ_U64(fc_count(NODE_B, "ASKING"), 2);
+    CHECK_EQ_U64(fc_asked_evals(NODE_B), 2);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+/* ASK to a node that is down: an error, quickly; the next call goes to A. */
+static void test_ask_to_dead_node(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+
+    test_context("ASK to a node that is down");
+    fc_reset();
+    fake_lock();
+    fc_nodes[NODE_A].mode = EV_RAW;
+    snprintf(fc_nodes[NODE_A].raw, sizeof(fc_nodes[NODE_A].raw),
+             "-ASK 1 127.0.0.1:%d\r\n", rs_free_port());
+    fake_unlock();
+    st = fc_open_on(NODE_A);
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK(d.allowed == 0 || d.allowed == 0x5a5a5a5a);
+    CHECK(ms < CALL_BOUND_MS);
+    fc_mode(NODE_A, EV_DECIDE, NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK(fc_is_decision(&d));
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 2);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+/* ---- Loops and TRYAGAIN -------------------------------------------------- */
+
+static void test_moved_loops(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+
+    test_context("MOVED to itself");
+    fc_reset();
+    fc_mode(NODE_A, EV_MOVED, NODE_A);
+    st = fc_open_on(NODE_A);
+    for (int round = 1; round <= 2; round++) {
+        CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+        CHECK(strstr(sluice_last_error(), "redirected") != NULL);
+        CHECK(ms < CALL_BOUND_MS);
+        CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), MAX_SENDS * round);
+    }
+    sluice_store_free(st);
+
+    test_context("MOVED back and forth between two nodes");
+    fc_reset();
+    fc_mode(NODE_A, EV_MOVED, NODE_B);
+    fc_mode(NODE_B, EV_MOVED, NODE_A);
+    st = fc_open_on(NODE_A);
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK(strstr(sluice_last_error(), "redirected") != NULL);
+    CHECK(ms < CALL_BOUND_MS);
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
+                 MAX_SENDS);
+    /* ASK back and forth, too. */
+    fc_mode(NODE_A, EV_ASK, NODE_B);
+    fc_mode(NODE_B, EV_ASK, NODE_A);
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK(ms < CALL_BOUND_MS);
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
+                 2 * MAX_SENDS);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+static void test_tryagain(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+
+    test_context("TRYAGAIN, then a decision");
+    fc_reset();
+    fc_mode(NODE_A, EV_TRYAGAIN, NODE_A);
+    fake_lock();
+    fc_nodes[NODE_A].tryagain = 2;
+    fake_unlock();
+    st = fc_open_on(NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK(fc_is_decision(&d));
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 3);
+    CHECK_EQ_U64(fc_redirects(st), 0);
+
+    test_context("TRYAGAIN forever");
+    fake_lock();
+    fc_nodes[NODE_A].tryagain = 1000;
+    fake_unlock();
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK(strstr(sluice_last_error(), "slot") != NULL);
+    /* Bounded: at least MAX_SENDS tries, and no longer than the command
+       timeout (1000 ms) allows. */
+    CHECK(ms < 1000 + CALL_BOUND_MS);
+    CHECK(fc_count(NODE_A, "EVALSHA") >= 3 + MAX_SENDS);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+static void test_noscript(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+    int loads;
+
+    test_context("NOSCRIPT at a node that never saw the script");
+    fc_reset();
+    st = fc_open_on(NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms)); /* loads the scripts */
+    loads = fc_count(NODE_A, "SCRIPT");
+    CHECK(loads > 0);
+    fc_mode(NODE_A, EV_NOSCRIPT, NODE_A);
+    CHECK_OK(fc_timed_hit(&d, st, "user1", &ms));
+    CHECK(fc_is_decision(&d));
+    CHECK_EQ_U64(fc_count(NODE_A, "SCRIPT"), loads + 1); /* that one script */
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 3);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+static void test_silent_node(void)
+{
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t ms;
+    char seed[32];
+
+    test_context("MOVED to a node that never answers");
+    fc_reset();
+    fc_mode(NODE_A, EV_MOVED, NODE_C);
+    fc_mode(NODE_C, EV_SILENT, NODE_C);
+    snprintf(seed, sizeof(seed), "127.0.0.1:%d", fc_port(NODE_A));
+    st = fc_open(seed, "timeout=300&connect_timeout=300");
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ETIMEDOUT);
+    CHECK(ms >= 250 && ms < 300 + CALL_BOUND_MS);
+    CHECK_EQ_U64(fc_count(NODE_C, "EVALSHA"), 1);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
+/* ---- Malformed redirections ---------------------------------------------- */
+
+static void test_malformed_redirects(void)
+{
+    static const char *const bad[] = {
+        "-MOVED\r\n",
+        "-MOVED 1\r\n",
+        "-MOVED 1 \r\n",
+        "-MOVED 1 127.0.0.1\r\n",
+        "-MOVED 1 127.0.0.1:\r\n",
+        "-MOVED 1 :6379\r\n",
+        "-MOVED 1 127.0.0.1:0\r\n",
+        "-MOVED 1 127.0.0.1:65536\r\n",
+        "-MOVED 1 127.0.0.1:99999999999999999999\r\n",
+        "-MOVED 1 127.0.0.1:12ab\r\n",
+        "-ASK\r\n",
+        "-ASK 1 nowhere\r\n",
+        "-ASKING\r\n",
+        "-MOVEDX 1 127.0.0.1:1\r\n",
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sluice_store *st;
+        sluice_decision d;
+        uint64_t ms;
+        int rc;
+
+        test_context("malformed redirection '%.*s'",
+                     (int)strlen(bad[i]) - 2, bad[i]);
+        fc_reset();
+        fake_lock();
+        fc_nodes[NODE_A].mode = EV_RAW;
+        snprintf(fc_nodes[NODE_A].raw, sizeof(fc_nodes[NODE_A].raw), "%s",
+                 bad[i]);
+        fake_unlock();
+        st = fc_open_on(NODE_A);
+        rc = fc_timed_hit(&d, st, "user1", &ms);
+        if (!CHECK(rc == SLUICE_ECONN || rc == SLUICE_EPROTO) ||
+            !CHECK(ms < CALL_BOUND_MS))
+            fprintf(stderr, "    rc %s, %" PRIu64 " ms, \"%s\"\n",
+                    sluice_err_name(rc), ms, sluice_last_error());
+        CHECK(sluice_last_error()[0] != '\0');
+        if (getenv("SLUICE_TEST_VERBOSE") != NULL)
+            printf("  redirect #%-2zu %-7s %s\n", i, sluice_err_name(rc),
+                   sluice_last_error());
+        sluice_store_free(st);
+    }
+    test_context(NULL);
+}
+
+int main(void)
+{
+    uint64_t t0 = rs_mono_ms();
+
+    fc_start();
+    printf("test_cluster_redirect: fake nodes A:%d B:%d C:%d\n",
+           fc_port(NODE_A), fc_port(NODE_B), fc_port(NODE_C));
+    test_moved();
+    test_moved_mends_one_slot();
+    test_ask();
+    test_ask_to_dead_node();
+    test_moved_loops();
+    test_tryagain();
+    test_noscript();
+    test_silent_node();
+    test_malformed_redirects();
+    fc_stop();
+    printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
+    return test_summary("test_cluster_redirect");
+}
