@@ -516,8 +516,8 @@ static void test_queue_limiter(void)
         CHECK_OK(sluice_emq_rate_limit_ttl(&wc, cl, q, qlen, 4));
         CHECK_EQ_U64(wc, 0);
         /* The keys are where the cluster keeps them. */
-        CHECK_EQ_U64(rc_key_int(&cluster, "GET", lim), 3);
-        CHECK_EQ_U64(rc_key_int(&cluster, "EXISTS", meta), 1);
+        CHECK_EQ_U64(rc_key_intn(&cluster, "GET", lim, llen), 3);
+        CHECK_EQ_U64(rc_key_intn(&cluster, "EXISTS", meta, mlen), 1);
     }
     CHECK(nused >= 2);
     printf("  queue limiter: %zu queues over %d masters agree with the "

@@ -27,7 +27,6 @@
  */
 #define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS */
 
-#include "queue/queue.h" /* the queue's scripts */
 #include "test.h"
 #include "server.h"
 
@@ -65,44 +64,18 @@ static const char *names[SMALL_QUEUES + 1];
 
 /* ---- Filling ------------------------------------------------------------- */
 
-/* Adds 'n' jobs to 'q' by pipelining the library's add script. */
-static void fill_pipelined(const char *q, int n)
+/* Adds 'n' jobs to 'q' at once: one round trip a batch of 512. */
+static void fill_many(const char *q, int n)
 {
-    char wait[64], delayed[64], data[64], meta[64], sha[41];
-    struct timeval tv = {30, 0};
-    redisContext *c;
-    redisReply *r = rs_cmd(&server, "SCRIPT LOAD %s", sluice__script_queue_add.text);
-    long long last = 0;
+    sluice_new_job *jobs = calloc((size_t)n, sizeof(*jobs));
 
-    if (r == NULL || r->type != REDIS_REPLY_STRING || r->len != 40) {
-        CHECK(!"SCRIPT LOAD of the add script");
+    if (jobs == NULL)
         exit(2);
-    }
-    memcpy(sha, r->str, 41);
-    freeReplyObject(r);
-    snprintf(wait, sizeof(wait), "emq:{%s}:wait", q);
-    snprintf(delayed, sizeof(delayed), "emq:{%s}:delayed", q);
-    snprintf(data, sizeof(data), "emq:{%s}:data", q);
-    snprintf(meta, sizeof(meta), "emq:{%s}:meta", q);
-    c = redisConnectWithTimeout("127.0.0.1", server.port, tv);
-    if (c == NULL || c->err)
-        exit(2);
-    redisSetTimeout(c, tv);
     for (int i = 0; i < n; i++)
-        redisAppendCommand(c, "EVALSHA %s 4 %s %s %s %s big 0 emq:added %s",
-                           sha, wait, delayed, data, meta, q);
-    for (int i = 0; i < n; i++) {
-        r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL) {
-            CHECK(!"a pipelined add answered nothing");
-            exit(2);
-        }
-        if (r->type == REDIS_REPLY_INTEGER)
-            last = r->integer;
-        freeReplyObject(r);
-    }
-    redisFree(c);
-    CHECK_EQ_U64(last, n);
+        jobs[i] = (sluice_new_job){"big", 3, 0, 0};
+    CHECK_OK(sluice_queue_add_many(st, q, strlen(q), jobs, (size_t)n));
+    CHECK_EQ_U64(jobs[n - 1].id, n);
+    free(jobs);
 }
 
 /* chat:big with its cap, the 20 small queues, and "other:x". */
@@ -111,7 +84,7 @@ static void fill_all(void)
     uint64_t id;
 
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    fill_pipelined("chat:big", BIG_JOBS);
+    fill_many("chat:big", BIG_JOBS);
     CHECK_OK(sluice_queue_set_cap(st, "chat:big", 8, BIG_CAP, BIG_WINDOW_MS));
     for (int i = 0; i < SMALL_QUEUES; i++)
         for (int j = 0; j < SMALL_JOBS; j++)

@@ -200,6 +200,9 @@ int rc_masters_by_slot(const rc_cluster *c, int *out);
  * is no such answer.
  */
 long long rc_key_int(rc_cluster *c, const char *cmd, const char *key);
+/* The same for a key of 'key_len' bytes (binary-safe). */
+long long rc_key_intn(rc_cluster *c, const char *cmd, const char *key,
+                      size_t key_len);
 /* HSET 'key' (of 'key_len' bytes) 'field' 'value', sent like
    rc_cmdargv(); 0 when it answered a number (the fields it added), else
    -1. */

@@ -96,8 +96,14 @@ int rc_masters_by_slot(const rc_cluster *c, int *out)
 
 long long rc_key_int(rc_cluster *c, const char *cmd, const char *key)
 {
+    return rc_key_intn(c, cmd, key, strlen(key));
+}
+
+long long rc_key_intn(rc_cluster *c, const char *cmd, const char *key,
+                      size_t key_len)
+{
     const char *argv[] = {cmd, key};
-    size_t lens[] = {strlen(cmd), strlen(key)};
+    size_t lens[] = {strlen(cmd), key_len};
     redisReply *r = rc_cmdargv(c, -1, 2, argv, lens, NULL);
     long long v = -1;
 
