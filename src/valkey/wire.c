@@ -127,13 +127,15 @@ int sluice__vk_wire_fail(const vk_node *n, redisContext *ctx,
     if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->bad != NULL)
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
                              "(%s)", n->name, doing, caps->bad);
-    if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->over)
-        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: the reply is "
-                             "over max_reply_bytes=%llu or "
-                             "max_reply_elements=%llu",
-                             n->name, doing,
-                             (unsigned long long)caps->max_bytes,
-                             (unsigned long long)caps->max_elements);
+    if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->over) {
+        bool bytes = caps->bytes > caps->max_bytes;
+
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: a reply of more "
+                             "than %s=%llu (a URL option)", n->name, doing,
+                             bytes ? "max_reply_bytes" : "max_reply_elements",
+                             (unsigned long long)(bytes ? caps->max_bytes
+                                                        : caps->max_elements));
+    }
     switch (ctx->err) {
     case REDIS_ERR_PROTOCOL:
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
@@ -256,6 +258,7 @@ int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
            length announced but not yet sent must not grow it unbounded. */
         if (ctx->reader->len - ctx->reader->pos > caps->max_bytes) {
             caps->over = true;
+            caps->bytes = ctx->reader->len - ctx->reader->pos;
             ctx->err = REDIS_ERR_OOM;
             return sluice__vk_wire_fail(n, ctx, caps, "read");
         }
