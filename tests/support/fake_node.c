@@ -26,7 +26,7 @@
 
 #define MAX_CONNS 64
 #define MAX_RULES 16
-#define MAX_ARGS 64
+#define MAX_ARGS 2048 /* a batch of 512 keys and its arguments */
 #define POLL_MS 20
 
 struct fake_conn {

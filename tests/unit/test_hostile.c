@@ -227,6 +227,41 @@ static void test_deadline(void)
     set_reply(GOOD);
     fake_node_pace(node, 0, 150);
     expect_timeout(st, "a reply dripped a byte every 150 ms");
+    /* A batch of two script calls (512 + 88 requests): one deadline for
+       the batch, not one per call. */
+    {
+        static sluice_request reqs[600];
+        uint64_t t0 = rs_mono_ms(), ms;
+        int rc;
+
+        test_context("a batch of two calls, each reply dripped");
+        fake_node_pace(node, 0, 150);
+        for (size_t i = 0; i < 600; i++)
+            reqs[i] = (sluice_request){.key = "k", .key_len = 1, .cost = 1};
+        rc = sluice_hit_many(st, &limit, reqs, 600);
+        ms = rs_mono_ms() - t0;
+        CHECK_RC(rc, SLUICE_ETIMEDOUT);
+        CHECK(reqs[0].err == SLUICE_ETIMEDOUT &&
+              reqs[599].err == SLUICE_ETIMEDOUT);
+        CHECK(ms >= TIMEOUT_MS - 5 && ms < TIMEOUT_MS + SLACK_MS);
+        printf("  %-44s ETIMEDOUT after %" PRIu64 " ms (timeout %d)\n",
+               "a batch of 600 (two calls), dripped", ms, TIMEOUT_MS);
+        check_recovers(st);
+        test_context(NULL);
+    }
+    /* Good RESP with a count that is not the batch's, on both calls: both
+       EPROTO, neither taken for an outage. */
+    {
+        static sluice_request reqs[600];
+
+        test_context("a batch of two calls, each answered wrongly");
+        for (size_t i = 0; i < 600; i++)
+            reqs[i] = (sluice_request){.key = "k", .key_len = 1, .cost = 1};
+        CHECK_RC(sluice_hit_many(st, &limit, reqs, 600), SLUICE_EPROTO);
+        CHECK(reqs[0].err == SLUICE_EPROTO && reqs[599].err == SLUICE_EPROTO);
+        check_recovers(st);
+        test_context(NULL);
+    }
     /* Begun, never ended. */
     set_reply("*4\r\n:1\r\n");
     expect_timeout(st, "half a reply, then silence");
