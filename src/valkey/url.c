@@ -167,10 +167,10 @@ static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
 static int set_reply_cap(vk_url *u, sluice_store_opts *o, const opt_value *ov)
 {
     bool bytes = ov->nlen == 15; /* "max_reply_bytes" */
-    uint64_t max = bytes ? VK_MAX_REPLY_BYTES : VK_MAX_REPLY_ELEMENTS, num;
+    uint64_t min = bytes ? 2048 : 1, num;
+    uint64_t max = bytes ? VK_MAX_REPLY_BYTES : VK_MAX_REPLY_ELEMENTS;
 
     (void)u;
-    uint64_t min = bytes ? 2048 : 1;
 
     if (sluice__parse_u64(ov->val, ov->vlen, min, max, &num) < 0)
         return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
