@@ -147,50 +147,17 @@ terminal_safe() {
     fi
 }
 
-# start_fake BASE REPLY: starts a fake server on port BASE + (PID mod 2000)
-# that answers SCRIPT LOAD with the script's SHA1 (as a server would),
-# AUTH, SELECT and SUBSCRIBE as a server would, and every other command
-# (EVALSHA...) with REPLY, raw RESP such as '*1\r\n:5\r\n': a wrong reply
-# that no server sends. Sets $fake_port and $fake_pid (the caller's trap
-# kills it). Returns 1 without python3 or when it does not start.
+# start_fake BASE REPLY: starts a fake server ($SLUICE_FAKE_SERVER,
+# tests/tools/fake_server.c) on port BASE + (PID mod 2000) that answers
+# SCRIPT LOAD with the script's SHA1 (as a server would), AUTH, SELECT and
+# SUBSCRIBE as a server would, and every other command (EVALSHA...) with
+# REPLY, raw RESP such as '*1\r\n:5\r\n': a wrong reply that no server
+# sends. Sets $fake_port and $fake_pid (the caller's trap kills it).
+# Returns 1 when it does not start.
 start_fake() {
-    command -v python3 >/dev/null 2>&1 || return 1
+    [ -x "${SLUICE_FAKE_SERVER:-}" ] || return 1
     fake_port=$(($1 + $$ % 2000))
-    python3 - "$fake_port" "$2" <<'PY' >"$TMP/fake.log" 2>&1 &
-import hashlib, socketserver, sys
-
-port, canned = int(sys.argv[1]), sys.argv[2].encode().decode('unicode_escape').encode('latin-1')
-
-def command(f):
-    line = f.readline()
-    if not line.startswith(b'*'):
-        return None
-    args = []
-    for _ in range(int(line[1:])):
-        n = int(f.readline()[1:])
-        args.append(f.read(n + 2)[:n])
-    return args
-
-class Fake(socketserver.StreamRequestHandler):
-    def handle(self):
-        while (args := command(self.rfile)) is not None:
-            name = args[0].upper()
-            if name == b'SCRIPT':
-                sha = hashlib.sha1(args[2]).hexdigest().encode()
-                reply = b'$40\r\n' + sha + b'\r\n'
-            elif name in (b'AUTH', b'SELECT', b'PING'):
-                reply = b'+OK\r\n'
-            elif name == b'SUBSCRIBE':
-                reply = (b'*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n'
-                         % (len(args[1]), args[1]))
-            else:
-                reply = canned
-            self.wfile.write(reply)
-
-socketserver.ThreadingTCPServer.allow_reuse_address = True
-with socketserver.ThreadingTCPServer(('127.0.0.1', port), Fake) as s:
-    s.serve_forever()
-PY
+    "$SLUICE_FAKE_SERVER" "$fake_port" "$2" >"$TMP/fake.log" 2>&1 &
     fake_pid=$!
     wait_port "$fake_port"
 }
