@@ -348,20 +348,6 @@ typedef struct mem_result {
     double rss_bytes_per_key; /* negative when /proc/self/statm is missing */
 } mem_result;
 
-/* The resident set now, in bytes; -1 where /proc/self/statm is missing. */
-static long long rss_now_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long size, resident;
-    int n;
-
-    if (f == NULL)
-        return -1;
-    n = fscanf(f, "%lld %lld", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
-}
-
 /*
  * Loads MANY_KEYS keys (one admitted hit each) into a fresh store per
  * algorithm. Every store stays open until the end, so the growth of the

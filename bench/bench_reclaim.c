@@ -14,6 +14,7 @@
  *
  * A benchmark: it prints figures and never fails.
  */
+#include "bench_util.h"
 #include "sluice.h"
 
 #include <stdbool.h>
@@ -34,19 +35,6 @@ typedef struct step {
     long long rss;
 } step;
 
-static long long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long size, resident;
-    int n;
-
-    if (f == NULL)
-        return -1;
-    n = fscanf(f, "%lld %lld", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -65,7 +53,7 @@ static void take(step *s, const char *what, sluice_store *st)
     s->what = what;
     s->keys = stats.keys;
     s->bytes = stats.bytes;
-    s->rss = rss_bytes();
+    s->rss = rss_now_bytes();
 }
 
 /* Hits 'n' distinct keys once each; 0, or -1 on a failed call. */

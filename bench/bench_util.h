@@ -1,12 +1,15 @@
 /*
  * bench_util.h - small helpers the benchmarks share: a key picker cheap
- * enough for a timed loop, and qsort()'s comparison of doubles.
+ * enough for a timed loop, qsort()'s comparison of doubles, and the
+ * process's resident set.
  */
 #ifndef SLUICE_BENCH_UTIL_H
 #define SLUICE_BENCH_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 /*
  * A uniform index below 'n' from a xorshift64 generator: a few cycles, so
@@ -29,6 +32,20 @@ static inline int cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
 
     return (x > y) - (x < y);
+}
+
+/* The resident set now, in bytes; -1 where /proc/self/statm is missing. */
+static inline long long rss_now_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size, resident;
+    int n;
+
+    if (f == NULL)
+        return -1;
+    n = fscanf(f, "%lld %lld", &size, &resident);
+    fclose(f);
+    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
 }
 
 #endif

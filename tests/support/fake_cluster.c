@@ -16,9 +16,7 @@ fc_node fc_nodes[NNODES];
 
 static const char decision_reply[] = "*4\r\n:1\r\n:9\r\n:0\r\n:60000\r\n";
 
-/* The SHA1 that SCRIPT LOAD answers for 'text', as a server would compute
-   it: the library's own, built in, for its scripts; FAKE_SHA for others. */
-static const char *script_sha(const char *text, size_t len)
+const char *fc_script_sha(const char *text, size_t len)
 {
     for (size_t i = 0; sluice__scripts[i] != NULL; i++)
         if (sluice__scripts[i]->len == len &&
@@ -85,7 +83,7 @@ static int answer(fake_conn *c, const fake_cmd *cmd, void *payload)
             fake_hang_up(c);
     } else if (fake_cmd_is(cmd, "SCRIPT")) {
         fake_replyf(c, "$40\r\n%s\r\n",
-                    script_sha(cmd->argc > 2 ? cmd->argv[2] : "",
+                    fc_script_sha(cmd->argc > 2 ? cmd->argv[2] : "",
                                cmd->argc > 2 ? cmd->lens[2] : 0));
     } else if (fake_cmd_is(cmd, "ASKING")) {
         *asked = 1;

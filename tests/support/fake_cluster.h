@@ -65,6 +65,10 @@ extern fc_node fc_nodes[NNODES];
 
 /* Starts the three nodes, B on a port below 34464 (so that its port +
    65536 has five digits); exits if it cannot. */
+/* The SHA1 that SCRIPT LOAD answers for 'text', as a server would compute
+   it: the library's own, built in, for its scripts; FAKE_SHA for others. */
+const char *fc_script_sha(const char *text, size_t len);
+
 void fc_start(void);
 void fc_stop(void);
 /* Resets every node to: all slots on A, EVALSHA decides; clears the log. */

@@ -10,8 +10,8 @@
  * command (EVALSHA...) with REPLY: raw RESP with C escapes (\r, \n, \\,
  * \xNN), such as '*1\r\n:5\r\n', a reply no server sends.
  */
+#include "fake_cluster.h" /* fc_script_sha() */
 #include "fake_node.h"
-#include "valkey/valkey.h" /* sluice__scripts */
 
 #include <pthread.h>
 #include <signal.h>
@@ -56,20 +56,11 @@ static int unescape(const char *in)
     return n < sizeof(reply) ? 0 : -1;
 }
 
-static const char *script_sha(const char *text, size_t len)
-{
-    for (size_t i = 0; sluice__scripts[i] != NULL; i++)
-        if (sluice__scripts[i]->len == len &&
-            memcmp(sluice__scripts[i]->text, text, len) == 0)
-            return sluice__scripts[i]->sha1;
-    return "0000000000000000000000000000000000000000";
-}
-
 static int answer(fake_conn *c, const fake_cmd *cmd, void *payload)
 {
     (void)payload;
     if (fake_cmd_is(cmd, "SCRIPT LOAD") && cmd->argc == 3)
-        fake_replyf(c, "$40\r\n%s\r\n", script_sha(cmd->argv[2], cmd->lens[2]));
+        fake_replyf(c, "$40\r\n%s\r\n", fc_script_sha(cmd->argv[2], cmd->lens[2]));
     else if (fake_cmd_is(cmd, "AUTH") || fake_cmd_is(cmd, "SELECT") ||
              fake_cmd_is(cmd, "PING"))
         fake_replyf(c, "+OK\r\n");

@@ -19,10 +19,10 @@
  *
  * After each, the store is still usable: the next good reply is read.
  */
+#include "fake_cluster.h" /* fc_script_sha() */
 #include "fake_node.h"
 #include "server.h" /* rs_mono_ms() */
 #include "test.h"
-#include "valkey/valkey.h" /* sluice__scripts */
 
 #include <sluice.h>
 
@@ -61,15 +61,6 @@ static void set_reply(const char *bytes)
     set_answer(bytes, bytes != NULL ? strlen(bytes) : 0, 0);
 }
 
-static const char *script_sha(const char *text, size_t len)
-{
-    for (size_t i = 0; sluice__scripts[i] != NULL; i++)
-        if (sluice__scripts[i]->len == len &&
-            memcmp(sluice__scripts[i]->text, text, len) == 0)
-            return sluice__scripts[i]->sha1;
-    return "0000000000000000000000000000000000000000";
-}
-
 static int handler(fake_conn *c, const fake_cmd *cmd, void *payload)
 {
     (void)payload;
@@ -77,7 +68,7 @@ static int handler(fake_conn *c, const fake_cmd *cmd, void *payload)
         fake_replyf(c, "$40\r\n%s\r\n",
                     answer.wrong_sha
                         ? "0000000000000000000000000000000000000000"
-                        : script_sha(cmd->argv[2], cmd->lens[2]));
+                        : fc_script_sha(cmd->argv[2], cmd->lens[2]));
         return 1;
     }
     if (fake_cmd_is(cmd, "EVALSHA")) {
