@@ -32,9 +32,8 @@
 
 /* ---- Counting what a reply holds ---------------------------------------------------- */
 
-static redisReplyObjectFunctions *plain_fn;  /* hiredis' own */
+static const redisReplyObjectFunctions *plain_fn; /* hiredis' own */
 static redisReplyObjectFunctions capped_fn;  /* the same, counted */
-static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
 
 /* Counts 'bytes' and 'elements' more of the reply being read; false when
    that takes it over a cap (the reader then fails, out of memory). */
@@ -108,12 +107,24 @@ static void *capped_integer(const redisReadTask *task, long long value)
     return plain_fn->createInteger(task, value);
 }
 
-static void capped_make(void)
+/* Once per process, from the first connection's reader: hiredis' own
+   functions, and the counted copy of them. Under a lock, so no thread
+   reads them half made (connections open seldom). */
+static void capped_make(const redisReplyObjectFunctions *fn)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+    pthread_mutex_lock(&lock);
+    if (plain_fn != NULL) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
+    plain_fn = fn;
     capped_fn = *plain_fn;
     capped_fn.createString = capped_string;
     capped_fn.createArray = capped_array;
     capped_fn.createInteger = capped_integer;
+    pthread_mutex_unlock(&lock);
 }
 
 /* ---- Errors ------------------------------------------------------------------------ */
@@ -188,8 +199,7 @@ int sluice__vk_wire_open(redisContext **out, vk_caps *caps, const vk_node *n,
         return err;
     }
     ctx->flags &= ~REDIS_BLOCK;
-    plain_fn = ctx->reader->fn;
-    pthread_once(&capped_once, capped_make);
+    capped_make(ctx->reader->fn);
     ctx->reader->fn = &capped_fn;
     ctx->reader->privdata = caps;
     memset(caps, 0, sizeof(*caps));
