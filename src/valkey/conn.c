@@ -12,6 +12,7 @@
 #include "valkey/valkey.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,65 @@ void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
     pthread_mutex_lock(&c->lock);
     conn_hand_out(c, batch, NULL);
     pthread_mutex_unlock(&c->lock);
+}
+
+/* The most connections one wait watches; beyond, the rest wait their turn. */
+#define LEADS_POLLED 64
+
+/* Whether lead 'l' can be ended now without waiting on the network: its
+   write failed, or a reply is buffered already. */
+static bool lead_ready(const vk_lead *l)
+{
+    const redisContext *ctx = l->conn->ctx;
+
+    return l->err < 0 || ctx == NULL || ctx->reader->len > ctx->reader->pos;
+}
+
+/*
+ * The lead of leads[0..n) to end next: one that is ready, or whose socket
+ * has something to read, waiting for one until the earliest deadline among
+ * them; at that deadline, the first (its read then times out).
+ */
+static size_t lead_next(const vk_lead *leads, size_t n)
+{
+    struct pollfd fds[LEADS_POLLED];
+    size_t m = n < LEADS_POLLED ? n : LEADS_POLLED;
+    uint64_t deadline = UINT64_MAX, now;
+
+    for (size_t i = 0; i < m; i++) {
+        uint64_t d = batch_deadline(leads[i].batch);
+
+        if (lead_ready(&leads[i]))
+            return i;
+        fds[i] = (struct pollfd){.fd = leads[i].conn->ctx->fd,
+                                 .events = POLLIN};
+        deadline = d < deadline ? d : deadline;
+    }
+    for (;;) {
+        int rc;
+
+        now = sluice__monotonic_ms();
+        rc = poll(fds, (nfds_t)m, deadline <= now ? 0
+                                  : deadline - now > INT_MAX ? INT_MAX
+                                                             : (int)(deadline - now));
+        if (rc < 0 && errno == EINTR)
+            continue;
+        for (size_t i = 0; rc > 0 && i < m; i++)
+            if (fds[i].revents != 0)
+                return i;
+        return 0;
+    }
+}
+
+void sluice__vk_conn_lead_end_all(vk_store *v, vk_lead *leads, size_t n)
+{
+    while (n > 0) {
+        size_t i = n == 1 ? 0 : lead_next(leads, n);
+
+        sluice__vk_conn_lead_end(v, leads[i].node, leads[i].conn,
+                                 leads[i].batch, leads[i].err);
+        leads[i] = leads[--n];
+    }
 }
 
 /* Sends request 'e' on 'c' and waits for its reply. */

@@ -416,11 +416,40 @@ int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
 }
 
 /*
+ * Reads what the set's leads wrote, each connection as its replies arrive
+ * (one at a time, in order, should there be no memory for the list).
+ */
+static void leads_end(vk_calls *cs)
+{
+    vk_lead stack[16], *leads = stack;
+    size_t n = 0, i = 0;
+    slot_call *c;
+
+    for (c = cs->head; c != NULL; c = c->next)
+        n += c->led != NULL;
+    if (n > sizeof(stack) / sizeof(stack[0]) &&
+        (leads = malloc(n * sizeof(*leads))) == NULL) {
+        for (c = cs->head; c != NULL; c = c->next)
+            if (c->led != NULL)
+                sluice__vk_conn_lead_end(cs->v, c->node, c->conn, c->led,
+                                         c->led_err);
+        return;
+    }
+    for (c = cs->head; c != NULL; c = c->next)
+        if (c->led != NULL)
+            leads[i++] = (vk_lead){c->node, c->conn, c->led, c->led_err};
+    sluice__vk_conn_lead_end_all(cs->v, leads, n);
+    if (leads != stack)
+        free(leads);
+}
+
+/*
  * Writes what the set queued, node by node: on each connection the set
  * uses, unless another caller leads it already (then that caller writes
- * it). Then reads each batch written, which waits on nothing but the
- * network: so a caller never waits for another while it holds a
- * connection that it wrote to.
+ * it). Then reads each batch written as its replies arrive, which waits
+ * on nothing but the network: so a caller never waits for another while
+ * it holds a connection that it wrote to, and a stalled node holds up
+ * only its own connection.
  */
 static void calls_write_all(vk_calls *cs)
 {
@@ -435,10 +464,7 @@ static void calls_write_all(vk_calls *cs)
             c->led = sluice__vk_conn_lead(cs->v, c->node, c->conn,
                                           &c->led_err);
     }
-    for (c = cs->head; c != NULL; c = c->next)
-        if (c->led != NULL)
-            sluice__vk_conn_lead_end(cs->v, c->node, c->conn, c->led,
-                                     c->led_err);
+    leads_end(cs);
 }
 
 /*

@@ -234,6 +234,21 @@ vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
 void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
                               vk_request *batch, int err);
 
+/* One lead of a set: where, what was written, what writing answered. */
+typedef struct vk_lead {
+    vk_node *node;
+    vk_conn *conn;
+    vk_request *batch;
+    int err;
+} vk_lead;
+
+/*
+ * Ends leads[0..n) (reordering the array): reads each connection's replies
+ * as they arrive, so that a slow or stalled node keeps neither the other
+ * connections of the set nor the callers queued behind them waiting.
+ */
+void sluice__vk_conn_lead_end_all(vk_store *v, vk_lead *leads, size_t n);
+
 /* Runs one command on node 'n' through its shared connections ('asking':
    ASKING first, on the same connection), answered by 'deadline_ms'; the
    reply, possibly an error reply, is the caller's. */

@@ -59,6 +59,7 @@ typedef struct fo_thread {
     atomic_uint_fast64_t *last_ok_us;
     call_rec *calls;
     size_t n;
+    char first_err[256]; /* the first failure's message, for the report */
 } fo_thread;
 
 /*
@@ -82,6 +83,11 @@ static void *fo_run(void *arg)
         c->end_us = rs_mono_us();
         if (c->rc == SLUICE_OK && t->last_ok_us != NULL)
             atomic_store(t->last_ok_us, c->end_us);
+        if (c->rc != SLUICE_OK && t->first_err[0] == '\0')
+            snprintf(t->first_err, sizeof(t->first_err), "%s after %llu ms: "
+                     "%s", sluice_err_name(c->rc),
+                     (unsigned long long)(c->end_us - c->start_us) / 1000,
+                     sluice_last_error());
         /* A steady stream, not a spin: failures come back at once. */
         rs_sleep_ms(c->rc == SLUICE_OK ? 1 : 5);
     }
@@ -328,6 +334,10 @@ static void test_failover(int stall)
     CHECK_OK(sluice_store_stats_get(&stats, f.st));
     CHECK_EQ_U64(stats.errors, t.dead_failed);
     print_run(&f, &t);
+    for (int i = FO_THREADS / 2; i < FO_THREADS; i++)
+        if (f.th[i].first_err[0] != '\0')
+            printf("  a call for another master failed: %s\n",
+                   f.th[i].first_err);
     sluice_store_free(f.st);
     test_context(NULL);
 }

@@ -24,6 +24,8 @@
 #include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,6 +329,98 @@ static void test_silent_node(void)
     test_context(NULL);
 }
 
+/*
+ * A stalled node keeps no other node's callers waiting. Slots 0-8191 on C,
+ * which never answers, the rest on A; one connection per node (pool=1).
+ * Thread 1 decides a batch with keys on both, so it leads both
+ * connections and waits on C until its timeout. 100 ms in, thread 2 hits a
+ * key of A: its request queues on A's connection behind thread 1's, and is
+ * sent when thread 1 has read A's replies. Those came at once, so thread 2
+ * is answered at once, not after C's timeout, though C's call comes first
+ * in the batch (its slot is lower).
+ */
+typedef struct stalled_run {
+    sluice_store *st;
+    int rc;
+    uint64_t ms;
+} stalled_run;
+
+static const sluice_limit stalled_lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
+
+/* Keys of A's half of the slots and of C's. */
+static char key_a[2][16], key_c[16];
+
+static void stalled_keys(void)
+{
+    bool have_c = false;
+    int na = 0;
+
+    for (int i = 0; na < 2 || !have_c; i++) {
+        char k[16];
+        int len = snprintf(k, sizeof(k), "k%d", i);
+        bool on_a = sluice__key_slot(k, (size_t)len) >= 8192;
+
+        if (on_a && na < 2) {
+            memcpy(key_a[na++], k, (size_t)len + 1);
+        } else if (!on_a && !have_c) {
+            memcpy(key_c, k, (size_t)len + 1);
+            have_c = true;
+        }
+    }
+}
+
+static void *stalled_batch(void *arg)
+{
+    stalled_run *r = arg;
+    sluice_request reqs[2] = {
+        {.key = key_c, .key_len = strlen(key_c), .cost = 1},
+        {.key = key_a[0], .key_len = strlen(key_a[0]), .cost = 1}};
+    uint64_t t0 = rs_mono_us();
+
+    r->rc = sluice_hit_many(r->st, &stalled_lim, reqs, 2);
+    r->ms = (rs_mono_us() - t0) / 1000;
+    return NULL;
+}
+
+static void test_stalled_node_alone(void)
+{
+    char seed[32];
+    stalled_run batch = {0};
+    pthread_t tid;
+    sluice_decision d;
+    uint64_t ms;
+    int rc;
+
+    test_context("a stalled node keeps no other node's callers waiting");
+    fc_reset();
+    stalled_keys();
+    fake_lock();
+    for (int i = 0; i < NNODES; i++)
+        snprintf(fc_nodes[i].slots, sizeof(fc_nodes[i].slots),
+                 "*2\r\n*3\r\n:0\r\n:8191\r\n*2\r\n$9\r\n127.0.0.1\r\n"
+                 ":%d\r\n*3\r\n:8192\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1"
+                 "\r\n:%d\r\n", fc_port(NODE_C), fc_port(NODE_A));
+    fake_unlock();
+    fc_mode(NODE_C, EV_SILENT, NODE_C);
+    snprintf(seed, sizeof(seed), "127.0.0.1:%d", fc_port(NODE_A));
+    batch.st = fc_open(seed, "timeout=1000&connect_timeout=1000&pool=1");
+    /* Connected, map read and scripts loaded, so only the calls wait. */
+    CHECK_OK(fc_timed_hit(&d, batch.st, key_a[1], &ms));
+    pthread_create(&tid, NULL, stalled_batch, &batch);
+    rs_sleep_ms(100);
+    rc = fc_timed_hit(&d, batch.st, key_a[0], &ms);
+    pthread_join(tid, NULL);
+    CHECK_OK(rc);
+    CHECK(fc_is_decision(&d));
+    CHECK(ms < 500); /* not the ~900 ms left of C's timeout */
+    CHECK_RC(batch.rc, SLUICE_ETIMEDOUT);
+    CHECK(batch.ms >= 950);
+    printf("  stalled node: a caller of another node answered in %" PRIu64
+           " ms while a batch waited %" PRIu64 " ms on it\n", ms, batch.ms);
+    sluice_store_free(batch.st);
+    test_context(NULL);
+}
+
 /* ---- Malformed redirections ---------------------------------------------- */
 
 static void test_malformed_redirects(void)
@@ -392,6 +486,7 @@ int main(void)
     test_tryagain();
     test_noscript();
     test_silent_node();
+    test_stalled_node_alone();
     test_malformed_redirects();
     fc_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
