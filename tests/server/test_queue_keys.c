@@ -156,7 +156,7 @@ static void test_cap(void)
     uint64_t wait = 1;
 
     queue_fresh("the cap");
-    CHECK_OK(sluice_store_open(&other, queue_server.url, NULL));
+    CHECK_OK(sluice_store_open(&other, queue_url, NULL));
     if (other == NULL)
         exit(2);
     for (int i = 0; i < 30; i++)
@@ -266,7 +266,7 @@ static void layout_deferred(sluice_job *job)
     CHECK(read > 0 && read <= wait && wait - read <= took);
     CHECK(pttl > 0 && (uint64_t)pttl <= read && read - (uint64_t)pttl <= took);
     /* And the read from another store, and with the cap passed in. */
-    CHECK_OK(sluice_store_open(&other, queue_server.url, NULL));
+    CHECK_OK(sluice_store_open(&other, queue_url, NULL));
     if (other != NULL) {
         CHECK_OK(sluice_emq_rate_limit_ttl(&read, other, q, strlen(q), 2));
         CHECK(read > 0 && read <= wait);
@@ -313,9 +313,9 @@ static void layout_prefix(void)
     const char *q = LAYOUT_Q;
     sluice_store *other = NULL;
     uint64_t id = 0;
-    char url[128];
+    char url[160];
 
-    snprintf(url, sizeof(url), "%s?emq_prefix=jobs", queue_server.url);
+    snprintf(url, sizeof(url), "%s&emq_prefix=jobs", queue_url);
     CHECK_OK(sluice_store_open(&other, url, NULL));
     if (other == NULL)
         return;
@@ -364,7 +364,7 @@ static void test_long_prefix(void)
     queue_fresh("a long queue prefix");
     memset(prefix, 'p', 200);
     prefix[200] = '\0';
-    snprintf(url, sizeof(url), "%s?emq_prefix=%s", queue_server.url, prefix);
+    snprintf(url, sizeof(url), "%s&emq_prefix=%s", queue_url, prefix);
     CHECK_OK(sluice_store_open(&other, url, NULL));
     if (other == NULL)
         return;

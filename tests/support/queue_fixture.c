@@ -15,18 +15,19 @@ sluice_store *queue_store;
 const char *const queue_server_args[] = {"--appendonly", "yes",
                                          "--appendfsync", "always", NULL};
 
+char queue_url[128];
+
 int queue_start(const char *name)
 {
-    char url[128];
-
     if (rs_start(&queue_server, queue_server_args) < 0) {
         fprintf(stderr, "%s: cannot start redis-server\n", name);
         return -1;
     }
     printf("%s: server %s (pid %d), AOF, fsync always\n", name,
            queue_server.url, (int)queue_server.pid);
-    snprintf(url, sizeof(url), "%s?timeout=3000", queue_server.url);
-    if (sluice_store_open(&queue_store, url, NULL) != 0) {
+    snprintf(queue_url, sizeof(queue_url), "%s?timeout=3000",
+             queue_server.url);
+    if (sluice_store_open(&queue_store, queue_url, NULL) != 0) {
         fprintf(stderr, "%s: %s\n", name, sluice_last_error());
         rs_stop(&queue_server);
         return -1;

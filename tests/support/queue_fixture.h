@@ -12,10 +12,12 @@
 
 #include <stdint.h>
 
-/* The server and the store on it (?timeout=3000), once queue_start() has
-   answered 0. */
+/* The server and the store on it, once queue_start() has answered 0, and
+   that store's URL: the server's with "?timeout=3000" (fsync always takes
+   a while on a busy disk), for a test's other stores on it. */
 extern rs_server queue_server;
 extern sluice_store *queue_store;
+extern char queue_url[128];
 /* The server's arguments: an append-only file, fsync always. */
 extern const char *const queue_server_args[];
 
