@@ -266,8 +266,10 @@ static void wake_by_adds(sluice_worker *w)
     fflush(NULL);
     if ((pid = fork()) == 0) {
         sluice_store *mine = NULL;
+        char url[160];
 
-        if (sluice_store_open(&mine, server.url, NULL) != 0)
+        snprintf(url, sizeof(url), "%s?timeout=3000", server.url);
+        if (sluice_store_open(&mine, url, NULL) != 0)
             _exit(1);
         rs_sleep_ms(300);
         atomic_store(&ws->add_ms, rs_mono_ms());
