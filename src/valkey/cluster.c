@@ -207,47 +207,69 @@ static int map_read_from(vk_store *v, vk_node *n)
     return err;
 }
 
-/*
- * Rereads the map from the first node that answers: the known nodes, seeds
- * first. With 'force' 0, only if it was marked stale and the last reread is
- * REFRESH_GAP_MS old. Calls that wait for a reread in progress then use it.
- */
-int sluice__vk_map_refresh(vk_store *v, bool force)
+bool sluice__vk_failed_recently(uint64_t failed_ms, uint64_t now_ms)
+{
+    /* A failure noted after 'now_ms' was read is the most recent of all
+       (and must not wrap around into "long ago"). */
+    return failed_ms != 0 &&
+           (failed_ms >= now_ms || now_ms - failed_ms <= FAILED_FOR_MS);
+}
+
+/* Asks the nodes for the map, those that failed a call lately last: one
+   that hangs would cost a whole timeout, on every reread. */
+static int map_ask_nodes(vk_store *v)
 {
     uint64_t now = sluice__monotonic_ms();
-    int err = SLUICE_OK;
+    int err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the "
+                            "map");
     size_t n;
 
-    if (!force && !atomic_load(&v->map_stale))
-        return SLUICE_OK;
-    pthread_mutex_lock(&v->refresh_lock);
-    if (!force && (!atomic_load(&v->map_stale) ||
-                   now - v->last_refresh_ms < REFRESH_GAP_MS)) {
-        pthread_mutex_unlock(&v->refresh_lock);
-        return SLUICE_OK;
-    }
     pthread_rwlock_rdlock(&v->map_lock);
     n = v->nnodes;
     pthread_rwlock_unlock(&v->map_lock);
-    err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the map");
-    /* Nodes that just failed a call are asked last: one that hangs would
-       cost a whole timeout, on every reread, for every slot's callers. */
     for (int pass = 0; pass < 2 && err != 0; pass++)
         for (size_t i = 0; i < n; i++) {
             vk_node *node;
-            uint64_t failed;
 
             pthread_rwlock_rdlock(&v->map_lock);
             node = v->nodes[i];
             pthread_rwlock_unlock(&v->map_lock);
-            failed = atomic_load(&node->failed_ms);
-            if ((pass == 0) != (failed == 0 || now - failed > FAILED_FOR_MS))
+            if ((pass == 0) == sluice__vk_failed_recently(
+                                   atomic_load(&node->failed_ms), now))
                 continue;
             if ((err = map_read_from(v, node)) == 0) {
                 atomic_store(&node->failed_ms, 0);
                 break;
             }
         }
+    return err;
+}
+
+/*
+ * Rereads the map from the first node that answers: the known nodes, seeds
+ * first. With 'force' 0, only if it was marked stale, the last reread is
+ * REFRESH_GAP_MS old and no other caller is rereading it (the caller then
+ * goes on with the map it has, rather than wait on a reread that may be
+ * waiting on a stalled node). With 'force', a caller waits for a reread in
+ * progress and uses it.
+ */
+int sluice__vk_map_refresh(vk_store *v, bool force)
+{
+    int err = SLUICE_OK;
+
+    if (!force && !atomic_load(&v->map_stale))
+        return SLUICE_OK;
+    if (force)
+        pthread_mutex_lock(&v->refresh_lock);
+    else if (pthread_mutex_trylock(&v->refresh_lock) != 0)
+        return SLUICE_OK;
+    if (!force && (!atomic_load(&v->map_stale) ||
+                   sluice__monotonic_ms() - v->last_refresh_ms <
+                       REFRESH_GAP_MS)) {
+        pthread_mutex_unlock(&v->refresh_lock);
+        return SLUICE_OK;
+    }
+    err = map_ask_nodes(v);
     v->last_refresh_ms = sluice__monotonic_ms();
     if (err == 0)
         atomic_store(&v->map_stale, 0);

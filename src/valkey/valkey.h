@@ -289,6 +289,9 @@ vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot);
 /* Rereads the map if it is stale (or when 'force'); at most one reread per
    REFRESH_GAP_MS. */
 int sluice__vk_map_refresh(vk_store *v, bool force);
+/* Whether a node whose last failed call was noted at 'failed_ms' (0: none)
+   counts, at 'now_ms', as having failed lately (FAILED_FOR_MS). */
+bool sluice__vk_failed_recently(uint64_t failed_ms, uint64_t now_ms);
 /* Notes that a call to 'n' found no answer ('err' SLUICE_ECONN or
    SLUICE_ETIMEDOUT), or that 'n' answered (0). */
 void sluice__vk_node_noted(vk_store *v, vk_node *n, int err);

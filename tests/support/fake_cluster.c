@@ -75,7 +75,10 @@ static int answer(fake_conn *c, const fake_cmd *cmd, void *payload)
     int *asked = fake_conn_state(c), was_asked = *asked;
 
     *asked = 0;
-    if (fake_cmd_is(cmd, "CLUSTER SLOTS") && cmd->argc == 2) {
+    if (fake_cmd_is(cmd, "CLUSTER SLOTS") && cmd->argc == 2 &&
+        n->slots_silent) {
+        /* a node that hangs: no answer */
+    } else if (fake_cmd_is(cmd, "CLUSTER SLOTS") && cmd->argc == 2) {
         fake_replyf(c, "%s", n->moved_sent && n->slots_after[0]
                                  ? n->slots_after
                                  : n->slots);
@@ -150,6 +153,7 @@ void fc_reset(void)
         fc_slots_all(n->slots, sizeof(n->slots), NODE_A);
         n->slots_after[0] = '\0';
         n->close_after_slots = 0;
+        n->slots_silent = 0;
         n->mode = EV_DECIDE;
         n->target = i;
         n->tryagain = 0;

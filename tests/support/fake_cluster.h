@@ -52,6 +52,7 @@ typedef struct fc_node {
     char slots[2048];       /* the CLUSTER SLOTS reply */
     char slots_after[2048]; /* ... once a MOVED was sent, if not empty */
     int close_after_slots;  /* hang up right after CLUSTER SLOTS */
+    int slots_silent;       /* never answer CLUSTER SLOTS */
     int mode;
     int target; /* a node index, for MOVED and ASK */
     int tryagain;

@@ -257,6 +257,25 @@ static void test_seeds(void)
     test_context(NULL);
 }
 
+/*
+ * A node's failure is recent for FAILED_FOR_MS (5 s): map rereads ask it
+ * last. One noted after the reread read its clock (another thread's call
+ * timing out meanwhile) is the most recent of all: it once wrapped around
+ * to "long ago", and a reread then asked a stalled node first and kept
+ * every caller of live nodes waiting for a whole timeout.
+ */
+static void test_failed_recently(void)
+{
+    test_context("failed lately");
+    CHECK(!sluice__vk_failed_recently(0, 1000000));
+    CHECK(sluice__vk_failed_recently(1000000, 1000000));
+    CHECK(sluice__vk_failed_recently(1000000, 1005000));
+    CHECK(!sluice__vk_failed_recently(1000000, 1005001));
+    CHECK(sluice__vk_failed_recently(1000001, 1000000)); /* noted after */
+    CHECK(sluice__vk_failed_recently(UINT64_MAX, 1));
+    test_context(NULL);
+}
+
 int main(void)
 {
     uint64_t t0 = rs_mono_ms();
@@ -268,6 +287,7 @@ int main(void)
     test_partial_and_empty_host();
     test_urls();
     test_seeds();
+    test_failed_recently();
     fc_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_cluster_map");

@@ -341,6 +341,7 @@ static void test_silent_node(void)
  */
 typedef struct stalled_run {
     sluice_store *st;
+    const char *key;
     int rc;
     uint64_t ms;
 } stalled_run;
@@ -421,6 +422,77 @@ static void test_stalled_node_alone(void)
     test_context(NULL);
 }
 
+/*
+ * A map reread that waits on a stalled node keeps no other caller waiting.
+ * Slots 0-5460 on B, 5461-10922 on A (the seed, asked first for the map),
+ * the rest on C. B stops answering calls, and A stops answering CLUSTER
+ * SLOTS. A call to B times out, which marks the map stale; the next call
+ * (thread 1) rereads it, and waits on A. 50 ms later, a call for C goes on
+ * with the map it has and is answered at once, instead of waiting for the
+ * reread to give up.
+ */
+static void *stalled_reread(void *arg)
+{
+    stalled_run *r = arg;
+    sluice_decision d;
+
+    r->rc = fc_timed_hit(&d, r->st, r->key, &r->ms);
+    return NULL;
+}
+
+static void test_stalled_reread(void)
+{
+    char seed[32], key_b[16] = "", key_live[16] = "";
+    stalled_run reread = {.key = key_live};
+    pthread_t tid;
+    sluice_decision d;
+    uint64_t ms;
+    int rc;
+
+    test_context("a reread stalled on a node keeps no other caller waiting");
+    fc_reset();
+    fake_lock();
+    for (int i = 0; i < NNODES; i++)
+        snprintf(fc_nodes[i].slots, sizeof(fc_nodes[i].slots),
+                 "*3\r\n*3\r\n:0\r\n:5460\r\n*2\r\n$9\r\n127.0.0.1\r\n"
+                 ":%d\r\n*3\r\n:5461\r\n:10922\r\n*2\r\n$9\r\n127.0.0.1"
+                 "\r\n:%d\r\n*3\r\n:10923\r\n:16383\r\n*2\r\n$9\r\n"
+                 "127.0.0.1\r\n:%d\r\n", fc_port(NODE_B), fc_port(NODE_A),
+                 fc_port(NODE_C));
+    fake_unlock();
+    for (int i = 0; key_b[0] == '\0' || key_live[0] == '\0'; i++) {
+        char k[16];
+        int len = snprintf(k, sizeof(k), "r%d", i);
+        unsigned slot = sluice__key_slot(k, (size_t)len);
+
+        if (slot <= 5460 && key_b[0] == '\0')
+            memcpy(key_b, k, (size_t)len + 1);
+        else if (slot >= 10923 && key_live[0] == '\0')
+            memcpy(key_live, k, (size_t)len + 1);
+    }
+    snprintf(seed, sizeof(seed), "127.0.0.1:%d", fc_port(NODE_A));
+    reread.st = fc_open(seed, "timeout=400&connect_timeout=400");
+    CHECK_OK(fc_timed_hit(&d, reread.st, key_live, &ms)); /* the map read */
+    fc_mode(NODE_B, EV_SILENT, NODE_B);
+    fake_lock();
+    fc_nodes[NODE_A].slots_silent = 1;
+    fake_unlock();
+    CHECK_RC(fc_timed_hit(&d, reread.st, key_b, &ms), SLUICE_ETIMEDOUT);
+    rs_sleep_ms(150); /* past the gap between rereads */
+    pthread_create(&tid, NULL, stalled_reread, &reread);
+    rs_sleep_ms(50);
+    rc = fc_timed_hit(&d, reread.st, key_live, &ms);
+    pthread_join(tid, NULL);
+    CHECK_OK(rc);
+    CHECK(ms < 200); /* not the ~350 ms left of the reread's timeout */
+    CHECK(fc_count(NODE_A, "CLUSTER SLOTS") >= 2); /* the reread asked A */
+    printf("  stalled reread: another caller answered in %" PRIu64 " ms "
+           "(the rereading caller: %s after %" PRIu64 " ms)\n", ms,
+           sluice_err_name(reread.rc), reread.ms);
+    sluice_store_free(reread.st);
+    test_context(NULL);
+}
+
 /* ---- Malformed redirections ---------------------------------------------- */
 
 static void test_malformed_redirects(void)
@@ -487,6 +559,7 @@ int main(void)
     test_noscript();
     test_silent_node();
     test_stalled_node_alone();
+    test_stalled_reread();
     test_malformed_redirects();
     fc_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
