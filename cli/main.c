@@ -3,9 +3,10 @@
  * commands that decide one request (hit, peek) or forget a key (reset).
  *
  *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
- *                             [--json] [--store URL]
+ *                             [--burst B] [--json] [--store URL]
  *   sluice ttl QUEUE [--max N] --store URL [--json]
- *   sluice replay --algo ALGO --max N --window DUR [--store URL] < TRACE
+ *   sluice replay --algo ALGO --max N --window DUR [--burst B]
+ *                 [--store URL] < TRACE
  *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
  *                --store URL [--json]                          (queue.c)
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] ... --store URL
@@ -47,6 +48,8 @@ static const char main_help[] =
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
+    "  --burst B      (hit, peek, replay) units admitted at once, 1..N\n"
+    "                 (default N): only @BURST_ALGOS@\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
     "                 embedded store) or a server shared by every process\n"
     "                 that uses it, valkey://[[USER]:PASSWORD@]HOST[:PORT]\n"
@@ -71,7 +74,7 @@ static const char main_help[] =
 
 static const char hit_help[] =
     "Usage: sluice hit KEY --algo ALGO --max N --window DUR [--cost C]\n"
-    "                      [--json] [--store URL]\n"
+    "                      [--burst B] [--json] [--store URL]\n"
     "\n"
     "Decides one request of C units (default 1) against KEY's budget of N\n"
     "units per DUR and, if it fits, counts it.\n"
@@ -80,6 +83,8 @@ static const char hit_help[] =
     "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
+    "  --burst B      units admitted at once, 1..N (default N), so C <= B:\n"
+    "                 only @BURST_ALGOS@\n"
     "  --json         print one JSON object instead of a line of text\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
@@ -102,7 +107,7 @@ static const char hit_help[] =
 
 static const char peek_help[] =
     "Usage: sluice peek KEY --algo ALGO --max N --window DUR [--cost C]\n"
-    "                       [--json] [--store URL]\n"
+    "                       [--burst B] [--json] [--store URL]\n"
     "\n"
     "Answers exactly what 'sluice hit' would answer now, without counting\n"
     "anything. Options and output are those of 'sluice hit'.\n"
@@ -209,7 +214,7 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     int err, status;
 
     if (kind != KIND_RESET) {
-        takes |= CLI_TAKES_COST;
+        takes |= CLI_TAKES_COST | CLI_TAKES_BURST;
         needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;
     }
     if ((status = cli_request_parse(&args, cmd, argc, argv, takes)) != 0 ||
