@@ -185,8 +185,10 @@ static long batch_step(diff_run *r, sluice_algo algo, int step)
     long bad = 0;
     int r1, rc;
 
-    if (algo == SLUICE_GCRA)
+    if (algo == SLUICE_GCRA) {
         lim.burst = lim.max - 1; /* a burst below max: costs up to it */
+        lim.window_ms++;         /* an interval of no whole ms */
+    }
     cap = lim.burst != 0 ? lim.burst : lim.max;
     for (size_t i = 0; i < n; i++) {
         size_t klen = (size_t)snprintf(keys[i], sizeof(keys[i]), "batch:%d",
@@ -397,9 +399,12 @@ static void diff_step(diff_run *r, int step)
     diff_call c = {.lim = SLUICE_LIMIT(algo, cfg->max, cfg->window_ms)};
 
     c.klen = (size_t)snprintf(c.key, sizeof(c.key), "user:%d", k);
-    /* gcra: each key its own burst, 1..max. */
-    if (algo == SLUICE_GCRA)
+    /* gcra: each key its own burst, 1..max, and intervals of no whole
+       ms (window / max), where a wait is rounded up. */
+    if (algo == SLUICE_GCRA) {
         c.lim.burst = 1 + (uint64_t)k % c.lim.max;
+        c.lim.window_ms++;
+    }
     /* One clock for all keys: a key sees the sum of the gaps between its
        own steps, about DIFF_IDS x 3 steps apart. */
     g = (unsigned)(rng_next() % 100);
