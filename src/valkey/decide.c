@@ -110,8 +110,9 @@ static int reply_decision(const redisReply *r, size_t i,
 /*
  * The arguments of one script call for 'n' requests: EVALSHA, the SHA1,
  * NUMKEYS, the n keys, then max, window, consume, now and token, then the
- * n costs, then the burst (src/algo/prelude.lua). One block holds them (the caller's
- * 'stack' when they fit), unless a key is too long for its VK_KEY_BUF slot.
+ * n costs, then the burst (src/algo/prelude.lua). One block holds them
+ * (the caller's 'stack' when they fit), unless a key is too long for its
+ * VK_KEY_BUF slot.
  */
 typedef struct group_args {
     int argc;
