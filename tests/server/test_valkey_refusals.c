@@ -198,6 +198,41 @@ static void test_settings(void)
     }
 }
 
+/*
+ * A refusal stands for its limit only: gcra at 3 per minute with burst 1
+ * refuses a second unit for 20 s, but with burst 3 the same unit fits
+ * (20 s owed of 60), so the server is asked.
+ */
+static void test_other_burst(void)
+{
+    sluice_vclock *clock = NULL;
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_GCRA, 3, 60000);
+    sluice_decision d;
+    sluice_store *st;
+    uint64_t calls;
+
+    test_context("gcra: a refusal under another burst");
+    CHECK_OK(sluice_vclock_new(&clock, 3000000));
+    st = open_store(clock, "&prefix=refusals3");
+    CHECK_OK(sluice_reset(st, &lim, "g", 1));
+    lim.burst = 1;
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(d.allowed);
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(!d.allowed && d.retry_after_ms == 20000);
+    calls = evalsha_calls();
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(!d.allowed);
+    CHECK_EQ_U64(evalsha_calls(), calls); /* remembered */
+    lim.burst = 3;
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(d.allowed && d.remaining == 1);
+    CHECK_EQ_U64(evalsha_calls(), calls + 1);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
 int main(void)
 {
     if (rs_start(&server, NULL) < 0) {
@@ -206,11 +241,12 @@ int main(void)
     }
     printf("test_valkey_refusals: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    /* Every algorithm whose refusals are cached by default (fixed and
-       sliding-log). */
+    /* Every algorithm whose refusals are cached by default (fixed,
+       sliding-log and gcra). */
     for (int a = 0; a < TEST_ALGO_N; a++)
         if (sluice__algos[a]->refused_cache_default)
             test_refused_locally((sluice_algo)a);
+    test_other_burst();
     test_cheaper_and_reset();
     test_settings();
     rs_stop(&server);
