@@ -386,6 +386,10 @@ usage_error "--burst above --max" "--burst: .*burst 11 is out of range" \
     hit k --algo gcra --max 10 --window 1s --burst 11
 usage_error "--cost above --burst" "--cost: 5 exceeds --burst 4" \
     peek k --algo gcra --max 10 --window 1s --burst 4 --cost 5
+run reset k --algo gcra --burst 3
+expect_rc "reset takes --burst alone" 0
+usage_error "reset --burst with an algorithm without one" \
+    "--burst: fixed has no burst" reset k --algo fixed --burst 3
 run_in '0 k 5\n' replay --algo gcra --max 10 --window 1s --burst 4
 expect_rc "replay: a line's cost above --burst" 2
 run hit k --algo gcra --max 10 --window 1s --burst 4 --cost 4 --json
