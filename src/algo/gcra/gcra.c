@@ -29,8 +29,10 @@
  *     when the bucket is full again and the key may go (idle_at()).
  *
  * Bounds. D <= b x w <= max x w while the clock does not go back, and
- * gcra_check() refuses max x w > 2^53, so no figure here passes 2^53 and
- * the doubles of gcra.lua hold every one of them exactly. A clock that
+ * gcra_check() refuses max x w > 2^53, so no debt, cost or room passes
+ * 2^53 and the doubles of gcra.lua hold every one of them exactly. TAT's
+ * whole ms may pass 2^53 (now <= 2^53, plus up to a window): gcra.lua
+ * reads and writes them in two parts, above and below 10^6. A clock that
  * reads more than a window before TAT (it went back) is held at TAT - w
  * (D = max x w), as in gcra.lua; the embedded store never lets it go back.
  * A key asked under another max reads 'rem' in that max's units, a 'rem'
