@@ -143,13 +143,17 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
     return true;
 }
 
-bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len)
+bool cli_cost_fits(uint64_t cost, const sluice_limit *limit, char *why,
+                   size_t why_len)
 {
-    if (cost <= max)
+    bool burst = limit->burst != 0 && limit->burst < limit->max;
+
+    if (cost <= (burst ? limit->burst : limit->max))
         return true;
-    snprintf(why, why_len, "%llu exceeds --max %llu, so the request could "
+    snprintf(why, why_len, "%llu exceeds --%s %llu, so the request could "
              "never be admitted", (unsigned long long)cost,
-             (unsigned long long)max);
+             burst ? "burst" : "max",
+             (unsigned long long)(burst ? limit->burst : limit->max));
     return false;
 }
 
@@ -370,6 +374,7 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
         CLI_OPT_NUMBER("--cost", &out->cost, 1, SLUICE_MAX_MAX),
         CLI_OPT_FLAG("--json", &out->json),
         CLI_OPT_TEXT("--store", &out->store),
+        CLI_OPT_NUMBER("--burst", &out->limit.burst, 1, SLUICE_MAX_MAX),
     };
     enum { NALL = sizeof(all) / sizeof(all[0]) };
     cli_opt opts[NALL];
@@ -420,12 +425,17 @@ int cli_request_require(const cli_request *r, const char *cmd,
                                    required[i].hint != NULL
                                        ? required[i].hint
                                        : cli_algo_list());
-    if ((r->given & CLI_TAKES_COST) &&
-        !cli_cost_fits(r->cost, r->limit.max, why, sizeof(why)))
-        return cli_usage_error(cmd, "--cost: %s", why);
+    /* The limit first: a burst above max is the burst's fault. */
     if (sluice_limit_check(&r->limit) < 0)
-        return cli_usage_error(cmd, "--max and --window: %s",
+        return cli_usage_error(cmd, "%s: %s",
+                               r->limit.burst != 0 &&
+                                       strstr(sluice_last_error(), "burst")
+                                   ? "--burst"
+                                   : "--max and --window",
                                sluice_last_error());
+    if ((r->given & CLI_TAKES_COST) &&
+        !cli_cost_fits(r->cost, &r->limit, why, sizeof(why)))
+        return cli_usage_error(cmd, "--cost: %s", why);
     return 0;
 }
 

@@ -86,12 +86,14 @@ bool cli_parse_u64(uint64_t *out, const char *text, uint64_t lo, uint64_t hi,
                    char *why, size_t why_len);
 
 /*
- * True when a request of 'cost' units can fit a limit of 'max' at all.
- * Otherwise writes into 'why' (of 'why_len' bytes) a phrase such as "12
- * exceeds --max 10, so the request could never be admitted"; the caller
- * prefixes what the cost was ("--cost: ", "line 4: cost ").
+ * True when a request of 'cost' units can fit 'limit' at all: cost <= max,
+ * and cost <= burst when it has one. Otherwise writes into 'why' (of
+ * 'why_len' bytes) a phrase such as "12 exceeds --max 10, so the request
+ * could never be admitted"; the caller prefixes what the cost was
+ * ("--cost: ", "line 4: cost ").
  */
-bool cli_cost_fits(uint64_t cost, uint64_t max, char *why, size_t why_len);
+bool cli_cost_fits(uint64_t cost, const sluice_limit *limit, char *why,
+                   size_t why_len);
 
 /* ---- Options --------------------------------------------------------------- */
 
@@ -221,7 +223,8 @@ enum {
     CLI_TAKES_COST = 1u << 3,
     CLI_TAKES_JSON = 1u << 4,
     CLI_TAKES_STORE = 1u << 5,
-    CLI_TAKES_KEY = 1u << 6 /* one operand, KEY */
+    CLI_TAKES_BURST = 1u << 6,
+    CLI_TAKES_KEY = 1u << 7 /* one operand, KEY */
 };
 
 /* The line of such a command. 'given' says what was present. */
@@ -229,7 +232,7 @@ typedef struct cli_request {
     unsigned given;     /* CLI_TAKES_* bits of what the line supplied */
     const char *key;    /* points into argv */
     size_t key_len;
-    sluice_limit limit; /* --algo, --max, --window */
+    sluice_limit limit; /* --algo, --max, --window, --burst */
     uint64_t cost;      /* 1 unless --cost was given */
     bool json;
     const char *store;  /* NULL unless --store was given */
@@ -337,6 +340,9 @@ void cli_help_print(const char *text);
  * message: "fixed, sliding-counter or sliding-log".
  */
 const char *cli_algo_list(void);
+
+/* The same of the algorithms that take a burst: "gcra". */
+const char *cli_burst_algo_list(void);
 
 /* 'n' in words ("three") up to ten, else in digits (a static buffer). */
 const char *cli_count_word(unsigned n);

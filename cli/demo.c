@@ -1,6 +1,5 @@
 /*
- * demo.c - 'sluice demo': the trade-off of the three algorithms on one
- * screen.
+ * demo.c - 'sluice demo': the trade-off of the algorithms on one screen.
  *
  * Two traffic patterns are replayed against each algorithm, on the embedded
  * store with a virtual clock, for a budget of DEMO_MAX per DEMO_WINDOW_MS:
@@ -312,11 +311,12 @@ static void print_table(const palette *p, const report *r, unsigned n,
         printf("\n");
     }
     printf("%sMemory is measured: what the embedded store holds for one key "
-           "whose budget is used\nup, bookkeeping and key included. The "
-           "state itself is a count and an expiry (fixed),\ntwo counts and "
-           "a window index (sliding-counter), or a (time, count) pair per "
-           "distinct\nmillisecond with admitted requests in the window "
-           "(sliding-log).%s\n", p->dim, p->off);
+           "whose budget is used up,\nbookkeeping and key included. The "
+           "state itself is a count and an expiry (fixed), two counts\nand "
+           "a window index (sliding-counter), a (time, count) pair per "
+           "distinct millisecond with\nadmitted requests in the window "
+           "(sliding-log), or one theoretical arrival time (gcra).%s\n",
+           p->dim, p->off);
 }
 
 /*
@@ -414,6 +414,28 @@ static size_t admitted_at(const outcome *o, const trace *tr, uint64_t t,
     return ok;
 }
 
+/*
+ * gcra's line: one time per key, no grid and so no seam, but a full bucket
+ * and the steady rate add up within a span: at most max + floor((w - 1) x
+ * max / w) in any span of w ms.
+ */
+static void print_meaning_gcra(const palette *p, const report *g,
+                               const trace *attack)
+{
+    size_t sent, ok = admitted_at(&g->attack, attack, DEMO_WINDOW_MS - 1,
+                                  &sent);
+    size_t peak = g->attack.peak > g->steady.peak ? g->attack.peak
+                                                  : g->steady.peak;
+    unsigned bound = DEMO_MAX + (DEMO_WINDOW_MS - 1) * DEMO_MAX /
+                                    DEMO_WINDOW_MS;
+
+    printf("%s%-16s%s one time per key (%llu B): paced 1 s / max apart, "
+           "bursts of up to max (%zu of %zu\n%-16s at t=%u). No seam, but "
+           "burst and pace add up: at most %u in a 1 s span (here %zu).\n",
+           p->bold, "gcra", p->off, (unsigned long long)g->bytes_small, ok,
+           sent, "", DEMO_WINDOW_MS - 1, bound, peak);
+}
+
 /* What the figures mean; 'r' is indexed by sluice_algo. */
 static void print_meaning(const palette *p, const report *r,
                           const trace *attack)
@@ -441,6 +463,7 @@ static void print_meaning(const palette *p, const report *r,
            "O(max): %llu B for one key at max=%u.\n", p->bold,
            "sliding-log", p->off, sl_peak, "",
            (unsigned long long)sl->bytes_big, BIG_MAX);
+    print_meaning_gcra(p, &r[SLUICE_GCRA], attack);
 }
 
 /* ---- The command ----------------------------------------------------------- */

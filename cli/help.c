@@ -31,6 +31,29 @@ const char *cli_algo_list(void)
     return list;
 }
 
+const char *cli_burst_algo_list(void)
+{
+    static char list[256];
+    unsigned n = sluice_algo_count(), found = 0;
+    size_t used = 0;
+
+    if (list[0] != '\0')
+        return list;
+    /* An algorithm takes a burst when a limit with burst 1 is valid. */
+    for (unsigned i = 0; i < n && used < sizeof(list); i++) {
+        sluice_limit l = SLUICE_LIMIT((sluice_algo)i, 1, 1);
+
+        l.burst = 1;
+        if (sluice_limit_check(&l) == SLUICE_OK)
+            used += (size_t)snprintf(list + used, sizeof(list) - used,
+                                     "%s%s", found++ == 0 ? "" : ", ",
+                                     sluice_algo_name((sluice_algo)i));
+    }
+    if (found == 0)
+        snprintf(list, sizeof(list), "(none)");
+    return list;
+}
+
 const char *cli_count_word(unsigned n)
 {
     static const char *const words[] = {
@@ -128,6 +151,7 @@ static const struct placeholder {
 } placeholders[] = {
     {"@ALGOS@", cli_algo_list},
     {"@ALGO_COUNT@", algo_count_text},
+    {"@BURST_ALGOS@", cli_burst_algo_list},
     {"@LEASE@", lease_text},
     {"@MAX@", max_text},
     {"@URL_OPTIONS@", sluice_store_url_options},

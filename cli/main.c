@@ -3,9 +3,10 @@
  * commands that decide one request (hit, peek) or forget a key (reset).
  *
  *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
- *                             [--json] [--store URL]
+ *                             [--burst B] [--json] [--store URL]
  *   sluice ttl QUEUE [--max N] --store URL [--json]
- *   sluice replay --algo ALGO --max N --window DUR [--store URL] < TRACE
+ *   sluice replay --algo ALGO --max N --window DUR [--burst B]
+ *                 [--store URL] < TRACE
  *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
  *                --store URL [--json]                          (queue.c)
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] ... --store URL
@@ -47,6 +48,8 @@ static const char main_help[] =
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
+    "  --burst B      units admitted at once, 1..N (default N): only\n"
+    "                 @BURST_ALGOS@\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
     "                 embedded store) or a server shared by every process\n"
     "                 that uses it, valkey://[[USER]:PASSWORD@]HOST[:PORT]\n"
@@ -71,7 +74,7 @@ static const char main_help[] =
 
 static const char hit_help[] =
     "Usage: sluice hit KEY --algo ALGO --max N --window DUR [--cost C]\n"
-    "                      [--json] [--store URL]\n"
+    "                      [--burst B] [--json] [--store URL]\n"
     "\n"
     "Decides one request of C units (default 1) against KEY's budget of N\n"
     "units per DUR and, if it fits, counts it.\n"
@@ -80,6 +83,8 @@ static const char hit_help[] =
     "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
+    "  --burst B      units admitted at once, 1..N (default N), so C <= B:\n"
+    "                 only @BURST_ALGOS@\n"
     "  --json         print one JSON object instead of a line of text\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
@@ -102,7 +107,7 @@ static const char hit_help[] =
 
 static const char peek_help[] =
     "Usage: sluice peek KEY --algo ALGO --max N --window DUR [--cost C]\n"
-    "                       [--json] [--store URL]\n"
+    "                       [--burst B] [--json] [--store URL]\n"
     "\n"
     "Answers exactly what 'sluice hit' would answer now, without counting\n"
     "anything. Options and output are those of 'sluice hit'.\n"
@@ -114,12 +119,12 @@ static const char peek_help[] =
     "error, 3 store error.\n";
 
 static const char reset_help[] =
-    "Usage: sluice reset KEY --algo ALGO [--max N] [--window DUR] [--json]\n"
-    "                        [--store URL]\n"
+    "Usage: sluice reset KEY --algo ALGO [--max N] [--window DUR]\n"
+    "                        [--burst B] [--json] [--store URL]\n"
     "\n"
     "Forgets KEY's state for the algorithm, so its budget is whole again.\n"
-    "State is kept per (algorithm, key), so --max and --window may be left\n"
-    "out; when given they are checked like hit's.\n"
+    "State is kept per (algorithm, key), so --max, --window and --burst may\n"
+    "be left out; when given they are checked like hit's.\n"
     "\n"
     "On the embedded store (mem://, the default), which lives inside this one\n"
     "process, there is nothing to forget; the command still checks its\n"
@@ -201,7 +206,8 @@ static void print_decision(const cli_request *args, const sluice_decision *d)
 static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
 {
     unsigned takes = CLI_TAKES_KEY | CLI_TAKES_ALGO | CLI_TAKES_MAX |
-                     CLI_TAKES_WINDOW | CLI_TAKES_JSON | CLI_TAKES_STORE;
+                     CLI_TAKES_WINDOW | CLI_TAKES_JSON | CLI_TAKES_STORE |
+                     CLI_TAKES_BURST;
     unsigned needed = CLI_TAKES_KEY | CLI_TAKES_ALGO;
     sluice_store *store = NULL;
     sluice_decision d;
@@ -216,9 +222,10 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
         ((args.given & CLI_TAKES_KEY) &&
          (status = cli_name_check(cmd, "KEY", args.key)) != 0))
         return status;
-    /* A reset forgets the key whatever the limit; any valid one will do. */
+    /* A reset forgets the key whatever the limit; any valid one will do
+       (one that holds a --burst given alone, too). */
     if (!(args.given & CLI_TAKES_MAX))
-        args.limit.max = 1;
+        args.limit.max = args.limit.burst > 1 ? args.limit.burst : 1;
     if (!(args.given & CLI_TAKES_WINDOW))
         args.limit.window_ms = 1;
     if ((status = cli_request_require(&args, cmd, needed)) != 0 ||

@@ -24,13 +24,14 @@
 #include <time.h>
 
 const char cli_replay_help[] =
-    "Usage: sluice replay --algo ALGO --max N --window DUR [--store URL]"
-    " < TRACE\n"
+    "Usage: sluice replay --algo ALGO --max N --window DUR [--burst B]\n"
+    "                     [--store URL] < TRACE\n"
     "\n"
     "Decides a trace of requests read on stdin, one per line:\n"
     "\n"
     "  T KEY [COST]    T in milliseconds, never less than the line before;\n"
-    "                  KEY without whitespace; COST 1..N, default 1\n"
+    "                  KEY without whitespace; COST 1..N (1..B with a\n"
+    "                  burst), default 1\n"
     "\n"
     "and prints one line per request:\n"
     "\n"
@@ -53,6 +54,8 @@ const char cli_replay_help[] =
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
     "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
+    "  --burst B      units admitted at once, 1..N (default N): only\n"
+    "                 @BURST_ALGOS@\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     "\n"
     "Example:\n"
@@ -154,7 +157,7 @@ static int line_error(unsigned long long lineno, const char *fmt, ...)
  * comment), or -1 for a malformed line (reported).
  */
 static int parse_line(request *req, char *line, size_t len,
-                      const progress *pr, uint64_t max)
+                      const progress *pr, const sluice_limit *limit)
 {
     char *fields[FIELDS_MAX];
     char why[256];
@@ -183,7 +186,7 @@ static int parse_line(request *req, char *line, size_t len,
     if (n == 3 && !cli_parse_u64(&req->cost, fields[2], 1, SLUICE_MAX_MAX,
                                  why, sizeof(why)))
         return line_error(pr->lineno, "cost: %s", why);
-    if (!cli_cost_fits(req->cost, max, why, sizeof(why)))
+    if (!cli_cost_fits(req->cost, limit, why, sizeof(why)))
         return line_error(pr->lineno, "cost %s", why);
     return 1;
 }
@@ -260,7 +263,7 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
         int found;
 
         pr.lineno++;
-        found = parse_line(&req, line, (size_t)got, &pr, limit->max);
+        found = parse_line(&req, line, (size_t)got, &pr, limit);
         if (found < 0)
             status = CLI_EXIT_USAGE;
         else if (found > 0)
@@ -279,7 +282,7 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
 int cli_replay(int argc, char **argv)
 {
     unsigned takes = CLI_TAKES_ALGO | CLI_TAKES_MAX | CLI_TAKES_WINDOW |
-                     CLI_TAKES_STORE;
+                     CLI_TAKES_STORE | CLI_TAKES_BURST;
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_vclock *vclock = NULL;
@@ -288,7 +291,8 @@ int cli_replay(int argc, char **argv)
 
     if ((status = cli_request_parse(&args, "replay", argc, argv, takes)) != 0 ||
         (status = cli_request_require(&args, "replay",
-                                      takes & ~CLI_TAKES_STORE)) != 0)
+                                      takes & ~(CLI_TAKES_STORE |
+                                                CLI_TAKES_BURST))) != 0)
         return status;
     /* Virtual time for the embedded store; real clocks for a server. */
     if (cli_url_is_embedded(args.store)) {

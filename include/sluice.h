@@ -11,6 +11,9 @@
  *   sliding-counter  the current and previous aligned window's counts, the
  *                    previous weighted by how much of it is still in view.
  *   sliding-log      the exact list of admitted requests in the last window.
+ *   gcra             a token bucket kept as one theoretical arrival time:
+ *                    units spaced window_ms / max apart, with bursts of up
+ *                    to 'burst' (default max).
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store is reached through the same four
@@ -57,7 +60,7 @@ extern "C" {
  */
 #define SLUICE_ERRNO_MAP(X)                                                   \
     X(EINVAL,   -1, "invalid argument")                                       \
-    X(ECOST,    -2, "cost exceeds the limit's max and can never be admitted") \
+    X(ECOST,    -2, "cost exceeds the limit's max (or burst): never admitted") \
     X(ERANGE,   -3, "number out of range")                                    \
     X(ENOMEM,   -4, "out of memory")                                          \
     X(EFULL,    -5, "store is full: key cap reached")                         \
@@ -99,7 +102,8 @@ SLUICE_EXTERN const char *sluice_last_error(void);
 #define SLUICE_ALGO_MAP(X)                 \
     X(FIXED,           0, fixed)           \
     X(SLIDING_COUNTER, 1, sliding_counter) \
-    X(SLIDING_LOG,     2, sliding_log)
+    X(SLIDING_LOG,     2, sliding_log)     \
+    X(GCRA,            3, gcra)
 
 typedef enum sluice_algo {
 #define SLUICE__ALGO_ENUM(name, val, folder) SLUICE_##name = (val),
@@ -118,7 +122,8 @@ SLUICE_EXTERN unsigned sluice_algo_count(void);
  *   1 <= max       <= SLUICE_MAX_MAX          (2^53 - 1)
  *   1 <= window_ms <= SLUICE_WINDOW_MAX_MS    (2^40 ms, about 34.8 years)
  *   1 <= cost      <= max                     (else SLUICE_ECOST)
- *   sliding-counter also needs max * window_ms <= 2^53.
+ *   sliding-counter and gcra also need max * window_ms <= 2^53;
+ *   gcra takes 0 <= burst <= max (0 means max), and cost <= burst.
  */
 #define SLUICE_MAX_MAX ((uint64_t)9007199254740991ULL)
 #define SLUICE_WINDOW_MAX_MS ((uint64_t)1 << 40)
@@ -131,8 +136,10 @@ typedef struct sluice_limit {
     uint64_t max;       /* units admitted per window */
     uint64_t window_ms; /* window length in milliseconds */
     /* Room for algorithms with a burst: 0 means the algorithm's default.
-       fixed, sliding-counter and sliding-log have no burst and take only 0
-       (anything else is SLUICE_EINVAL). */
+       gcra takes 1..max (default max: the most units admitted at once; a
+       cost above it is SLUICE_ECOST). fixed, sliding-counter and
+       sliding-log have no burst and take only 0 (anything else is
+       SLUICE_EINVAL). */
     uint64_t burst;
 } sluice_limit;
 

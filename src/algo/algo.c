@@ -90,6 +90,14 @@ int sluice__request_check(const sluice_limit *limit, uint64_t cost)
                              "admitted",
                              (unsigned long long)cost,
                              (unsigned long long)limit->max);
+    /* A burst below max is the most a bucket ever holds (limit checked:
+       only an algorithm with a burst has one). */
+    if (limit->burst != 0 && cost > limit->burst)
+        return sluice__error(SLUICE_ECOST,
+                             "cost %llu exceeds burst %llu: it can never be "
+                             "admitted",
+                             (unsigned long long)cost,
+                             (unsigned long long)limit->burst);
     return SLUICE_OK;
 }
 

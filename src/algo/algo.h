@@ -31,7 +31,7 @@ enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
  *
  * decide()   answers the request of 'cost' at 'now_ms' into 'out' and, when
  *            'consume' is true and it is admitted, counts it. 'limit' and
- *            'cost' have been checked (1 <= cost <= max). Returns 0 or a
+ *            'cost' have been checked (1 <= cost <= max, and <= burst). Returns 0 or a
  *            negative SLUICE_E* (only SLUICE_ENOMEM, where the state grows).
  * idle_at()  the time from which the state is equivalent to a fresh one, so a
  *            store may drop it; 0 when it is fresh already. Asked right
@@ -76,8 +76,9 @@ SLUICE_ALGO_MAP(SLUICE__ALGO_DECLARE)
 extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
 
 /*
- * Checks a request before any store sees it: a valid limit, 1 <= cost <= max.
- * Sets sluice_last_error() on failure.
+ * Checks a request before any store sees it: a valid limit,
+ * 1 <= cost <= max, and cost <= burst when the limit has one (SLUICE_ECOST
+ * beyond either). Sets sluice_last_error() on failure.
  */
 int sluice__request_check(const sluice_limit *limit, uint64_t cost);
 

@@ -9,6 +9,8 @@ ARGV[4]  now in ms, or "" to read the server's clock (TIME), once for all
 ARGV[5]  a token unique to this call (what an algorithm writes may need to
          be unique, like the sliding log's members)
 ARGV[5 + i]  the cost of request i
+ARGV[6 + n]  the burst, for an algorithm that takes one (gcra): 1..max;
+         absent, max
 Reply    {allowed, remaining, retry_after_ms, reset_after_ms} for each
          request in turn, flat: 4n integers. allowed is 1 or 0, or -1 when
          the key holds something else than the algorithm writes there
@@ -30,6 +32,7 @@ local function str(n) return string.format('%.0f', n) end
 local max, w = tonumber(ARGV[1]), tonumber(ARGV[2])
 local consume = ARGV[3] == '1'
 local token = ARGV[5]
+local burst = tonumber(ARGV[6 + #KEYS]) or max
 local clock_ms
 -- The clock, read once for the whole call: the caller's, or the server's.
 local function clock()

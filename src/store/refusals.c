@@ -41,7 +41,7 @@ typedef struct refusal {
     uint64_t until_ms;     /* refused until then (the caller's clock) */
     uint64_t reset_ms;     /* when the budget is whole again */
     uint64_t cost;         /* refused for this cost and above */
-    uint64_t max, window_ms, remaining;
+    uint64_t max, window_ms, burst, remaining;
     uint32_t key_len;
     uint8_t algo;
     char key[];
@@ -137,7 +137,8 @@ bool sluice__refusals_check(sluice__refusals *r, const sluice_limit *limit,
     pthread_mutex_lock(&sh->lock);
     e = *find(sh, h, limit->algo, key, len);
     if (e != NULL && now_ms < e->until_ms && cost == e->cost &&
-        e->max == limit->max && e->window_ms == limit->window_ms) {
+        e->max == limit->max && e->window_ms == limit->window_ms &&
+        e->burst == limit->burst) {
         memset(out, 0, sizeof(*out));
         out->limit = limit->max;
         out->remaining = e->remaining;
@@ -212,6 +213,7 @@ void sluice__refusals_note(sluice__refusals *r, const sluice_limit *limit,
     e->cost = cost;
     e->max = limit->max;
     e->window_ms = limit->window_ms;
+    e->burst = limit->burst;
     e->remaining = d->remaining;
     pthread_mutex_unlock(&sh->lock);
 }

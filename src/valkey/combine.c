@@ -100,7 +100,8 @@ static bool same_group(const vk_waiter *a, const vk_waiter *b)
 {
     return a->consume == b->consume && a->limit->algo == b->limit->algo &&
            a->limit->max == b->limit->max &&
-           a->limit->window_ms == b->limit->window_ms;
+           a->limit->window_ms == b->limit->window_ms &&
+           a->limit->burst == b->limit->burst;
 }
 
 /* Adds the calls of waiter i's group (its limit and consume, every waiter

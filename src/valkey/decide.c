@@ -110,15 +110,16 @@ static int reply_decision(const redisReply *r, size_t i,
 /*
  * The arguments of one script call for 'n' requests: EVALSHA, the SHA1,
  * NUMKEYS, the n keys, then max, window, consume, now and token, then the
- * n costs (src/algo/prelude.lua). One block holds them (the caller's
- * 'stack' when they fit), unless a key is too long for its VK_KEY_BUF slot.
+ * n costs, then the burst (src/algo/prelude.lua). One block holds them
+ * (the caller's 'stack' when they fit), unless a key is too long for its
+ * VK_KEY_BUF slot.
  */
 typedef struct group_args {
     int argc;
     const char **argv;
     size_t *lens;
     char (*keys)[VK_KEY_BUF];
-    char (*nums)[24]; /* numkeys, max, window, now, -, then the costs */
+    char (*nums)[24]; /* numkeys, max, window, now, burst, then the costs */
     char token[40];   /* the store's seed and a count, in hex */
     void *block;
     bool on_heap;
@@ -138,7 +139,7 @@ static void group_args_free(group_args *g, size_t n)
 static int group_args_alloc(group_args *g, void *stack, size_t stack_cap,
                             size_t n)
 {
-    size_t argc = 3 + n + 5 + n;
+    size_t argc = 3 + n + 5 + n + 1;
     size_t need = argc * (sizeof(char *) + sizeof(size_t)) +
                   n * VK_KEY_BUF + (5 + n) * 24;
 
@@ -208,6 +209,8 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
         (unsigned long long)atomic_fetch_add(&v->token_next, 1));
     for (size_t i = 0; i < n; i++)
         group_arg_u64(g, j++, g->nums[5 + i], reqs[todo[i]].cost);
+    group_arg_u64(g, j, g->nums[4],
+                  limit->burst != 0 ? limit->burst : limit->max);
     return SLUICE_OK;
 }
 

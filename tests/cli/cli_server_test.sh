@@ -49,7 +49,7 @@ STORE="valkey://127.0.0.1:$port?prefix=clitest$$"
 
 # ---- hit, peek, reset share the budget between processes -----------------------
 
-for algo in fixed sliding-counter sliding-log; do
+for algo in fixed sliding-counter sliding-log gcra; do
     L=(--algo "$algo" --max 2 --window 1m --store "$STORE")
     run hit "k-$algo" "${L[@]}"
     check "$algo: first hit admitted" 0 '^allowed remaining=1 limit=2 '
@@ -69,12 +69,22 @@ for algo in fixed sliding-counter sliding-log; do
         '^allowed remaining=0 limit=2 '
 done
 
+# gcra's --burst on the server: 10 per minute (6 s apart), 2 at once.
+L=(--algo gcra --max 10 --window 1m --burst 2 --store "$STORE")
+run hit k-burst "${L[@]}"
+check "gcra --burst 2: first hit admitted" 0 '^allowed remaining=1 limit=10 '
+run hit k-burst "${L[@]}"
+check "gcra --burst 2: second hit admitted" 0 '^allowed remaining=0 limit=10 '
+run hit k-burst "${L[@]}"
+check "gcra --burst 2: third hit refused, with a wait" 1 \
+    '^denied remaining=0 limit=10 retry_after_ms=[1-9][0-9]* '
+
 # ---- replay is paced in real time ------------------------------------------------
 
 # max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
 # one fits again. (Not sooner: the sliding counter's windows are aligned to
 # the wall clock, so 700 ms later its previous window may still weigh 2.)
-for algo in fixed sliding-counter sliding-log; do
+for algo in fixed sliding-counter sliding-log gcra; do
     run_in '0 r\n0 r\n0 r\n1100 r\n' replay --algo "$algo" --max 2 \
         --window 500 --store "$STORE&prefix=replay$$$algo"
     got=$(printf '%s\n' "$out" | awk '{ print $4 }' | tr '\n' ' ')

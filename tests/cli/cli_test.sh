@@ -314,7 +314,30 @@ cat >"$TMP/sliding-log.expected" <<'EOF'
 300 c 1 denied 0 100
 EOF
 
-for algo in fixed sliding-counter sliding-log; do
+# gcra: T = 100/3 = 33 1/3 ms, burst 3; TAT - now is the debt, and a unit
+# fits while debt + 33 1/3 <= 100; remaining = floor((100 - debt) / T).
+# a: TAT 33 1/3, 66 2/3, 100; at 30 the debt is 70, a unit waits until it
+# is 66 2/3: 3 1/3 ms, retry 4. At 99 the debt is 1: admitted (TAT 133 1/3,
+# 1 left), at 100 (TAT 166 2/3, 1 left: 33 1/3 of room), at 110 (TAT 200).
+# b at 150, cost 2: TAT 216 2/3; at 160 the debt 56 2/3 must fall to 33 1/3
+# for 2 more: 23 1/3, retry 24 (1 left meanwhile). At 250 a is whole again.
+# c at 300: cost 3 fills it, and a unit waits 33 1/3: retry 34.
+cat >"$TMP/gcra.expected" <<'EOF'
+0 a 1 allowed 2 0
+10 a 1 allowed 1 0
+20 a 1 allowed 0 0
+30 a 1 denied 0 4
+99 a 1 allowed 1 0
+100 a 1 allowed 1 0
+110 a 1 allowed 0 0
+150 b 2 allowed 1 0
+160 b 2 denied 1 24
+250 a 1 allowed 2 0
+300 c 3 allowed 0 0
+300 c 1 denied 0 34
+EOF
+
+for algo in fixed sliding-counter sliding-log gcra; do
     run_in "$TRACE" replay --algo "$algo" --max 3 --window 100
     printf '%s\n' "$out" >"$TMP/$algo.actual"
     if [ "$rc" -eq 0 ] &&
@@ -341,6 +364,38 @@ for algo in fixed sliding-counter sliding-log; do
     expect_eq "replay $algo: refused at +$((retry - 1)) ms, admitted at +$retry ms" \
         "allowed denied allowed " "$got"
 done
+
+# gcra with a burst: 4 per 100 ms (T = 25 ms), burst 2 (50 ms of room). 2
+# at 0 leave TAT 50; at 37 the debt is 13, a unit fits (38 <= 50), TAT 75;
+# at 40 the debt is 35: a unit waits until it is 25, retry 10; at 49,
+# retry 1; at 50 admitted. Burst 1 is pure pacing: units 25 ms apart.
+run_in '0 k 2\n37 k\n40 k\n49 k\n50 k\n' \
+    replay --algo gcra --max 4 --window 100 --burst 2
+got=$(printf '%s\n' "$out" | awk '{ print $4 "/" $6 }' | tr '\n' ' ')
+expect_eq "replay gcra --burst 2: the hand-computed waits" \
+    "allowed/0 allowed/0 denied/10 denied/1 allowed/0 " "$got"
+run_in '0 k\n0 k\n24 k\n25 k\n' replay --algo gcra --max 4 --window 100 \
+    --burst 1
+got=$(printf '%s\n' "$out" | awk '{ print $4 "/" $6 }' | tr '\n' ' ')
+expect_eq "replay gcra --burst 1 paces units 25 ms apart" \
+    "allowed/0 denied/25 denied/1 allowed/0 " "$got"
+usage_error "--burst with an algorithm without one" \
+    "--burst: fixed has no burst" \
+    hit k --algo fixed --max 10 --window 1s --burst 5
+usage_error "--burst above --max" "--burst: .*burst 11 is out of range" \
+    hit k --algo gcra --max 10 --window 1s --burst 11
+usage_error "--cost above --burst" "--cost: 5 exceeds --burst 4" \
+    peek k --algo gcra --max 10 --window 1s --burst 4 --cost 5
+run reset k --algo gcra --burst 3
+expect_rc "reset takes --burst alone" 0
+usage_error "reset --burst with an algorithm without one" \
+    "--burst: fixed has no burst" reset k --algo fixed --burst 3
+run_in '0 k 5\n' replay --algo gcra --max 10 --window 1s --burst 4
+expect_rc "replay: a line's cost above --burst" 2
+run hit k --algo gcra --max 10 --window 1s --burst 4 --cost 4 --json
+expect_eq "hit --burst 4 --cost 4 (json)" \
+    '{"key":"k","algo":"gcra","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":400}' \
+    "$out"
 
 # The same trace twice gives the same output: virtual time, no wall clock.
 run_in "$TRACE" replay --algo sliding-counter --max 3 --window 100

@@ -179,15 +179,21 @@ static long batch_step(diff_run *r, sluice_algo algo, int step)
     const int nmax = (int)(sizeof(maxes) / sizeof(maxes[0]));
     sluice_limit lim = SLUICE_LIMIT(algo, maxes[algo % nmax], 120000);
     sluice_request qm[BATCH_MAX], q1[BATCH_MAX], qc[BATCH_MAX];
+    uint64_t cap;
     char keys[BATCH_MAX][24];
     size_t n = (size_t)rng_range(1, BATCH_MAX);
     long bad = 0;
     int r1, rc;
 
+    if (algo == SLUICE_GCRA) {
+        lim.burst = lim.max - 1; /* a burst below max: costs up to it */
+        lim.window_ms++;         /* an interval of no whole ms */
+    }
+    cap = lim.burst != 0 ? lim.burst : lim.max;
     for (size_t i = 0; i < n; i++) {
         size_t klen = (size_t)snprintf(keys[i], sizeof(keys[i]), "batch:%d",
                                        (int)(rng_next() % BATCH_IDS));
-        uint64_t cost = rng_next() % 100 < 80 ? 1 : rng_range(1, lim.max);
+        uint64_t cost = rng_next() % 100 < 80 ? 1 : rng_range(1, cap);
 
         if (rng_next() % 100 < 2)
             cost = lim.max + 1; /* fails alone */
@@ -393,6 +399,12 @@ static void diff_step(diff_run *r, int step)
     diff_call c = {.lim = SLUICE_LIMIT(algo, cfg->max, cfg->window_ms)};
 
     c.klen = (size_t)snprintf(c.key, sizeof(c.key), "user:%d", k);
+    /* gcra: each key its own burst, 1..max, and intervals of no whole
+       ms (window / max), where a wait is rounded up. */
+    if (algo == SLUICE_GCRA) {
+        c.lim.burst = 1 + (uint64_t)k % c.lim.max;
+        c.lim.window_ms++;
+    }
     /* One clock for all keys: a key sees the sum of the gaps between its
        own steps, about DIFF_IDS x 3 steps apart. */
     g = (unsigned)(rng_next() % 100);
@@ -401,7 +413,9 @@ static void diff_step(diff_run *r, int step)
               : g < 99 ? rng_range(50, 1000)
                        : rng_range(1000, 60000);
     sluice_vclock_set(r->clock, r->now);
-    c.cost = rng_next() % 100 < 70 ? 1 : rng_range(1, c.lim.max);
+    c.cost = rng_next() % 100 < 70
+                 ? 1
+                 : rng_range(1, c.lim.burst != 0 ? c.lim.burst : c.lim.max);
     test_context("differential step %d: %s %s cost %" PRIu64, step,
                  sluice_algo_name(algo), c.key, c.cost);
     if (op >= 95) {

@@ -1,7 +1,7 @@
 /*
  * test_valkey_diff.c - the Valkey store against the embedded store.
  *
- * Sliding-counter and sliding-log are pure functions of (state, now,
+ * Sliding-counter, sliding-log and gcra are pure functions of (state, now,
  * request), written twice: in C (src/algo/FOLDER/FOLDER.c, run by the
  * embedded store) and in Lua (src/algo/FOLDER/FOLDER.lua, run by a real
  * redis-server). Both stores are opened on one virtual clock (the Valkey
@@ -9,9 +9,10 @@
  * resets over about thirty keys goes to both; every decision must be
  * identical in every field. The traces cover gaps of 0, of exactly a window
  * and of many windows, costs from 1 to max, limits such as max 1 and window
- * 1, keys switched between limits, and values near the documented bounds
- * (max 2^53 - 1 for the log, max x window = 2^53 for the counter, clocks
- * near 2^53), which is where Lua's doubles would first lose an integer.
+ * 1, gcra's bursts from 1 to max, keys switched between limits, and values
+ * near the documented bounds (max 2^53 - 1 for the log, max x window = 2^53
+ * for the counter and gcra, clocks near 2^53), which is where Lua's doubles
+ * would first lose an integer.
  * Costs of 2^50, and a scripted trace at the very top of the log's range,
  * are spelled out.
  *
@@ -48,6 +49,14 @@ typedef struct limit_cfg {
     uint64_t max;
     uint64_t window_ms;
 } limit_cfg;
+
+/* gcra's limits with bursts, from 1 (pure pacing) to max, and none (0:
+   max): gcra_bursts[i] with the burst gcra_burst_sizes[i]. */
+static const limit_cfg gcra_bursts[] = {
+    {10, 1000}, {3, 1000}, {7, 100}, {100, 60000}, {1000, 10},
+    {5, 1},     {2, 3},    {1, 1},   {50, 250},    {3, 7},
+};
+static const uint64_t gcra_burst_sizes[] = {3, 1, 2, 10, 999, 1, 1, 1, 25, 0};
 
 /*
  * How costs are drawn. SMALL: mostly 1, sometimes up to max. HUGE_REFUSED:
@@ -207,7 +216,8 @@ static const limit_cfg *pick_cfg(const diff_run *run, int k)
    one for the log. */
 static uint64_t pick_cost(const diff_state *ds, const diff_req *q)
 {
-    uint64_t max = q->limit.max;
+    /* The most a request may cost: the burst, where there is one. */
+    uint64_t max = q->limit.burst != 0 ? q->limit.burst : q->limit.max;
     uint64_t cost = cost_for(ds->run->costs, max);
 
     if (rng_pct(1)) /* an invalid request: both refuse it alike */
@@ -317,10 +327,10 @@ static void diff_check(diff_state *ds, const diff_req *q, unsigned op,
         return;
     fprintf(stderr,
             "    %s seed %" PRIu64 " step %d: t=%" PRIu64 " %s key=%s cost=%"
-            PRIu64 " limit=%s/%" PRIu64 "/%" PRIu64 "ms\n",
+            PRIu64 " limit=%s/%" PRIu64 "/%" PRIu64 "ms burst %" PRIu64 "\n",
             ds->run->label, ds->seed, step, ds->now, q->opname, q->key,
             q->cost, sluice_algo_name(q->limit.algo), q->limit.max,
-            q->limit.window_ms);
+            q->limit.window_ms, q->limit.burst);
     decision_print("embedded", q->rm, &q->dm);
     decision_print("valkey", q->rv, &q->dv);
     if (q->rv < 0)
@@ -342,6 +352,8 @@ static int diff_step(diff_state *ds, int step)
     op = (unsigned)(rng_next() % 100);
     cfg = pick_cfg(run, k);
     q.limit = SLUICE_LIMIT(run->algo, cfg->max, cfg->window_ms);
+    if (run->cfgs == gcra_bursts)
+        q.limit.burst = gcra_burst_sizes[cfg - gcra_bursts];
     q.klen = (size_t)snprintf(q.key, sizeof(q.key), "user:%d", k);
     gap = gap_for(cfg->window_ms);
     if (ds->now + gap > SLUICE_NOW_MAX_MS)
@@ -390,6 +402,27 @@ static void run_and_check(const diff_run *run, uint64_t seed)
     CHECK(tot.resyncs * 2 <= tot.hits);
 }
 
+/*
+ * An algorithm none of the 'runs' names, if a server runs it on the
+ * caller's clock, is held to the 'mixed' limits too (there is none today:
+ * the fixed window runs on the server's own clock, and has
+ * test_valkey_fixed.c).
+ */
+static void run_unnamed(const diff_run *runs, size_t nruns,
+                        const limit_cfg *mixed, uint64_t seed)
+{
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        diff_run extra = {sluice_algo_name((sluice_algo)a), (sluice_algo)a,
+                          mixed, 10, 30, 3000, 1700000000000ULL, COSTS_SMALL};
+        int named = 0;
+
+        for (size_t i = 0; i < nruns; i++)
+            named |= runs[i].algo == (sluice_algo)a;
+        if (!named && !sluice__models[a]->server_clock)
+            run_and_check(&extra, seed + (uint64_t)a);
+    }
+}
+
 static void test_differential(uint64_t seed)
 {
     /* Several limits side by side, keys spread over them. */
@@ -436,26 +469,22 @@ static void test_differential(uint64_t seed)
          COSTS_HUGE_REFUSED},
         {"log/mixed@2^53", SLUICE_SLIDING_LOG, mixed, 10, 30, 800, near_top,
          COSTS_SMALL},
+        {"gcra/mixed", SLUICE_GCRA, mixed, 10, 30, 3000, epoch, COSTS_SMALL},
+        {"gcra/bursts", SLUICE_GCRA, gcra_bursts, 10, 30, 3000, epoch,
+         COSTS_SMALL},
+        {"gcra/bursts@0", SLUICE_GCRA, gcra_bursts, 10, 30, 1000, 0,
+         COSTS_ANY},
+        {"gcra/big", SLUICE_GCRA, counter_big, 6, 30, 1500, epoch,
+         COSTS_ANY},
+        {"gcra/big@2^53", SLUICE_GCRA, counter_big, 6, 30, 500, near_top,
+         COSTS_ANY},
     };
 
     const size_t nruns = sizeof(runs) / sizeof(runs[0]);
 
     for (size_t i = 0; i < nruns; i++)
         run_and_check(&runs[i], seed + i);
-    /* An algorithm none of the runs names, if a server runs it on the
-       caller's clock, is held to the mixed limits too (there is none
-       today: the fixed window runs on the server's own clock, and has
-       test_valkey_fixed.c). */
-    for (int a = 0; a < TEST_ALGO_N; a++) {
-        diff_run extra = {sluice_algo_name((sluice_algo)a), (sluice_algo)a,
-                          mixed, 10, 30, 3000, epoch, COSTS_SMALL};
-        int named = 0;
-
-        for (size_t i = 0; i < nruns; i++)
-            named |= runs[i].algo == (sluice_algo)a;
-        if (!named && !sluice__models[a]->server_clock)
-            run_and_check(&extra, seed + nruns + (uint64_t)a);
-    }
+    run_unnamed(runs, nruns, mixed, seed + nruns);
     test_context(NULL);
 }
 

@@ -59,7 +59,7 @@ static void test_refused_locally(sluice_algo algo)
     sluice_limit lim = SLUICE_LIMIT(algo, 3, 1000);
     sluice_decision d, first;
     sluice_store *st;
-    uint64_t calls;
+    uint64_t calls, part;
 
     test_context("%s: refused locally", name);
     CHECK_OK(sluice_vclock_new(&clock, 1000000));
@@ -71,9 +71,13 @@ static void test_refused_locally(sluice_algo algo)
     }
     CHECK_OK(sluice_hit(&first, st, &lim, "k", 1, 1));
     CHECK(!first.allowed);
-    /* The log's wait is on the virtual clock: exactly the window. The
-       fixed window's is the key's PTTL on the server's own clock. */
-    if (!sluice__models[algo]->server_clock)
+    /* The log's wait is on the virtual clock: exactly the window; gcra's,
+       one unit's interval less the two it may owe: 1000 - 2 x 1000/3,
+       333.3, so 334. The fixed window's is the key's PTTL on the server's
+       own clock. */
+    if (algo == SLUICE_GCRA)
+        CHECK_EQ_U64(first.retry_after_ms, 334);
+    else if (!sluice__models[algo]->server_clock)
         CHECK_EQ_U64(first.retry_after_ms, 1000);
     else
         CHECK(first.retry_after_ms > 900 && first.retry_after_ms <= 1000);
@@ -85,21 +89,22 @@ static void test_refused_locally(sluice_algo algo)
     CHECK_EQ_U64(evalsha_calls(), calls); /* the server saw none of them */
     CHECK_EQ_U64(local_refusals(st), 1000);
     /* The wait counts down. */
-    sluice_vclock_advance(clock, 400);
+    part = first.retry_after_ms * 2 / 5;
+    sluice_vclock_advance(clock, part);
     CHECK_OK(sluice_hit(&d, st, &lim, "k", 1, 1));
     CHECK(!d.allowed);
-    CHECK_EQ_U64(d.retry_after_ms, first.retry_after_ms - 400);
+    CHECK_EQ_U64(d.retry_after_ms, first.retry_after_ms - part);
     CHECK_EQ_U64(evalsha_calls(), calls);
     /* One ms before the end: still refused here. At the end the server is
-       asked again (and the log, on the virtual clock, admits). */
-    sluice_vclock_advance(clock, first.retry_after_ms - 401);
+       asked again (and the log and gcra, on the virtual clock, admit). */
+    sluice_vclock_advance(clock, first.retry_after_ms - part - 1);
     CHECK_OK(sluice_hit(&d, st, &lim, "k", 1, 1));
     CHECK(!d.allowed);
     CHECK_EQ_U64(d.retry_after_ms, 1);
     CHECK_EQ_U64(evalsha_calls(), calls);
     sluice_vclock_advance(clock, 1);
     CHECK_OK(sluice_hit(&d, st, &lim, "k", 1, 1));
-    if (algo == SLUICE_SLIDING_LOG)
+    if (algo == SLUICE_SLIDING_LOG || algo == SLUICE_GCRA)
         CHECK(d.allowed);
     CHECK_EQ_U64(evalsha_calls(), calls + 1);
     sluice_store_free(st);
@@ -193,6 +198,41 @@ static void test_settings(void)
     }
 }
 
+/*
+ * A refusal stands for its limit only: gcra at 3 per minute with burst 1
+ * refuses a second unit for 20 s, but with burst 3 the same unit fits
+ * (20 s owed of 60), so the server is asked.
+ */
+static void test_other_burst(void)
+{
+    sluice_vclock *clock = NULL;
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_GCRA, 3, 60000);
+    sluice_decision d;
+    sluice_store *st;
+    uint64_t calls;
+
+    test_context("gcra: a refusal under another burst");
+    CHECK_OK(sluice_vclock_new(&clock, 3000000));
+    st = open_store(clock, "&prefix=refusals3");
+    CHECK_OK(sluice_reset(st, &lim, "g", 1));
+    lim.burst = 1;
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(d.allowed);
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(!d.allowed && d.retry_after_ms == 20000);
+    calls = evalsha_calls();
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(!d.allowed);
+    CHECK_EQ_U64(evalsha_calls(), calls); /* remembered */
+    lim.burst = 3;
+    CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
+    CHECK(d.allowed && d.remaining == 1);
+    CHECK_EQ_U64(evalsha_calls(), calls + 1);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
 int main(void)
 {
     if (rs_start(&server, NULL) < 0) {
@@ -201,11 +241,12 @@ int main(void)
     }
     printf("test_valkey_refusals: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    /* Every algorithm whose refusals are cached by default (fixed and
-       sliding-log). */
+    /* Every algorithm whose refusals are cached by default (fixed,
+       sliding-log and gcra). */
     for (int a = 0; a < TEST_ALGO_N; a++)
         if (sluice__algos[a]->refused_cache_default)
             test_refused_locally((sluice_algo)a);
+    test_other_burst();
     test_cheaper_and_reset();
     test_settings();
     rs_stop(&server);

@@ -348,7 +348,7 @@ static void check_cost(fixture *fx, const sluice_limit *ok)
     CHECK_SAME(PEEK(fx, ok, "k", 10), fx_fresh(ok, 1000, 10));
 }
 
-/* An unknown algorithm; a burst, which none of these algorithms has. */
+/* An unknown algorithm; a burst, which only gcra has. */
 static void check_algo_and_burst(fixture *fx)
 {
     sluice_decision d;
@@ -359,11 +359,21 @@ static void check_algo_and_burst(fixture *fx)
     l.algo = (sluice_algo)-1;
     CHECK_FAILS(sluice_peek(&d, fx->store, &l, "k", 1, 1), SLUICE_EINVAL);
     CHECK_FAILS(sluice_limit_check(NULL), SLUICE_EINVAL);
-    /* A burst: none of these algorithms has one, so only 0 is taken. */
+    /* A burst: an algorithm without one takes only 0; gcra takes up to
+       max (test_gcra has the rest). */
     for (int a = 0; a < TEST_ALGO_N; a++) {
         l = limit_of((sluice_algo)a, 10, 1000);
         CHECK_OK(sluice_limit_check(&l));
         l.burst = 10;
+        if (a == SLUICE_GCRA) {
+            CHECK_OK(sluice_limit_check(&l));
+            l.burst = 11;
+            CHECK_FAILS(sluice_limit_check(&l), SLUICE_ERANGE);
+            CHECK(strstr(sluice_last_error(), "burst") != NULL);
+            CHECK_FAILS(sluice_hit(&d, fx->store, &l, "k", 1, 1),
+                        SLUICE_ERANGE);
+            continue;
+        }
         CHECK_FAILS(sluice_limit_check(&l), SLUICE_EINVAL);
         CHECK(strstr(sluice_last_error(), "burst") != NULL);
         CHECK_FAILS(sluice_hit(&d, fx->store, &l, "k", 1, 1), SLUICE_EINVAL);

@@ -2,8 +2,10 @@
  * test_algo_seam.c - the seam: the most units a span one window long can
  * admit, per algorithm. The fixed window admits 2 x max - 1 across the seam
  * of two windows, the sliding counter 2 x max - ceil(2 max / w) (reached
- * exactly by an adversary), the sliding log max; dense random clients
- * (seeded) never pass those bounds, and some reach them.
+ * exactly by an adversary), the sliding log max, gcra (no seam, but a full
+ * bucket and the pace) max + floor((w - 1) max / w) (reached in
+ * test_gcra.c); dense random clients (seeded) never pass those bounds, and
+ * some reach them.
  *
  * Through the embedded store on a virtual clock (no test here ever sleeps).
  *
@@ -26,7 +28,7 @@
  * Each algorithm's bound is its model's (span_bound in
  * src/algo/FOLDER/model.c, where it is worked out): 2 max - 1 for the
  * fixed window, 2 max - ceil(2 max / w) for the sliding counter, max for
- * the sliding log.
+ * the sliding log, max + floor((w - 1) max / w) for gcra.
  */
 static uint64_t span_bound(sluice_algo algo, uint64_t max, uint64_t w)
 {

@@ -11,6 +11,7 @@
 #include "test.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,33 +232,37 @@ static void test_clock_backwards(void)
     for (int a = 0; a < TEST_ALGO_N; a++) {
         sluice_limit l = limit_of((sluice_algo)a, 2, 100);
         uint64_t admitted = 0;
+        bool gcra = a == SLUICE_GCRA;
         uint64_t reset_1000 = a == SLUICE_SLIDING_COUNTER ? 200 : 100;
+        /* gcra spaces units 50 ms apart: TAT 1050, then 1100; at 1050 one
+           unit fits again, at 1049 not. */
+        uint64_t later = gcra ? 1040 : 1050, top = gcra ? 1049 : 1099;
 
         test_context("algo %s", sluice_algo_name((sluice_algo)a));
         fx_at(&fx, 1000);
-        EXPECT(HIT(&fx, &l, "back", 1), &l, 1, 1, 0, reset_1000);
+        EXPECT(HIT(&fx, &l, "back", 1), &l, 1, 1, 0, gcra ? 50 : reset_1000);
         /* At 900 (for the counter, an earlier window), answered as of 1000,
            its reset 100 ms further off on the caller's clock. */
         fx_at(&fx, 900);
         EXPECT(HIT(&fx, &l, "back", 1), &l, 1, 0, 0, reset_1000 + 100);
         fx_at(&fx, 500);
         EXPECT(HIT(&fx, &l, "back", 1), &l, 0, 0,
-               (a == SLUICE_SLIDING_COUNTER ? 150 : 100) + 500,
+               (a == SLUICE_SLIDING_COUNTER ? 150 : gcra ? 50 : 100) + 500,
                reset_1000 + 500);
         fx_at(&fx, 0);
         CHECK(!HIT(&fx, &l, "back", 1).allowed);
-        fx_at(&fx, 1050);
+        fx_at(&fx, later);
         CHECK(!PEEK(&fx, &l, "back", 1).allowed);
         {
-            sluice_decision d1050 = PEEK(&fx, &l, "back", 1);
+            sluice_decision d_later = PEEK(&fx, &l, "back", 1);
 
             fx_at(&fx, 3);
-            d1050.retry_after_ms += 1047;
-            d1050.reset_after_ms += 1047;
-            CHECK_SAME(PEEK(&fx, &l, "back", 1), d1050);
+            d_later.retry_after_ms += later - 3;
+            d_later.reset_after_ms += later - 3;
+            CHECK_SAME(PEEK(&fx, &l, "back", 1), d_later);
         }
         /* Flailing back and forth within the window admits nothing more. */
-        for (uint64_t t = 1099; t > 900; t -= 7) {
+        for (uint64_t t = top; t > 900; t -= 7) {
             fx_at(&fx, t);
             if (HIT(&fx, &l, "back", 1).allowed)
                 admitted++;

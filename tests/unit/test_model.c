@@ -24,6 +24,7 @@
  *
  * Usage: test_model [SEED [ROUNDS]] (or SLUICE_TEST_SEED=N).
  */
+#include "algo/algo.h"  /* which algorithms take a burst */
 #include "algo/model.h" /* the models: src/algo/FOLDER/model.c */
 #include "compare.h"
 #include "rng.h"
@@ -92,7 +93,16 @@ static sluice_limit random_limit(sluice_algo algo, unsigned profile)
         if (profile == 0 || profile == 2)
             l.max = 1;
     } while (l.max * l.window_ms > 25600);
+    /* An algorithm with a burst (gcra): half the time one below max. */
+    if (sluice__algos[algo]->has_burst && rng_pct(50))
+        l.burst = 1 + rng_below(l.max);
     return l;
+}
+
+/* The most a request may cost under 'l': its burst, or else its max. */
+static uint64_t cost_cap(const sluice_limit *l)
+{
+    return l->burst != 0 ? l->burst : l->max;
 }
 
 /*
@@ -240,11 +250,12 @@ static void print_mismatch(const round *r, unsigned step, int k, int a,
     fprintf(stderr,
             "MISMATCH seed %" PRIu64 " round %u step %u: t=%" PRIu64
             " key=%s (#%d) algo=%s max=%" PRIu64 " window=%" PRIu64
-            " %s cost=%" PRIu64 "\n"
+            " burst=%" PRIu64 " %s cost=%" PRIu64 "\n"
             "    store: %s\n    model: %s\n"
             "    rerun: test_model %" PRIu64 "\n",
             r->seed, r->index, step, r->now, sk, k,
-            sluice_algo_name((sluice_algo)a), l->max, l->window_ms, opname,
+            sluice_algo_name((sluice_algo)a), l->max, l->window_ms, l->burst,
+            opname,
             cost, sg, sw, r->seed);
 }
 
@@ -257,7 +268,7 @@ static int round_step(round *r, unsigned step)
                         : (int)rng_below(KEYS);
     int a = (int)rng_below(TEST_ALGO_N);
     sluice__model *m = &models[k][a];
-    uint64_t cost = random_cost(m->limit.max);
+    uint64_t cost = random_cost(cost_cap(&m->limit));
     unsigned op = (unsigned)rng_below(100); /* hit, peek or reset */
     const key *kk = &r->keys[k];
     sluice_decision got, want;
@@ -303,7 +314,8 @@ static int round_settle(round *r)
             CHECK_OK(sluice_peek(&got, r->store, &m->limit, r->keys[k].bytes,
                                  r->keys[k].len, 1));
             sluice__model_decide(m, r->now, 1, 0, &want);
-            CHECK(want.allowed && want.remaining == m->limit.max - 1);
+            CHECK(want.allowed &&
+                  want.remaining == cost_cap(&m->limit) - 1);
             if (!CHECK(decision_same_answer(&got, &want)))
                 return 0;
         }
