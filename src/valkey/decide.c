@@ -234,7 +234,7 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
             q->decision.limit = limit->max;
             q->err = sluice__vk_reply_decision(r, i, limit, q->cost,
                                                &q->decision,
-                                    &foreign);
+                                               &foreign);
         }
         if (q->err == 0 && foreign)
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
