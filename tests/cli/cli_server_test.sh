@@ -69,6 +69,34 @@ for algo in fixed sliding-counter sliding-log; do
         '^allowed remaining=0 limit=2 '
 done
 
+# ---- --limit: several limits, all or nothing, between processes ------------------
+
+L=(--limit fixed:2/1m --limit sliding-log:3/1h --store "$STORE")
+run hit multi "${L[@]}"
+check "--limit: first admitted" 0 '^allowed remaining=1 limit=2 '
+run hit multi "${L[@]}"
+check "--limit: second admitted" 0 '^allowed remaining=0 limit=2 '
+run hit multi "${L[@]}"
+check "--limit: third refused by the fixed window" 1 \
+    '^denied remaining=0 limit=2 retry_after_ms=[1-9][0-9]* '
+run peek multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE"
+check "--limit: the refused one counted in no limit" 0 \
+    '^limit sliding-log:3/3600000ms allowed remaining=0 limit=3 '
+run hit multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE" \
+    --json
+check "--limit: JSON" 0 '^\{"key":"multi","allowed":true,"limit":3,"remaining":0,'
+run hit multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE"
+check "--limit: now the log refuses, with the larger wait" 1 \
+    '^denied remaining=0 limit=3 retry_after_ms=3[0-9]{6} '
+run hit multi --algo fixed --max 2 --window 1m --store "$STORE"
+check "--limit: a single-limit hit on the key counts apart" 0 \
+    '^allowed remaining=1 limit=2 '
+run reset multi "${L[@]}"
+check "--limit: reset" 0 '^reset$'
+run hit multi "${L[@]}"
+check "--limit: after reset the budgets are whole" 0 \
+    '^allowed remaining=1 limit=2 '
+
 # ---- replay is paced in real time ------------------------------------------------
 
 # max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
