@@ -697,6 +697,9 @@ SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
  *   "emq.rate_limit.hit"  a limit was hit. A refused sluice_hit():
  *                         measurement delay_ms (its retry_after_ms);
  *                         metadata key, algorithm, limit, window_ms, store.
+ *                         A refused sluice_hit_all(): once, the same, of
+ *                         the limit that decided (its 'limit' field) and
+ *                         with the combined retry_after_ms.
  *                         A deferred sluice_queue_take(): measurement
  *                         delay_ms (the wait); metadata queue, algorithm
  *                         ("fixed"), limit.

@@ -55,10 +55,10 @@ static int all_check(const sluice_store *store, const sluice_limit *limits,
  * The combined decision of each[0..n) (include/sluice.h): admitted iff all
  * are; the largest wait among the refusals and the largest reset; the least
  * budget left (a limit that admits has 'cost' more left while nothing is
- * counted); 'limit' of the deciding limit.
+ * counted); 'limit' of the deciding limit, whose place it answers.
  */
-static void combine(sluice_decision *out, const sluice_decision *each,
-                    size_t n, uint64_t cost)
+static size_t combine(sluice_decision *out, const sluice_decision *each,
+                      size_t n, uint64_t cost)
 {
     size_t decider = 0;
 
@@ -88,6 +88,7 @@ static void combine(sluice_decision *out, const sluice_decision *each,
             out->fallback = d->fallback;
     }
     out->limit = each[decider].limit;
+    return decider;
 }
 
 /* ---- The calls ------------------------------------------------------------------- */
@@ -98,6 +99,7 @@ static int decide_all(sluice_decision *out, sluice_decision *each,
                       uint64_t cost, sluice__all how)
 {
     sluice_decision own[SLUICE_HIT_ALL_MAX];
+    size_t decider;
     int err;
 
     if (out == NULL)
@@ -116,7 +118,11 @@ static int decide_all(sluice_decision *out, sluice_decision *each,
     }
     for (size_t i = 0; i < n; i++)
         each[i].limit = limits[i].max;
-    combine(out, each, n, cost);
+    decider = combine(out, each, n, cost);
+    /* One receipt for a refusal, of the limit that decided it. */
+    if (how == SLUICE__ALL_HIT && !out->allowed &&
+        out->fallback == SLUICE_ANSWERED && sluice__telemetry_active())
+        sluice__emit_hit(store, &limits[decider], key, key_len, out);
     return SLUICE_OK;
 }
 

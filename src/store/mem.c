@@ -571,21 +571,20 @@ static void mem_free(void *impl)
 }
 
 /* ---- Held entries, for sluice_hit_all() (mem_all.c) --------------------- */
-uint64_t sluice__mem_all_hash(void *impl, sluice_algo algo, const char *key,
-                              size_t len)
+uint64_t sluice__mem_all_hash(void *p, sluice_algo a, const char *k, size_t n)
 {
-    return key_hash(((mem_store *)impl)->seed, algo, key, len) | ALL_BIT;
+    return key_hash(((mem_store *)p)->seed, a, k, n) | ALL_BIT;
 }
 
 /* HOLD: reads the clock, locks the shards of hash[0..n) (sorted by shard:
-   no circular wait) once each. Else sweeps, unlocks (SWEEP: the store). */
+   no circular wait) once each. Else sweeps, unlocks; SWEEP: the store too,
+   FULL: counts a SLUICE_EFULL. */
 uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
                           sluice__hold step, uint64_t now_ms)
 {
     mem_store *m = impl;
 
-    if (step == SLUICE__HOLD)
-        now_ms = m->clock_ms(m->clock_payload);
+    now_ms = step == SLUICE__HOLD ? m->clock_ms(m->clock_payload) : now_ms;
     for (size_t i = 0; i < n; i++) {
         shard *sh = shard_of(m, hash[i]);
 
@@ -601,12 +600,13 @@ uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
     }
     if (step == SLUICE__HOLD_SWEEP)
         sweep_store(m, now_ms);
+    if (step == SLUICE__HOLD_FULL)
+        atomic_fetch_add(&m->full, 1);
     return now_ms;
 }
 
-/* With its shard held, the entry ('hash', 'limit', 'key'): PEEK decides
-   on it (fresh if none), MAKE makes it if none (SLUICE_EFULL at the key
-   cap), HIT counts on it, DROP removes it. */
+/* With its shard held, entry ('hash', 'limit', 'key'): PEEK decides (fresh
+   if none), MAKE makes one (EFULL at the cap), HIT counts, DROP removes. */
 int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
                      const char *key, size_t len, uint64_t now_ms,
                      uint64_t cost, sluice__held mode, sluice_decision *out)

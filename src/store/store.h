@@ -121,9 +121,10 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *o,
 /* The embedded store's entries of sluice_hit_all(), held under their shards'
    locks (mem.c), and the call that uses them (mem_all.c). */
 typedef enum sluice__hold {
-    SLUICE__HOLD,      /* lock */
-    SLUICE__HOLD_GIVE, /* unlock */
-    SLUICE__HOLD_SWEEP /* unlock, then drop what is idle store-wide */
+    SLUICE__HOLD,       /* lock */
+    SLUICE__HOLD_GIVE,  /* unlock */
+    SLUICE__HOLD_SWEEP, /* unlock, then drop what is idle store-wide */
+    SLUICE__HOLD_FULL   /* unlock, and count a SLUICE_EFULL */
 } sluice__hold;
 typedef enum sluice__held {
     SLUICE__HELD_PEEK, /* decide, count nothing */
@@ -156,6 +157,11 @@ struct sluice_store {
  */
 int sluice__store_server(const sluice__server_ops **ops, void **impl,
                          const sluice_store *store, const char *call);
+
+/* The "emq.rate_limit.hit" receipt of refusal 'd' by 'limit' (store.c). */
+void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len,
+                      const sluice_decision *d);
 
 /* ---- The guard (guard.c) -------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  *     the largest wait; sluice_hit()'s key is another.
  *   - One script call (EVALSHA, INFO commandstats) per hit_all and
  *     peek_all, whatever the number of limits; one DEL per reset_all.
+ *   - The refused cache is not used: each refusal asks the server.
  *   - A key holding something else: SLUICE_EPROTO naming it, nothing
  *     counted.
  *   - The embedded store and the server agree, decision for decision, on
@@ -135,6 +136,30 @@ static void test_foreign(sluice_store *st)
     test_context(NULL);
 }
 
+/* hit_all neither reads nor fills the refused cache: each refusal asks the
+   server, even with refused_cache=all. */
+static void test_refused_cache(void)
+{
+    sluice_limit l[2] = {SLUICE_LIMIT(SLUICE_FIXED, 1, HOUR),
+                         SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, HOUR)};
+    sluice_store *st = test_store_open(server.url,
+                                       "timeout=5000&refused_cache=all", NULL);
+    sluice_store_stats stats;
+    long long calls;
+
+    test_context("server: the refused cache");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    CHECK(hit_all(st, l, 2, 1, NULL).allowed);
+    calls = rs_calls(&server, "evalsha");
+    for (int i = 0; i < 3; i++)
+        CHECK(!hit_all(st, l, 2, 1, NULL).allowed);
+    CHECK_EQ_U64(rs_calls(&server, "evalsha") - calls, 3);
+    CHECK_OK(sluice_store_stats_get(&stats, st));
+    CHECK_EQ_U64(stats.local_refusals, 0);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
 /* ---- Embedded against server ------------------------------------------------ */
 
 static void diff_pair(sluice_algo a, sluice_algo b, uint64_t seed)
@@ -256,6 +281,7 @@ int main(int argc, char **argv)
     test_all_or_nothing(vk);
     test_foreign(vk);
     sluice_store_free(vk);
+    test_refused_cache();
     test_diff(seed);
     test_policy();
     rs_stop(&server);

@@ -13,7 +13,9 @@
  *     admit), decision for decision.
  *   - Bad input: a clear error, and nothing counted.
  *   - Its state is apart from sluice_hit()'s; sluice_reset_all() forgets it;
- *     the key cap holds.
+ *     the key cap holds (and a refusal by it is counted in the stats).
+ *   - A refused hit_all emits one "emq.rate_limit.hit", of the limit that
+ *     decided; an admission or a peek, none.
  *   - Threads hammering one id never get more admitted than any limit
  *     allows (and exactly what the tightest allows).
  */
@@ -295,6 +297,7 @@ static void test_apart_and_reset(void)
     sluice_limit l[2] = {limit_of(SLUICE_FIXED, 3, 1000),
                          limit_of(SLUICE_SLIDING_COUNTER, 3, 1000)};
     sluice_decision d, each[2];
+    sluice_store_stats st;
 
     fx_open(&fx, 1000);
     for (int i = 0; i < 3; i++)
@@ -328,12 +331,71 @@ static void test_apart_and_reset(void)
     EXPECT(HIT(&fx, &l[0], "y", 1), &l[0], 1, 2, 0, 1000);
     CHECK_RC(sluice_hit_all(&d, NULL, fx.store, l, 2, ID, ID_LEN, 1),
              SLUICE_EFULL);
+    CHECK(strstr(sluice_last_error(), "cap") != NULL);
+    CHECK_OK(sluice_store_stats_get(&st, fx.store));
+    CHECK_EQ_U64(st.full, 1);
     d = peek_all(&fx, l, 2, 1, each);
     CHECK_EQ_U64(each[0].remaining, 2);
     CHECK_EQ_U64(each[1].remaining, 2);
     fx_at(&fx, 5000); /* x and y are idle now: swept to make room */
     d = hit_all(&fx, l, 2, 1, NULL);
     CHECK(d.allowed && d.remaining == 2);
+    CHECK_OK(sluice_store_stats_get(&st, fx.store));
+    CHECK_EQ_U64(st.full, 1);
+    CHECK_EQ_U64(st.keys, 2);
+    fx_close(&fx);
+}
+
+/* ---- Telemetry --------------------------------------------------------------- */
+
+typedef struct seen {
+    int calls;
+    double delay_ms;
+    char algo[32], window[24];
+} seen;
+
+static void on_hit(const sluice_event *ev, void *payload)
+{
+    seen *s = payload;
+
+    s->calls++;
+    s->delay_ms = ev->measurements[0].value;
+    for (size_t i = 0; i < ev->n_metadata; i++) {
+        const sluice_metadata *m = &ev->metadata[i];
+
+        if (strcmp(m->name, "algorithm") == 0)
+            snprintf(s->algo, sizeof(s->algo), "%.*s", (int)m->value_len,
+                     m->value);
+        if (strcmp(m->name, "window_ms") == 0)
+            snprintf(s->window, sizeof(s->window), "%.*s", (int)m->value_len,
+                     m->value);
+    }
+}
+
+/* One receipt per refused hit_all, of the deciding limit; none otherwise. */
+static void test_telemetry(void)
+{
+    fixture fx;
+    sluice_limit l[2] = {limit_of(SLUICE_FIXED, 1, 1000),
+                         limit_of(SLUICE_SLIDING_LOG, 1, 5000)};
+    seen s = {0, 0, "", ""};
+    sluice_decision d;
+
+    fx_open(&fx, 1000);
+    CHECK_OK(sluice_telemetry_attach("test.hit_all",
+                                     SLUICE_EVENT_RATE_LIMIT_HIT, on_hit, &s));
+    d = hit_all(&fx, l, 2, 1, NULL);
+    CHECK(d.allowed);
+    CHECK_EQ_U64(s.calls, 0);
+    fx_at(&fx, 1500);
+    d = hit_all(&fx, l, 2, 1, NULL);
+    CHECK(!d.allowed);
+    CHECK_EQ_U64(s.calls, 1);
+    CHECK(strcmp(s.algo, "sliding-log") == 0 && strcmp(s.window, "5000") == 0);
+    CHECK_EQ_U64((uint64_t)s.delay_ms, 4500);
+    (void)peek_all(&fx, l, 2, 1, NULL);
+    CHECK_EQ_U64(s.calls, 1);
+    CHECK_OK(sluice_telemetry_detach("test.hit_all"));
     fx_close(&fx);
 }
 
@@ -416,6 +478,7 @@ int main(int argc, char **argv)
     test_pairs(seed);
     test_bad_input();
     test_apart_and_reset();
+    test_telemetry();
     test_threads();
     return test_summary("test_hit_all");
 }
