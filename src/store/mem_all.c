@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The entries of one call: their keys and hashes, and the shard order. */
+/* The entries of one call: their key (one buffer: the window, which
+   changes from limit to limit, then the id), hashes, and shard order. */
 typedef struct all_keys {
-    char stack[16 * SLUICE_HIT_ALL_MAX + 256];
-    char *block;
-    const char *key[SLUICE_HIT_ALL_MAX];
+    char stack[8 + 248];
+    char *buf;
     size_t len;                            /* every key's length */
     uint64_t hash[SLUICE_HIT_ALL_MAX];     /* by limit */
     uint64_t by_shard[SLUICE_HIT_ALL_MAX]; /* the hashes, sorted */
@@ -40,25 +40,28 @@ static int u64_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Builds the keys of limits[0..n) for 'id' into 'k' (free with keys_free). */
+/* The key of 'limit' (its window into the buffer). */
+static const char *key_of(const all_keys *k, const sluice_limit *limit)
+{
+    memcpy(k->buf, &limit->window_ms, 8);
+    return k->buf;
+}
+
+/* The key and hashes of limits[0..n) for 'id' (free with keys_free): an
+   id over 248 bytes is copied to the heap. */
 static int keys_build(all_keys *k, void *impl, const sluice_limit *limits,
                       size_t n, const char *id, size_t id_len)
 {
-    size_t each = 8 + id_len, need = n * each;
-
-    k->block = need <= sizeof(k->stack) ? k->stack : malloc(need);
-    if (k->block == NULL)
-        return sluice__error(SLUICE_ENOMEM, "cannot allocate %zu keys of %zu "
-                             "bytes", n, each);
-    k->len = each;
+    k->len = 8 + id_len;
+    k->buf = k->len <= sizeof(k->stack) ? k->stack : malloc(k->len);
+    if (k->buf == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate a key of %zu "
+                             "bytes", k->len);
+    if (id_len > 0)
+        memcpy(k->buf + 8, id, id_len);
     for (size_t i = 0; i < n; i++) {
-        char *p = k->block + i * each;
-
-        memcpy(p, &limits[i].window_ms, 8);
-        if (id_len > 0)
-            memcpy(p + 8, id, id_len);
-        k->key[i] = p;
-        k->hash[i] = sluice__mem_all_hash(impl, limits[i].algo, p, each);
+        k->hash[i] = sluice__mem_all_hash(impl, limits[i].algo,
+                                          key_of(k, &limits[i]), k->len);
         k->by_shard[i] = k->hash[i];
     }
     /* Sorted hashes are sorted by shard (their top byte). */
@@ -68,8 +71,18 @@ static int keys_build(all_keys *k, void *impl, const sluice_limit *limits,
 
 static void keys_free(all_keys *k)
 {
-    if (k->block != k->stack)
-        free(k->block);
+    if (k->buf != k->stack)
+        free(k->buf);
+}
+
+/* Limit 'i's entry, in 'mode' (sluice__mem_held()). */
+static int held(void *impl, const all_keys *k, const sluice_limit *limits,
+                size_t i, uint64_t now_ms, uint64_t cost, sluice__held mode,
+                sluice_decision *out)
+{
+    return sluice__mem_held(impl, k->hash[i], &limits[i],
+                            key_of(k, &limits[i]), k->len, now_ms, cost, mode,
+                            out);
 }
 
 /* Steps 1 to 3 of the top of this file, with every entry held. */
@@ -78,26 +91,24 @@ static int decide_held_all(void *impl, const all_keys *k,
                            uint64_t now_ms, uint64_t cost, sluice__all how,
                            sluice_decision *each)
 {
+    sluice__held first = how == SLUICE__ALL_HIT ? SLUICE__HELD_MAKE
+                                                : SLUICE__HELD_DROP;
     bool pass = true;
     int err = SLUICE_OK;
 
     for (size_t i = 0; i < n && err == 0 && how != SLUICE__ALL_PEEK; i++)
-        err = sluice__mem_held(impl, k->hash[i], &limits[i], k->key[i], k->len,
-                               now_ms, cost,
-                               how == SLUICE__ALL_HIT ? SLUICE__HELD_MAKE
-                                                      : SLUICE__HELD_DROP,
-                               NULL);
+        err = held(impl, k, limits, i, now_ms, cost, first, NULL);
     if (how == SLUICE__ALL_RESET)
         return err;
     for (size_t i = 0; i < n && err == 0; i++) {
-        err = sluice__mem_held(impl, k->hash[i], &limits[i], k->key[i], k->len,
-                               now_ms, cost, SLUICE__HELD_PEEK, &each[i]);
+        err = held(impl, k, limits, i, now_ms, cost, SLUICE__HELD_PEEK,
+                   &each[i]);
         pass = pass && each[i].allowed;
     }
     for (size_t i = 0; i < n && err == 0 && pass && how == SLUICE__ALL_HIT;
          i++)
-        err = sluice__mem_held(impl, k->hash[i], &limits[i], k->key[i], k->len,
-                               now_ms, cost, SLUICE__HELD_HIT, &each[i]);
+        err = held(impl, k, limits, i, now_ms, cost, SLUICE__HELD_HIT,
+                   &each[i]);
     return err;
 }
 
