@@ -6,10 +6,12 @@ local out = {}
 local function run(counting)
   local all = true
   for i = 1, #KEYS do
-    local at = 7 + 3 * (i - 1)
-    local make = makers[tonumber(ARGV[at]) + 1]
-    local decide = make(tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
-                        counting)
+    local at = 7 + 4 * (i - 1)
+    local max = tonumber(ARGV[at + 1])
+    local burst = tonumber(ARGV[at + 3])
+    if burst == 0 then burst = max end
+    local decide = makers[tonumber(ARGV[at]) + 1](max, tonumber(ARGV[at + 2]),
+                                                  counting, burst)
     local a, b, c, d = decide(KEYS[i], cost, i)
     out[4 * i - 3], out[4 * i - 2], out[4 * i - 1], out[4 * i] = a, b, c, d
     if a ~= 1 then all = false end

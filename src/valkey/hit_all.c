@@ -18,13 +18,13 @@
 extern const sluice__script sluice__script_hit_all;
 
 /* The arguments of one call: EVALSHA, SHA1, NUMKEYS, the keys, then the
-   six of all_prelude.lua and three per limit. */
+   six of all_prelude.lua and four per limit. */
 typedef struct all_args {
     int argc;
-    const char *argv[3 + 7 * SLUICE_HIT_ALL_MAX + 6];
-    size_t lens[3 + 7 * SLUICE_HIT_ALL_MAX + 6];
+    const char *argv[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
+    size_t lens[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
     char keys[SLUICE_HIT_ALL_MAX][VK_KEY_BUF];
-    char nums[3 * SLUICE_HIT_ALL_MAX + 3][24]; /* numkeys, now, cost, ... */
+    char nums[4 * SLUICE_HIT_ALL_MAX + 3][24]; /* numkeys, now, cost, ... */
     char token[40];
 } all_args;
 
@@ -93,9 +93,10 @@ static int args_rest(all_args *a, vk_store *v, const sluice_limit *limits,
         (unsigned long long)atomic_fetch_add(&v->token_next, 1));
     arg_u64(a, j++, 2, cost);
     for (size_t i = 0; i < n; i++) {
-        arg_u64(a, j++, 3 + 3 * i, (uint64_t)limits[i].algo);
-        arg_u64(a, j++, 4 + 3 * i, limits[i].max);
-        arg_u64(a, j++, 5 + 3 * i, limits[i].window_ms);
+        arg_u64(a, j++, 3 + 4 * i, (uint64_t)limits[i].algo);
+        arg_u64(a, j++, 4 + 4 * i, limits[i].max);
+        arg_u64(a, j++, 5 + 4 * i, limits[i].window_ms);
+        arg_u64(a, j++, 6 + 4 * i, limits[i].burst);
     }
     a->argc = j;
     return SLUICE_OK;
