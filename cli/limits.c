@@ -210,6 +210,22 @@ static int decide(int kind, const char *cmd, sluice_store *store,
     return d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
 }
 
+/* Every limit can admit the cost: else a usage error naming the limit. */
+static int costs_fit(const char *cmd, uint64_t cost,
+                     const sluice_limit *limits, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cost > limits[i].max)
+            return cli_usage_error(cmd, "--cost: %llu exceeds the max of "
+                                   "--limit %s:%llu/%llums, so the request "
+                                   "could never be admitted",
+                                   (unsigned long long)cost,
+                                   sluice_algo_name(limits[i].algo),
+                                   (unsigned long long)limits[i].max,
+                                   (unsigned long long)limits[i].window_ms);
+    return 0;
+}
+
 int cli_decide_all(int kind, const char *cmd, int argc, char **argv)
 {
     unsigned takes = CLI_TAKES_KEY | CLI_TAKES_JSON | CLI_TAKES_STORE |
@@ -217,7 +233,7 @@ int cli_decide_all(int kind, const char *cmd, int argc, char **argv)
     sluice_limit limits[SLUICE_HIT_ALL_MAX];
     sluice_store *store = NULL;
     cli_request args;
-    char **rest = malloc((size_t)(argc + 1) * sizeof(*rest)), why[128];
+    char **rest = malloc((size_t)(argc + 1) * sizeof(*rest));
     size_t n = 0;
     int nrest = 0, status;
 
@@ -226,15 +242,14 @@ int cli_decide_all(int kind, const char *cmd, int argc, char **argv)
     status = limits_take(limits, &n, rest, &nrest, cmd, argc, argv);
     if (status == 0)
         status = cli_request_parse(&args, cmd, nrest, rest, takes);
+    if (status == 0)
+        status = costs_fit(cmd, args.cost, limits, n);
     if (status == 0) {
         args.limit = limits[0]; /* each is checked already */
         status = cli_request_require(&args, cmd, CLI_TAKES_KEY);
     }
     if (status == 0)
         status = cli_name_check(cmd, "KEY", args.key);
-    for (size_t i = 0; i < n && status == 0; i++)
-        if (!cli_cost_fits(args.cost, limits[i].max, why, sizeof(why)))
-            status = cli_usage_error(cmd, "--cost: %s", why);
     if (status == 0)
         status = cli_store_open(&store, cmd, args.store, NULL, NULL);
     if (status == 0)

@@ -240,7 +240,8 @@ usage_error "--limit with no value" "--limit: missing its value" \
     hit k --limit
 usage_error "--limit and --algo" "--algo: not with --limit" \
     hit k --limit fixed:1/1s --algo fixed
-usage_error "--limit: --cost above one max" "--cost: 3 exceeds --max 2" \
+usage_error "--limit: --cost above one max" \
+    "--cost: 3 exceeds the max of --limit sliding-log:2/1000ms" \
     hit k --limit fixed:5/1s --limit sliding-log:2/1s --cost 3
 usage_error "--limit: missing KEY" "missing KEY" hit --limit fixed:1/1s
 seventeen=()
