@@ -6,6 +6,8 @@
  *     the largest wait; sluice_hit()'s key is another.
  *   - One script call (EVALSHA, INFO commandstats) per hit_all and
  *     peek_all, whatever the number of limits; one DEL per reset_all.
+ *   - Four threads on one id: exactly the tightest max admitted, and every
+ *     limit's key counted just that.
  *   - The refused cache is not used: each refusal asks the server.
  *   - A key holding something else: SLUICE_EPROTO naming it, nothing
  *     counted.
@@ -25,6 +27,7 @@
 #include "stores.h"
 #include "test.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +163,65 @@ static void test_refused_cache(void)
     test_context(NULL);
 }
 
+/* ---- Threads ------------------------------------------------------------------ */
+
+#define THREADS 4
+#define CALLS 150
+
+typedef struct hammer {
+    sluice_store *st;
+    const sluice_limit *limits;
+    int admitted, errors;
+} hammer;
+
+static void *hammer_run(void *arg)
+{
+    hammer *h = arg;
+
+    for (int i = 0; i < CALLS; i++) {
+        sluice_decision d;
+
+        if (sluice_hit_all(&d, NULL, h->st, h->limits, 3, ID, ID_LEN, 1) !=
+            SLUICE_OK)
+            h->errors++;
+        else
+            h->admitted += d.allowed;
+    }
+    return NULL;
+}
+
+/* Threads on one id, through one store's shared connections: exactly the
+   tightest limit's max is admitted, and every limit counted just that. */
+static void test_threads(void)
+{
+    sluice_limit l[3] = {SLUICE_LIMIT(SLUICE_FIXED, 300, HOUR),
+                         SLUICE_LIMIT(SLUICE_SLIDING_LOG, 200, HOUR),
+                         SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 250, HOUR)};
+    sluice_store *st = test_store_open(server.url, "timeout=5000&pool=3",
+                                       NULL);
+    pthread_t tids[THREADS];
+    hammer h[THREADS];
+    int total = 0;
+
+    test_context("server: threads");
+    CHECK(rs_ok(&server, "FLUSHALL") == 0);
+    for (int i = 0; i < THREADS; i++) {
+        h[i] = (hammer){st, l, 0, 0};
+        CHECK(pthread_create(&tids[i], NULL, hammer_run, &h[i]) == 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(tids[i], NULL);
+        total += h[i].admitted;
+        CHECK_EQ_U64(h[i].errors, 0);
+    }
+    CHECK_EQ_U64(total, 200);
+    CHECK_EQ_U64(get_int("sluice:{user42}:fixed:3600000ms"), 200);
+    CHECK_EQ_U64(rs_int(&server, "ZCARD sluice:{user42}:sliding-log:"
+                        "3600000ms"), 200);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
 /* ---- Embedded against server ------------------------------------------------ */
 
 static void diff_pair(sluice_algo a, sluice_algo b, uint64_t seed)
@@ -282,6 +344,7 @@ int main(int argc, char **argv)
     test_foreign(vk);
     sluice_store_free(vk);
     test_refused_cache();
+    test_threads();
     test_diff(seed);
     test_policy();
     rs_stop(&server);
