@@ -67,7 +67,7 @@ static void bench_store(const char *kind, sluice_store *st, long calls)
 
     for (size_t i = 0; i < 8; i++)
         l[i] = SLUICE_LIMIT((sluice_algo)(i % sluice_algo_count()),
-                            1000000000, 3600000 * (uint64_t)(i + 1));
+                            1000000, 3600000 * (uint64_t)(i + 1));
     printf("%s store, %ld calls each, one thread:\n", kind, calls);
     printf("  %2s  %14s  %10s  %14s  %10s  %6s\n", "n", "hit_all/s",
            "us/call", "n x hit /s", "us/round", "ratio");
