@@ -10,7 +10,8 @@
  *   - Every pair of algorithms (and an algorithm with itself over two
  *     windows): a random trace against a reference made of sluice_peek()
  *     and sluice_hit() on each limit alone (peek all, then hit all if all
- *     admit), decision for decision.
+ *     admit), decision for decision; and a peek_all just before each
+ *     hit_all answers exactly what the hit_all does.
  *   - Bad input: a clear error, and nothing counted.
  *   - Its state is apart from sluice_hit()'s; sluice_reset_all() forgets it;
  *     the key cap holds (and a refusal by it is counted in the stats).
@@ -211,10 +212,18 @@ static void pair_trace(sluice_algo a, sluice_algo b, uint64_t seed)
         now += rng_pct(30) ? 0 : rng_range(0, 900);
         fx_at(&fx, now);
         fx_at(&ref, now);
-        if (consume)
+        if (consume) {
+            sluice_decision p, pe[2];
+
+            /* A peek answers exactly what the hit then does. */
+            CHECK_OK(sluice_peek_all(&p, pe, fx.store, l, 2, ID, ID_LEN,
+                                     cost));
             CHECK_OK(sluice_hit_all(&d, got, fx.store, l, 2, ID, ID_LEN,
                                     cost));
-        else
+            CHECK_SAME(p, d);
+            CHECK_SAME(pe[0], got[0]);
+            CHECK_SAME(pe[1], got[1]);
+        } else
             CHECK_OK(sluice_peek_all(&d, got, fx.store, l, 2, ID, ID_LEN,
                                      cost));
         reference(&ref, l, 2, cost, consume, want);
