@@ -188,6 +188,20 @@ run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=open" --json
 check "on_error=open admits, and says so" 0 '"allowed":true.*"fallback":"open"'
 run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=closed"
 check "on_error=closed refuses, and says so" 1 '^denied .* fallback=closed$'
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m --store "$DEAD"
+if [ "$rc" -eq 3 ] && grep -q "ECONN" "$TMP/err"; then
+    pass "--limit: an unreachable server is a store error (exit 3: $err)"
+else
+    fail "--limit: an unreachable server is a store error" "exit $rc; $err"
+fi
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m \
+    --store "$DEAD?on_error=open"
+check "--limit: on_error=open admits, and says so, for every limit" 0 \
+    '^limit sliding-log:5/60000ms allowed .* fallback=open$'
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m \
+    --store "$DEAD?on_error=closed" --json
+check "--limit: on_error=closed refuses, and says so" 1 \
+    '^\{"key":"k","allowed":false,.*"fallback":"closed","limits"'
 run_in '0 k\n' replay --algo fixed --max 2 --window 1s --store "$DEAD"
 if [ "$rc" -eq 3 ] && grep -q "line 1" "$TMP/err"; then
     pass "replay against an unreachable server (exit 3: $err)"
