@@ -257,6 +257,14 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
 int cli_request_require(const cli_request *r, const char *cmd,
                         unsigned needed);
 
+/*
+ * hit, peek and reset over several limits (limits.c): whether the line has
+ * a --limit (before any "--"), and the command run on such a line ('kind'
+ * 0 hit, 1 peek, 2 reset), which answers its exit status.
+ */
+bool cli_limits_given(int argc, char **argv);
+int cli_decide_all(int kind, const char *cmd, int argc, char **argv);
+
 /* ---- The store ------------------------------------------------------------- */
 
 /*

@@ -4,6 +4,8 @@
  *
  *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
  *                             [--burst B] [--json] [--store URL]
+ *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW [--limit ...] ...
+ *                                                          (limits.c)
  *   sluice ttl QUEUE [--max N] --store URL [--json]
  *   sluice replay --algo ALGO --max N --window DUR [--burst B]
  *                 [--store URL] < TRACE
@@ -97,6 +99,16 @@ static const char hit_help[] =
     "When a server store cannot answer and its URL asks for on_error=open or\n"
     "on_error=closed, the policy decides, and the output says so\n"
     "(fallback=open|closed, or \"fallback\":\"open\"|\"closed\" in JSON).\n"
+    "\n"
+    "Several limits at once (hit, peek and reset take them alike):\n"
+    "  --limit ALGO:MAX/WINDOW   e.g. --limit fixed:10/1s\n"
+    "                            --limit sliding-log:1000/1h\n"
+    "given up to 16 times instead of --algo, --max and --window: the request\n"
+    "is admitted only if every limit admits it, and counted in all or none.\n"
+    "The first line is the combined decision (the largest wait, the least\n"
+    "remaining), then a line 'limit ALGO:MAX/WINDOWms ...' for each (with\n"
+    "--json, a \"limits\" array). Their counts are apart from single-limit\n"
+    "hits on the same KEY.\n"
     "\n"
     "The embedded store (mem://) lives inside this one process, so each run\n"
     "starts from an empty store and is admitted; 'sluice replay' shows a\n"
@@ -214,6 +226,8 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
     cli_request args;
     int err, status;
 
+    if (cli_limits_given(argc, argv)) /* several limits: limits.c */
+        return cli_decide_all((int)kind, cmd, argc, argv);
     if (kind != KIND_RESET) {
         takes |= CLI_TAKES_COST;
         needed |= CLI_TAKES_MAX | CLI_TAKES_WINDOW;

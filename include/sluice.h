@@ -387,6 +387,75 @@ SLUICE_EXTERN int sluice_hit_many(sluice_store *store, const sluice_limit *limit
 SLUICE_EXTERN int sluice_reset(sluice_store *store, const sluice_limit *limit,
                  const char *key, size_t key_len);
 
+/* ---- All or nothing over several limits ------------------------------------ */
+
+/* The most limits one sluice_hit_all() call takes. */
+#define SLUICE_HIT_ALL_MAX 16
+
+/*
+ * Decides one request of 'cost' units for 'key' against every one of
+ * limits[0..n) (1 <= n <= SLUICE_HIT_ALL_MAX) at once, e.g. 10 per second
+ * AND 1000 per hour: it is admitted only if every limit admits it, and then
+ * counted in every limit; refused, it is counted in none. The whole is
+ * atomic: no other call on the same key sees it half done (the embedded
+ * store holds every limit's lock at once; a server store decides it in one
+ * script call, all of the key's limits in one cluster slot).
+ *
+ * 'out' is the combined decision:
+ *   allowed         1 iff every limit admits;
+ *   retry_after_ms  0 if allowed; else the largest wait among the refusing
+ *                   limits (after it, each of them admits, if nothing else
+ *                   arrives);
+ *   remaining       the least budget left among the limits: after this
+ *                   request if allowed, as it is now (nothing counted) if
+ *                   refused;
+ *   reset_after_ms  the largest among the limits;
+ *   limit           the max of the limit that decided: if refused, the
+ *                   refusing limit with the largest wait; if allowed, the
+ *                   limit with the least remaining (the first, on a tie);
+ *   fallback        as for sluice_hit() (a failure policy stood in).
+ * 'each' (NULL, or n decisions) gets every limit's own answer: what
+ * sluice_hit() on that limit alone answers when all admitted, and what
+ * sluice_peek() answers (nothing counted) when the whole was refused.
+ *
+ * State is per (key, algorithm, window), and apart from sluice_hit()'s: a
+ * limit in sluice_hit_all() never shares its count with sluice_hit() or
+ * sluice_peek() on the same key and limit (on a server its key is
+ * PREFIX:{key}:ALGO:WINDOWms, where sluice_hit()'s is PREFIX:{key}:ALGO), so
+ * a key's limits must be checked through the same call every time. Two
+ * limits of the same algorithm and window in one call would share one
+ * state: SLUICE_EINVAL. So is n = 0 or n > SLUICE_HIT_ALL_MAX, and any
+ * invalid limit; a cost above any limit's max is SLUICE_ECOST. An error
+ * counts nothing.
+ *
+ * On a server store, sluice_hit_all() neither reads nor fills the refused
+ * cache (refused_cache): every call asks the server. When the server cannot
+ * answer, the failure policy (on_error) answers for the whole, as for
+ * sluice_hit(): admitted or refused, with 'fallback' saying so. The embedded
+ * store can fail with SLUICE_ENOMEM halfway through counting (a sliding log
+ * growing, unless it is the first limit): the one case where a limit may
+ * have counted a request that another did not. It copies an id of more than
+ * 248 bytes to the heap for the call, which may fail too (SLUICE_ENOMEM,
+ * nothing done), even for sluice_reset_all().
+ */
+SLUICE_EXTERN int sluice_hit_all(sluice_decision *out, sluice_decision *each,
+                                 sluice_store *store,
+                                 const sluice_limit *limits, size_t n,
+                                 const char *key, size_t key_len,
+                                 uint64_t cost);
+
+/* Exactly what sluice_hit_all() would answer now, without counting. */
+SLUICE_EXTERN int sluice_peek_all(sluice_decision *out, sluice_decision *each,
+                                  sluice_store *store,
+                                  const sluice_limit *limits, size_t n,
+                                  const char *key, size_t key_len,
+                                  uint64_t cost);
+
+/* Forgets what sluice_hit_all() counted for 'key' under limits[0..n). */
+SLUICE_EXTERN int sluice_reset_all(sluice_store *store,
+                                   const sluice_limit *limits, size_t n,
+                                   const char *key, size_t key_len);
+
 typedef struct sluice_store_stats {
     uint64_t keys;       /* keys held now */
     uint64_t bytes;      /* bytes of state held (embedded store) */
@@ -637,6 +706,9 @@ SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
  *   "emq.rate_limit.hit"  a limit was hit. A refused sluice_hit():
  *                         measurement delay_ms (its retry_after_ms);
  *                         metadata key, algorithm, limit, window_ms, store.
+ *                         A refused sluice_hit_all(): once, the same, of
+ *                         the limit that decided (its 'limit' field) and
+ *                         with the combined retry_after_ms.
  *                         A deferred sluice_queue_take(): measurement
  *                         delay_ms (the wait); metadata queue, algorithm
  *                         ("fixed"), limit.

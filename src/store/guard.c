@@ -158,6 +158,31 @@ static int guard_decide_many(void *impl, const sluice_limit *limit,
     return SLUICE_OK;
 }
 
+/*
+ * sluice_hit_all(): straight to the server, around the refused cache (its
+ * keys are not sluice_hit()'s, so nothing there is stale after it either).
+ * When the server cannot answer, the policy answers for every limit alike,
+ * counted once.
+ */
+static int guard_decide_all(void *impl, const sluice_limit *limits, size_t n,
+                            const char *key, size_t key_len, uint64_t cost,
+                            sluice__all how, sluice_decision *each)
+{
+    guard *g = impl;
+    int err = g->inner->decide_all(g->inner_impl, limits, n, key, key_len,
+                                   cost, how, each);
+
+    if ((err != SLUICE_ECONN && err != SLUICE_ETIMEDOUT) ||
+        how == SLUICE__ALL_RESET || (err = fall_back(g, &limits[0], err,
+                                                     &each[0])) < 0)
+        return err;
+    for (size_t i = 1; i < n; i++) {
+        each[i] = each[0];
+        each[i].limit = limits[i].max;
+    }
+    return SLUICE_OK;
+}
+
 static int guard_reset(void *impl, const sluice_limit *limit, const char *key,
                        size_t key_len)
 {
@@ -193,6 +218,7 @@ static const sluice__store_ops guard_ops = {
     .decide = guard_decide,
     .decide_many = guard_decide_many,
     .reset = guard_reset,
+    .decide_all = guard_decide_all,
     .stats = guard_stats,
     .free = guard_free,
 };

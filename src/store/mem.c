@@ -53,6 +53,7 @@
 #define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
 #define DEFAULT_MAX_KEYS ((size_t)1000000)
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
+#define ALL_BIT ((uint64_t)1 << 55) /* sluice_hit_all()'s entries only */
 
 typedef struct entry {
     struct entry *next;
@@ -106,7 +107,7 @@ typedef struct mem_store {
 static uint64_t key_hash(uint64_t seed, sluice_algo algo, const char *key,
                          size_t len)
 {
-    return sluice__hash(seed, (uint64_t)algo << 56, key, len);
+    return sluice__hash(seed, (uint64_t)algo << 56, key, len) & ~ALL_BIT;
 }
 
 /* ---- Entries --------------------------------------------------------------- */
@@ -569,9 +570,76 @@ static void mem_free(void *impl)
     free(m);
 }
 
+/* ---- Held entries, for sluice_hit_all() (mem_all.c) --------------------- */
+uint64_t sluice__mem_all_hash(void *p, sluice_algo a, const char *k, size_t n)
+{
+    return key_hash(((mem_store *)p)->seed, a, k, n) | ALL_BIT;
+}
+
+/* HOLD: reads the clock, locks the shards of hash[0..n) (sorted by shard:
+   no circular wait) once each. Else sweeps, unlocks; SWEEP: the store too,
+   FULL: counts a SLUICE_EFULL. */
+uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
+                          sluice__hold step, uint64_t now_ms)
+{
+    mem_store *m = impl;
+
+    now_ms = step == SLUICE__HOLD ? m->clock_ms(m->clock_payload) : now_ms;
+    for (size_t i = 0; i < n; i++) {
+        shard *sh = shard_of(m, hash[i]);
+
+        if (i > 0 && sh == shard_of(m, hash[i - 1]))
+            continue;
+        if (step == SLUICE__HOLD) {
+            pthread_mutex_lock(&sh->lock);
+        } else {
+            shard_make_room(m, sh, now_ms);
+            sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
+            pthread_mutex_unlock(&sh->lock);
+        }
+    }
+    if (step == SLUICE__HOLD_SWEEP)
+        sweep_store(m, now_ms);
+    if (step == SLUICE__HOLD_FULL)
+        atomic_fetch_add(&m->full, 1);
+    return now_ms;
+}
+
+/* With its shard held, entry ('hash', 'limit', 'key'): PEEK decides (fresh
+   if none), MAKE makes one (EFULL at the cap), HIT counts, DROP removes. */
+int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
+                     const char *key, size_t len, uint64_t now_ms,
+                     uint64_t cost, sluice__held mode, sluice_decision *out)
+{
+    mem_store *m = impl;
+    shard *sh = shard_of(m, hash);
+    entry **link = shard_find(sh, hash, limit->algo, key, len);
+
+    if (*link != NULL && mode == SLUICE__HELD_DROP)
+        entry_remove(m, sh, link);
+    if (*link == NULL && mode == SLUICE__HELD_PEEK)
+        return decide_fresh(limit, now_ms, cost, out);
+    if (*link == NULL && mode == SLUICE__HELD_MAKE) {
+        if (!reserve_key(m))
+            return SLUICE_EFULL;
+        if ((*link = entry_new(limit->algo, hash, key, len)) == NULL) {
+            atomic_fetch_sub(&m->keys, 1);
+            return sluice__error(SLUICE_ENOMEM, "cannot allocate a key");
+        }
+        sh->count++;
+        sh->bytes += entry_bytes(*link);
+        bucket_note(sh, *link);
+    }
+    return mode == SLUICE__HELD_PEEK || mode == SLUICE__HELD_HIT
+               ? decide_held(sh, *link, limit, now_ms, cost,
+                             mode == SLUICE__HELD_HIT, out)
+               : SLUICE_OK;
+}
+
 static const sluice__store_ops mem_ops = {
     .decide = mem_decide,
     .reset = mem_reset,
+    .decide_all = sluice__mem_decide_all,
     .stats = mem_stats,
     .free = mem_free,
 };

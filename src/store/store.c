@@ -302,3 +302,11 @@ int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store)
     memset(out, 0, sizeof(*out));
     return store->ops->stats(store->impl, out);
 }
+
+/* The receipt of a refused sluice_hit_all(), for its deciding limit. */
+void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len,
+                      const sluice_decision *d)
+{
+    emit_hit(store, limit, key, key_len, d);
+}

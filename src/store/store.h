@@ -31,6 +31,13 @@ typedef struct sluice__sub sluice__sub;
 
 /* ---- A store's table ---------------------------------------------------------- */
 
+/* What sluice_hit_all(), _peek_all() and _reset_all() ask of a store. */
+typedef enum sluice__all {
+    SLUICE__ALL_PEEK,
+    SLUICE__ALL_HIT,
+    SLUICE__ALL_RESET
+} sluice__all;
+
 /*
  * What every store answers. The generic calls (store.c) have checked the
  * arguments: a valid limit, 1 <= cost <= max, a key present. 'impl' is the
@@ -46,6 +53,11 @@ typedef struct sluice__store_ops {
                        sluice_request *reqs, const size_t *todo, size_t n);
     int (*reset)(void *impl, const sluice_limit *limit, const char *key,
                  size_t key_len);
+    /* sluice_hit_all() (hit_all.c): decides limits[0..n) on one id, all or
+       nothing, into each[0..n) ('how'), or forgets them (RESET). */
+    int (*decide_all)(void *impl, const sluice_limit *limits, size_t n,
+                      const char *key, size_t key_len, uint64_t cost,
+                      sluice__all how, sluice_decision *each);
     /* Fills what it counts of 'out' (zeroed by the caller). */
     int (*stats)(void *impl, sluice_store_stats *out);
     void (*free)(void *impl);
@@ -105,6 +117,31 @@ typedef int (*sluice__open_fn)(sluice__opened *out, sluice_store_opts *o,
 
 int sluice__mem_open(sluice__opened *out, sluice_store_opts *o,
                      const char *url);
+
+/* The embedded store's entries of sluice_hit_all(), held under their shards'
+   locks (mem.c), and the call that uses them (mem_all.c). */
+typedef enum sluice__hold {
+    SLUICE__HOLD,       /* lock */
+    SLUICE__HOLD_GIVE,  /* unlock */
+    SLUICE__HOLD_SWEEP, /* unlock, then drop what is idle store-wide */
+    SLUICE__HOLD_FULL   /* unlock, and count a SLUICE_EFULL */
+} sluice__hold;
+typedef enum sluice__held {
+    SLUICE__HELD_PEEK, /* decide, count nothing */
+    SLUICE__HELD_HIT,  /* decide and count */
+    SLUICE__HELD_DROP, /* forget */
+    SLUICE__HELD_MAKE  /* make it if there is none */
+} sluice__held;
+uint64_t sluice__mem_all_hash(void *impl, sluice_algo algo, const char *key,
+                              size_t len);
+uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
+                          sluice__hold step, uint64_t now_ms);
+int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
+                     const char *key, size_t len, uint64_t now_ms,
+                     uint64_t cost, sluice__held mode, sluice_decision *out);
+int sluice__mem_decide_all(void *impl, const sluice_limit *limits, size_t n,
+                           const char *key, size_t key_len, uint64_t cost,
+                           sluice__all how, sluice_decision *each);
 int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
                         const char *url);
 
@@ -120,6 +157,11 @@ struct sluice_store {
  */
 int sluice__store_server(const sluice__server_ops **ops, void **impl,
                          const sluice_store *store, const char *call);
+
+/* The "emq.rate_limit.hit" receipt of refusal 'd' by 'limit' (store.c). */
+void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len,
+                      const sluice_decision *d);
 
 /* ---- The guard (guard.c) -------------------------------------------------- */
 

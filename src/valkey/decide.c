@@ -87,9 +87,9 @@ static int decision_check(const sluice_decision *d, uint64_t allowed,
 }
 
 /* Reads request 'i's four integers from a script's flat reply. */
-static int reply_decision(const redisReply *r, size_t i,
-                          const sluice_limit *limit, uint64_t cost,
-                          sluice_decision *out, bool *foreign)
+int sluice__vk_reply_decision(const redisReply *r, size_t i,
+                              const sluice_limit *limit, uint64_t cost,
+                              sluice_decision *out, bool *foreign)
 {
     const redisReply *e = r->element[4 * i];
     uint64_t allowed = 0;
@@ -235,8 +235,9 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
         q->err = err;
         if (err == 0) {
             q->decision.limit = limit->max;
-            q->err = reply_decision(r, i, limit, q->cost, &q->decision,
-                                    &foreign);
+            q->err = sluice__vk_reply_decision(r, i, limit, q->cost,
+                                               &q->decision,
+                                               &foreign);
         }
         if (q->err == 0 && foreign)
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "

@@ -75,6 +75,7 @@ static const sluice__store_ops vk_ops = {
     .decide = sluice__vk_decide_combined,
     .decide_many = sluice__vk_decide_many,
     .reset = vk_reset,
+    .decide_all = sluice__vk_decide_all,
     .stats = vk_stats,
     .free = vk_free,
 };
@@ -83,6 +84,7 @@ static const sluice__store_ops vk_cluster_ops = {
     .decide = sluice__vk_decide,
     .decide_many = sluice__vk_decide_many,
     .reset = vk_reset,
+    .decide_all = sluice__vk_decide_all,
     .stats = vk_stats,
     .free = vk_free,
 };

@@ -368,6 +368,21 @@ int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
    frees the set. */
 void sluice__vk_calls_finish(vk_calls *cs);
 
+/*
+ * Reads request 'i's four integers from a decision script's flat reply (a
+ * reply of 4 x its requests' integers) into 'out', checked against what
+ * every algorithm answers for 'cost' under 'limit' (SLUICE_EPROTO if not);
+ * '*foreign' when the key held something else (-1).
+ */
+int sluice__vk_reply_decision(const redisReply *r, size_t i,
+                              const sluice_limit *limit, uint64_t cost,
+                              sluice_decision *out, bool *foreign);
+
+/* sluice_hit_all() on a server (hit_all.c). */
+int sluice__vk_decide_all(void *impl, const sluice_limit *limits, size_t n,
+                          const char *key, size_t key_len, uint64_t cost,
+                          sluice__all how, sluice_decision *each);
+
 /* The store's decisions: alone (a cluster's), a batch, or combined with
    other threads' (one server's). */
 int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,

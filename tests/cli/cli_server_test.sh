@@ -79,6 +79,34 @@ run hit k-burst "${L[@]}"
 check "gcra --burst 2: third hit refused, with a wait" 1 \
     '^denied remaining=0 limit=10 retry_after_ms=[1-9][0-9]* '
 
+# ---- --limit: several limits, all or nothing, between processes ------------------
+
+L=(--limit fixed:2/1m --limit sliding-log:3/1h --store "$STORE")
+run hit multi "${L[@]}"
+check "--limit: first admitted" 0 '^allowed remaining=1 limit=2 '
+run hit multi "${L[@]}"
+check "--limit: second admitted" 0 '^allowed remaining=0 limit=2 '
+run hit multi "${L[@]}"
+check "--limit: third refused by the fixed window" 1 \
+    '^denied remaining=0 limit=2 retry_after_ms=[1-9][0-9]* '
+run peek multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE"
+check "--limit: the refused one counted in no limit" 0 \
+    '^limit sliding-log:3/3600000ms allowed remaining=0 limit=3 '
+run hit multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE" \
+    --json
+check "--limit: JSON" 0 '^\{"key":"multi","allowed":true,"limit":3,"remaining":0,'
+run hit multi --limit sliding-log:3/1h --limit fixed:9/1m --store "$STORE"
+check "--limit: now the log refuses, with the larger wait" 1 \
+    '^denied remaining=0 limit=3 retry_after_ms=3[0-9]{6} '
+run hit multi --algo fixed --max 2 --window 1m --store "$STORE"
+check "--limit: a single-limit hit on the key counts apart" 0 \
+    '^allowed remaining=1 limit=2 '
+run reset multi "${L[@]}"
+check "--limit: reset" 0 '^reset$'
+run hit multi "${L[@]}"
+check "--limit: after reset the budgets are whole" 0 \
+    '^allowed remaining=1 limit=2 '
+
 # ---- replay is paced in real time ------------------------------------------------
 
 # max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
@@ -170,6 +198,20 @@ run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=open" --json
 check "on_error=open admits, and says so" 0 '"allowed":true.*"fallback":"open"'
 run hit k --algo fixed --max 2 --window 1s --store "$DEAD?on_error=closed"
 check "on_error=closed refuses, and says so" 1 '^denied .* fallback=closed$'
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m --store "$DEAD"
+if [ "$rc" -eq 3 ] && grep -q "ECONN" "$TMP/err"; then
+    pass "--limit: an unreachable server is a store error (exit 3: $err)"
+else
+    fail "--limit: an unreachable server is a store error" "exit $rc; $err"
+fi
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m \
+    --store "$DEAD?on_error=open"
+check "--limit: on_error=open admits, and says so, for every limit" 0 \
+    '^limit sliding-log:5/60000ms allowed .* fallback=open$'
+run hit k --limit fixed:2/1s --limit sliding-log:5/1m \
+    --store "$DEAD?on_error=closed" --json
+check "--limit: on_error=closed refuses, and says so" 1 \
+    '^\{"key":"k","allowed":false,.*"fallback":"closed","limits"'
 run_in '0 k\n' replay --algo fixed --max 2 --window 1s --store "$DEAD"
 if [ "$rc" -eq 3 ] && grep -q "line 1" "$TMP/err"; then
     pass "replay against an unreachable server (exit 3: $err)"

@@ -209,6 +209,48 @@ else
     fail "--version prints the version" "$out"
 fi
 
+# ---- Several limits: --limit ALGO:MAX/WINDOW --------------------------------------
+
+run hit k --limit fixed:10/1000 --limit sliding-log:1000/3600000
+check "--limit twice: admitted, the least remaining" 0 \
+    '^allowed remaining=9 limit=10 retry_after_ms=0 reset_after_ms=3600000$'
+check "--limit twice: a line per limit" 0 \
+    '^limit sliding-log:1000/3600000ms allowed remaining=999 limit=1000 '
+run peek k --limit fixed:10/1s --limit=sliding-counter:5/1m --json
+check "--limit with units, in JSON" 0 \
+    '^\{"key":"k","allowed":true,"limit":5,"remaining":4,.*"limits":\[\{"algo":"fixed","max":10,"window_ms":1000,'
+run reset k --limit fixed:10/1s --limit sliding-log:5/1m
+check "reset --limit" 0 '^reset$'
+usage_error "--limit without ':'" "--limit 'fixed10/1s': expected ALGO:MAX/WINDOW" \
+    hit k --limit fixed10/1s
+usage_error "--limit without '/'" "--limit 'fixed:10': expected ALGO:MAX/WINDOW" \
+    hit k --limit fixed:10
+usage_error "--limit unknown algorithm" "--limit 'frob:1/1s': unknown algorithm 'frob'" \
+    hit k --limit frob:1/1s
+usage_error "--limit max 0" "--limit 'fixed:0/1s': MAX '0' is out of range" \
+    peek k --limit fixed:0/1s
+usage_error "--limit window 0" "--limit 'fixed:1/0': WINDOW: " \
+    hit k --limit fixed:1/0
+usage_error "--limit bad window" "--limit 'fixed:1/1parsec': WINDOW: " \
+    reset k --limit fixed:1/1parsec
+usage_error "--limit twice the same algorithm and window" \
+    "a second fixed limit over the same window" \
+    hit k --limit fixed:1/1s --limit fixed:5/1000
+usage_error "--limit with no value" "--limit: missing its value" \
+    hit k --limit
+usage_error "--limit and --algo" "--algo: not with --limit" \
+    hit k --limit fixed:1/1s --algo fixed
+usage_error "--limit: --cost above one max" \
+    "--cost: 3 exceeds the max of --limit sliding-log:2/1000ms" \
+    hit k --limit fixed:5/1s --limit sliding-log:2/1s --cost 3
+usage_error "--limit: missing KEY" "missing KEY" hit --limit fixed:1/1s
+seventeen=()
+for i in $(seq 1 17); do seventeen+=(--limit "sliding-log:5/${i}s"); done
+usage_error "--limit 17 times" "--limit: at most 16 limits" \
+    hit k "${seventeen[@]}"
+run hit k "${seventeen[@]:0:32}"
+check "--limit 16 times" 0 '^allowed remaining=4 limit=5 '
+
 # ---- Help ---------------------------------------------------------------------
 
 for args in "--help" "-h" "help" "help hit" "help --help" "hit --help" \

@@ -20,6 +20,7 @@
  * agree on the key. At the end every key is reset and the store's stats
  * must be those of an empty store (no key, no byte counted twice), and once
  * everything is freed no allocation may be live (ASan's leak check agrees).
+ * sluice_hit_all() is among the calls: it fails whole or not at all.
  */
 #include "mem_fixture.h" /* limit_of(), CHECK_SAME() */
 #include "rng.h"
@@ -187,6 +188,34 @@ static void reset(const sluice_limit *l, const char *key, size_t len)
 }
 
 /*
+ * sluice_hit_all() over limits[0..n) that may fail: SLUICE_OK (the shadow
+ * then decides alike) or SLUICE_ENOMEM, after which both stores still agree
+ * on every limit: with the sliding log (the one algorithm whose hit
+ * allocates) first, a failure comes before anything is counted.
+ */
+static void hit_all(const sluice_limit *l, size_t n, const char *key,
+                    size_t len)
+{
+    sluice_decision d, s, ea[3], eb[3];
+    int rc;
+
+    armed = 1;
+    rc = sluice_hit_all(&d, NULL, store, l, n, key, len, 1);
+    armed = 0;
+    if (rc == SLUICE_ENOMEM) {
+        enomem_seen++;
+        CHECK(sluice_last_error()[0] != '\0');
+    } else if (CHECK_OK(rc)) {
+        CHECK_OK(sluice_hit_all(&s, NULL, shadow, l, n, key, len, 1));
+        CHECK_SAME(d, s);
+    }
+    CHECK_OK(sluice_peek_all(&d, ea, store, l, n, key, len, 1));
+    CHECK_OK(sluice_peek_all(&s, eb, shadow, l, n, key, len, 1));
+    for (size_t i = 0; i < n; i++)
+        CHECK_SAME(ea[i], eb[i]);
+}
+
+/*
  * Opens the clock and both stores, the store under test armed if 'arm'.
  * Returns 0 when an allocation failure stopped it (cleanly: nothing left
  * open).
@@ -349,6 +378,35 @@ static void small_scenario(void)
         hit(&small[a], "a", 1, 2);
         hit(&small[a], "fresh", 5, 3);
         agree(&small[a], "a", 1);
+    }
+    {
+        /* All or nothing; a key long enough to be built on the heap. */
+        sluice_limit all[3] = {big, small[SLUICE_FIXED],
+                               small[SLUICE_SLIDING_COUNTER]};
+        char key[400];
+        int rc;
+
+        memset(key, 'h', sizeof(key));
+        for (int i = 0; i < 3; i++)
+            hit_all(all, 3, key, i == 1 ? 2 : sizeof(key));
+        /* A short id's reset needs no memory; a long one's key is copied
+           to the heap, so it may fail, forgetting nothing, and is done
+           again. */
+        armed = 1;
+        CHECK_OK(sluice_reset_all(store, all, 3, key, 2));
+        rc = sluice_reset_all(store, all, 3, key, sizeof(key));
+        armed = 0;
+        if (rc == SLUICE_ENOMEM) {
+            sluice_decision a, b;
+
+            CHECK_OK(sluice_peek_all(&a, NULL, store, all, 3, key,
+                                     sizeof(key), 1));
+            CHECK_OK(sluice_peek_all(&b, NULL, shadow, all, 3, key,
+                                     sizeof(key), 1));
+            CHECK_SAME(a, b); /* nothing was forgotten */
+            rc = sluice_reset_all(store, all, 3, key, sizeof(key));
+        }
+        CHECK_OK(rc);
     }
     small_forget(&empty);
     world_close();

@@ -1,0 +1,260 @@
+/*
+ * limits.c - hit, peek and reset over several limits at once:
+ *
+ *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW [--limit ...]
+ *                             [--cost C] [--json] [--store URL]
+ *
+ * e.g. --limit fixed:10/1s --limit sliding-log:1000/1h: the request is
+ * admitted only if every limit admits it, and counted in every one or in
+ * none (sluice_hit_all()). WINDOW is a duration as --window takes it
+ * ("250ms", "1s", "1m", "1h", or plain milliseconds). --limit may be given
+ * up to SLUICE_HIT_ALL_MAX times, and not together with --algo, --max or
+ * --window. The first line of the output is the combined decision, as
+ * 'sluice hit' prints it; a line per limit follows ("limit ALGO:MAX/WINDOWms
+ * allowed remaining=..."), or with --json the object has a "limits" array.
+ * Exit status as for 'sluice hit'.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Parsing --------------------------------------------------------------- */
+
+/* Parses "ALGO:MAX/WINDOW" into 'out'; 0, or reports and CLI_EXIT_USAGE. */
+static int limit_parse(sluice_limit *out, const char *cmd, const char *text)
+{
+    const char *colon = strchr(text, ':');
+    const char *slash = colon != NULL ? strchr(colon, '/') : NULL;
+    char algo[32], max[32], why[128];
+
+    memset(out, 0, sizeof(*out));
+    if (colon == NULL || slash == NULL ||
+        (size_t)(colon - text) >= sizeof(algo) ||
+        (size_t)(slash - colon - 1) >= sizeof(max))
+        return cli_usage_error(cmd, "--limit '%s': expected ALGO:MAX/WINDOW, "
+                               "e.g. fixed:10/1s", text);
+    memcpy(algo, text, (size_t)(colon - text));
+    algo[colon - text] = '\0';
+    memcpy(max, colon + 1, (size_t)(slash - colon - 1));
+    max[slash - colon - 1] = '\0';
+    if (sluice_algo_parse(&out->algo, algo) < 0)
+        return cli_usage_error(cmd, "--limit '%s': unknown algorithm '%s' "
+                               "(%s)", text, algo, cli_algo_list());
+    if (!cli_parse_u64(&out->max, max, 1, SLUICE_MAX_MAX, why, sizeof(why)))
+        return cli_usage_error(cmd, "--limit '%s': MAX %s", text, why);
+    if (sluice_duration_parse(&out->window_ms, slash + 1) < 0)
+        return cli_usage_error(cmd, "--limit '%s': WINDOW: %s", text,
+                               sluice_last_error());
+    if (sluice_limit_check(out) < 0)
+        return cli_usage_error(cmd, "--limit '%s': %s", text,
+                               sluice_last_error());
+    return 0;
+}
+
+/* Whether 'arg' is a --limit, and its value's place: in 'arg', or next. */
+static bool is_limit(const char *arg, const char **value)
+{
+    if (strcmp(arg, "--limit") == 0) {
+        *value = NULL;
+        return true;
+    }
+    if (strncmp(arg, "--limit=", 8) == 0) {
+        *value = arg + 8;
+        return true;
+    }
+    return false;
+}
+
+bool cli_limits_given(int argc, char **argv)
+{
+    const char *value;
+
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (is_limit(argv[i], &value))
+            return true;
+    return false;
+}
+
+/*
+ * Takes every --limit out of 'argv' (up to a "--"), parsed into limits[],
+ * and leaves the other arguments in order in 'rest' ('*nrest' of them).
+ */
+static int limits_take(sluice_limit *limits, size_t *n, char **rest,
+                       int *nrest, const char *cmd, int argc, char **argv)
+{
+    bool after = false;
+    int err;
+
+    *n = 0;
+    *nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *value = NULL;
+
+        after = after || strcmp(argv[i], "--") == 0;
+        if (!after && (strncmp(argv[i], "--algo", 6) == 0 ||
+                       strncmp(argv[i], "--max", 5) == 0 ||
+                       strncmp(argv[i], "--window", 8) == 0))
+            return cli_usage_error(cmd, "%s: not with --limit (a limit is "
+                                   "--limit ALGO:MAX/WINDOW)", argv[i]);
+        if (after || !is_limit(argv[i], &value)) {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (value == NULL && (value = i + 1 < argc ? argv[++i] : NULL) == NULL)
+            return cli_usage_error(cmd, "--limit: missing its value "
+                                   "(ALGO:MAX/WINDOW, e.g. fixed:10/1s)");
+        if (*n == SLUICE_HIT_ALL_MAX)
+            return cli_usage_error(cmd, "--limit: at most %d limits",
+                                   SLUICE_HIT_ALL_MAX);
+        if ((err = limit_parse(&limits[*n], cmd, value)) != 0)
+            return err;
+        for (size_t j = 0; j < *n; j++)
+            if (limits[j].algo == limits[*n].algo &&
+                limits[j].window_ms == limits[*n].window_ms)
+                return cli_usage_error(cmd, "--limit '%s': a second %s limit "
+                                       "over the same window (each needs "
+                                       "its own)", value,
+                                       sluice_algo_name(limits[*n].algo));
+        (*n)++;
+    }
+    return 0;
+}
+
+/* ---- Output ---------------------------------------------------------------- */
+
+/* One decision's fields, as 'sluice hit' prints them (text or JSON). */
+static void print_one(const sluice_decision *d, bool json)
+{
+    const char *fallback = d->fallback == SLUICE_FELL_OPEN     ? "open"
+                           : d->fallback == SLUICE_FELL_CLOSED ? "closed"
+                                                               : NULL;
+
+    if (json)
+        printf("\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
+               "\"retry_after_ms\":%llu,\"reset_after_ms\":%llu",
+               d->allowed ? "true" : "false", (unsigned long long)d->limit,
+               (unsigned long long)d->remaining,
+               (unsigned long long)d->retry_after_ms,
+               (unsigned long long)d->reset_after_ms);
+    else
+        printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
+               "reset_after_ms=%llu", d->allowed ? "allowed" : "denied",
+               (unsigned long long)d->remaining, (unsigned long long)d->limit,
+               (unsigned long long)d->retry_after_ms,
+               (unsigned long long)d->reset_after_ms);
+    if (fallback != NULL)
+        printf(json ? ",\"fallback\":\"%s\"" : " fallback=%s", fallback);
+}
+
+static void print_all(const cli_request *args, const sluice_limit *limits,
+                      size_t n, const sluice_decision *d,
+                      const sluice_decision *each)
+{
+    if (args->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, args->key, args->key_len);
+        putchar(',');
+        print_one(d, true);
+        fputs(",\"limits\":[", stdout);
+    } else {
+        print_one(d, false);
+        putchar('\n');
+    }
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit *l = &limits[i];
+
+        printf(args->json ? "%s{\"algo\":\"%s\",\"max\":%llu,"
+                            "\"window_ms\":%llu,"
+                          : "%slimit %s:%llu/%llums ",
+               args->json && i > 0 ? "," : "", sluice_algo_name(l->algo),
+               (unsigned long long)l->max, (unsigned long long)l->window_ms);
+        print_one(&each[i], args->json);
+        fputs(args->json ? "}" : "\n", stdout);
+    }
+    if (args->json)
+        fputs("]}\n", stdout);
+}
+
+/* ---- The commands ------------------------------------------------------------ */
+
+/* Decides (kind 0 hit, 1 peek) or forgets (2 reset) with 'store'. */
+static int decide(int kind, const char *cmd, sluice_store *store,
+                  const cli_request *args, const sluice_limit *limits,
+                  size_t n)
+{
+    sluice_decision d, each[SLUICE_HIT_ALL_MAX];
+    int err;
+
+    if (kind == 2)
+        err = sluice_reset_all(store, limits, n, args->key, args->key_len);
+    else if (kind == 0)
+        err = sluice_hit_all(&d, each, store, limits, n, args->key,
+                             args->key_len, args->cost);
+    else
+        err = sluice_peek_all(&d, each, store, limits, n, args->key,
+                              args->key_len, args->cost);
+    if (err < 0)
+        return cli_lib_error(NULL, cmd, err);
+    if (kind == 2) {
+        if (args->json) {
+            fputs("{\"key\":", stdout);
+            cli_json_string(stdout, args->key, args->key_len);
+            printf(",\"limits\":%zu,\"reset\":true}\n", n);
+        } else {
+            printf("reset\n");
+        }
+        return CLI_EXIT_OK;
+    }
+    print_all(args, limits, n, &d, each);
+    return d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
+}
+
+/* Every limit can admit the cost: else a usage error naming the limit. */
+static int costs_fit(const char *cmd, uint64_t cost,
+                     const sluice_limit *limits, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cost > limits[i].max)
+            return cli_usage_error(cmd, "--cost: %llu exceeds the max of "
+                                   "--limit %s:%llu/%llums, so the request "
+                                   "could never be admitted",
+                                   (unsigned long long)cost,
+                                   sluice_algo_name(limits[i].algo),
+                                   (unsigned long long)limits[i].max,
+                                   (unsigned long long)limits[i].window_ms);
+    return 0;
+}
+
+int cli_decide_all(int kind, const char *cmd, int argc, char **argv)
+{
+    unsigned takes = CLI_TAKES_KEY | CLI_TAKES_JSON | CLI_TAKES_STORE |
+                     (kind == 2 ? 0 : CLI_TAKES_COST);
+    sluice_limit limits[SLUICE_HIT_ALL_MAX];
+    sluice_store *store = NULL;
+    cli_request args;
+    char **rest = malloc((size_t)(argc + 1) * sizeof(*rest));
+    size_t n = 0;
+    int nrest = 0, status;
+
+    if (rest == NULL)
+        return cli_lib_error(NULL, cmd, SLUICE_ENOMEM);
+    status = limits_take(limits, &n, rest, &nrest, cmd, argc, argv);
+    if (status == 0)
+        status = cli_request_parse(&args, cmd, nrest, rest, takes);
+    if (status == 0)
+        status = costs_fit(cmd, args.cost, limits, n);
+    if (status == 0) {
+        args.limit = limits[0]; /* each is checked already */
+        status = cli_request_require(&args, cmd, CLI_TAKES_KEY);
+    }
+    if (status == 0)
+        status = cli_name_check(cmd, "KEY", args.key);
+    if (status == 0)
+        status = cli_store_open(&store, cmd, args.store, NULL, NULL);
+    if (status == 0)
+        status = decide(kind, cmd, store, &args, limits, n);
+    sluice_store_free(store);
+    free(rest);
+    return status;
+}

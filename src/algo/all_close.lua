@@ -1,0 +1,3 @@
+-- all_close.lua - closes an algorithm's maker (see all_prelude.lua).
+return decide
+end
