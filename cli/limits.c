@@ -1,13 +1,14 @@
 /*
  * limits.c - hit, peek and reset over several limits at once:
  *
- *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW [--limit ...]
+ *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW[:BURST] [--limit ...]
  *                             [--cost C] [--json] [--store URL]
  *
  * e.g. --limit fixed:10/1s --limit sliding-log:1000/1h: the request is
  * admitted only if every limit admits it, and counted in every one or in
  * none (sluice_hit_all()). WINDOW is a duration as --window takes it
- * ("250ms", "1s", "1m", "1h", or plain milliseconds). --limit may be given
+ * ("250ms", "1s", "1m", "1h", or plain milliseconds); BURST, for gcra,
+ * as --burst takes it (1..MAX). --limit may be given
  * up to SLUICE_HIT_ALL_MAX times, and not together with --algo, --max or
  * --window. The first line of the output is the combined decision, as
  * 'sluice hit' prints it; a line per limit follows ("limit ALGO:MAX/WINDOWms
@@ -21,31 +22,50 @@
 
 /* ---- Parsing --------------------------------------------------------------- */
 
-/* Parses "ALGO:MAX/WINDOW" into 'out'; 0, or reports and CLI_EXIT_USAGE. */
+/* Copies text[0..len) into 'buf' of 'cap' bytes; false if it does not fit. */
+static bool part_copy(char *buf, size_t cap, const char *text, size_t len)
+{
+    if (len >= cap)
+        return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    return true;
+}
+
+/*
+ * Parses "ALGO:MAX/WINDOW[:BURST]" into 'out'; 0, or reports and
+ * CLI_EXIT_USAGE. The burst is for the algorithms that take one (gcra);
+ * without it, the algorithm's default.
+ */
 static int limit_parse(sluice_limit *out, const char *cmd, const char *text)
 {
     const char *colon = strchr(text, ':');
     const char *slash = colon != NULL ? strchr(colon, '/') : NULL;
-    char algo[32], max[32], why[128];
+    const char *bcolon = slash != NULL ? strchr(slash, ':') : NULL;
+    const char *wend = bcolon != NULL ? bcolon : text + strlen(text);
+    char algo[32], max[32], window[32], why[128];
 
     memset(out, 0, sizeof(*out));
     if (colon == NULL || slash == NULL ||
-        (size_t)(colon - text) >= sizeof(algo) ||
-        (size_t)(slash - colon - 1) >= sizeof(max))
-        return cli_usage_error(cmd, "--limit '%s': expected ALGO:MAX/WINDOW, "
-                               "e.g. fixed:10/1s", text);
-    memcpy(algo, text, (size_t)(colon - text));
-    algo[colon - text] = '\0';
-    memcpy(max, colon + 1, (size_t)(slash - colon - 1));
-    max[slash - colon - 1] = '\0';
+        !part_copy(algo, sizeof(algo), text, (size_t)(colon - text)) ||
+        !part_copy(max, sizeof(max), colon + 1, (size_t)(slash - colon - 1)) ||
+        !part_copy(window, sizeof(window), slash + 1,
+                   (size_t)(wend - slash - 1)))
+        return cli_usage_error(cmd, "--limit '%s': expected "
+                               "ALGO:MAX/WINDOW[:BURST], e.g. fixed:10/1s",
+                               text);
     if (sluice_algo_parse(&out->algo, algo) < 0)
         return cli_usage_error(cmd, "--limit '%s': unknown algorithm '%s' "
                                "(%s)", text, algo, cli_algo_list());
     if (!cli_parse_u64(&out->max, max, 1, SLUICE_MAX_MAX, why, sizeof(why)))
         return cli_usage_error(cmd, "--limit '%s': MAX %s", text, why);
-    if (sluice_duration_parse(&out->window_ms, slash + 1) < 0)
+    if (sluice_duration_parse(&out->window_ms, window) < 0)
         return cli_usage_error(cmd, "--limit '%s': WINDOW: %s", text,
                                sluice_last_error());
+    if (bcolon != NULL &&
+        !cli_parse_u64(&out->burst, bcolon + 1, 1, out->max, why,
+                       sizeof(why)))
+        return cli_usage_error(cmd, "--limit '%s': BURST %s", text, why);
     if (sluice_limit_check(out) < 0)
         return cli_usage_error(cmd, "--limit '%s': %s", text,
                                sluice_last_error());
@@ -123,6 +143,18 @@ static int limits_take(sluice_limit *limits, size_t *n, char **rest,
 
 /* ---- Output ---------------------------------------------------------------- */
 
+/* 'l' as "ALGO:MAX/WINDOWms", and ":BURST" when it has one. */
+static void limit_text(char *buf, size_t cap, const sluice_limit *l)
+{
+    int len = snprintf(buf, cap, "%s:%llu/%llums", sluice_algo_name(l->algo),
+                       (unsigned long long)l->max,
+                       (unsigned long long)l->window_ms);
+
+    if (l->burst != 0 && len > 0 && (size_t)len < cap)
+        snprintf(buf + len, cap - (size_t)len, ":%llu",
+                 (unsigned long long)l->burst);
+}
+
 /* One decision's fields, as 'sluice hit' prints them (text or JSON). */
 static void print_one(const sluice_decision *d, bool json)
 {
@@ -163,12 +195,17 @@ static void print_all(const cli_request *args, const sluice_limit *limits,
     }
     for (size_t i = 0; i < n; i++) {
         const sluice_limit *l = &limits[i];
+        char text[96];
 
-        printf(args->json ? "%s{\"algo\":\"%s\",\"max\":%llu,"
-                            "\"window_ms\":%llu,"
-                          : "%slimit %s:%llu/%llums ",
-               args->json && i > 0 ? "," : "", sluice_algo_name(l->algo),
-               (unsigned long long)l->max, (unsigned long long)l->window_ms);
+        limit_text(text, sizeof(text), l);
+        if (args->json)
+            printf("%s{\"algo\":\"%s\",\"max\":%llu,\"window_ms\":%llu,"
+                   "\"burst\":%llu,", i > 0 ? "," : "",
+                   sluice_algo_name(l->algo), (unsigned long long)l->max,
+                   (unsigned long long)l->window_ms,
+                   (unsigned long long)l->burst);
+        else
+            printf("limit %s ", text);
         print_one(&each[i], args->json);
         fputs(args->json ? "}" : "\n", stdout);
     }
@@ -214,15 +251,19 @@ static int decide(int kind, const char *cmd, sluice_store *store,
 static int costs_fit(const char *cmd, uint64_t cost,
                      const sluice_limit *limits, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (cost > limits[i].max)
-            return cli_usage_error(cmd, "--cost: %llu exceeds the max of "
-                                   "--limit %s:%llu/%llums, so the request "
-                                   "could never be admitted",
-                                   (unsigned long long)cost,
-                                   sluice_algo_name(limits[i].algo),
-                                   (unsigned long long)limits[i].max,
-                                   (unsigned long long)limits[i].window_ms);
+    for (size_t i = 0; i < n; i++) {
+        const sluice_limit *l = &limits[i];
+        bool over_burst = l->burst != 0 && cost > l->burst;
+        char text[96];
+
+        if (cost <= l->max && !over_burst)
+            continue;
+        limit_text(text, sizeof(text), l);
+        return cli_usage_error(cmd, "--cost: %llu exceeds the %s of --limit "
+                               "%s, so the request could never be admitted",
+                               (unsigned long long)cost,
+                               cost > l->max ? "max" : "burst", text);
+    }
     return 0;
 }
 

@@ -4,7 +4,7 @@
  *
  *   sluice hit|peek|reset KEY --algo ALGO --max N --window DUR [--cost C]
  *                             [--burst B] [--json] [--store URL]
- *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW [--limit ...] ...
+ *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW[:BURST] [--limit ...] ...
  *                                                          (limits.c)
  *   sluice ttl QUEUE [--max N] --store URL [--json]
  *   sluice replay --algo ALGO --max N --window DUR [--burst B]
@@ -101,8 +101,8 @@ static const char hit_help[] =
     "(fallback=open|closed, or \"fallback\":\"open\"|\"closed\" in JSON).\n"
     "\n"
     "Several limits at once (hit, peek and reset take them alike):\n"
-    "  --limit ALGO:MAX/WINDOW   e.g. --limit fixed:10/1s\n"
-    "                            --limit sliding-log:1000/1h\n"
+    "  --limit ALGO:MAX/WINDOW[:BURST]   e.g. --limit fixed:10/1s\n"
+    "                            --limit sliding-log:1000/1h --limit gcra:5/1s:2\n"
     "given up to 16 times instead of --algo, --max and --window: the request\n"
     "is admitted only if every limit admits it, and counted in all or none.\n"
     "The first line is the combined decision (the largest wait, the least\n"

@@ -244,6 +244,21 @@ usage_error "--limit: --cost above one max" \
     "--cost: 3 exceeds the max of --limit sliding-log:2/1000ms" \
     hit k --limit fixed:5/1s --limit sliding-log:2/1s --cost 3
 usage_error "--limit: missing KEY" "missing KEY" hit --limit fixed:1/1s
+run hit k --limit gcra:10/1m:2 --limit fixed:5/1s --cost 2
+check "--limit gcra with a burst: the burst's worth at once" 0 \
+    '^allowed remaining=0 limit=10 '
+check "--limit gcra with a burst: its line names the burst" 0 \
+    '^limit gcra:10/60000ms:2 allowed remaining=0 '
+run hit k --limit gcra:10/1m --limit fixed:5/1s --cost 4
+check "--limit gcra without a burst: max at once" 0 \
+    '^allowed remaining=1 limit=5 '
+usage_error "--limit: --cost above a burst" \
+    "--cost: 3 exceeds the burst of --limit gcra:10/60000ms:2" \
+    hit k --limit gcra:10/1m:2 --cost 3
+usage_error "--limit: burst out of range" "--limit 'gcra:10/1m:11': BURST" \
+    hit k --limit gcra:10/1m:11
+usage_error "--limit: burst on an algorithm without one" \
+    "--limit 'fixed:10/1m:2': " hit k --limit fixed:10/1m:2
 seventeen=()
 for i in $(seq 1 17); do seventeen+=(--limit "sliding-log:5/${i}s"); done
 usage_error "--limit 17 times" "--limit: at most 16 limits" \
