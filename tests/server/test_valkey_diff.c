@@ -1,10 +1,10 @@
 /*
  * test_valkey_diff.c - the Valkey store against the embedded store.
  *
- * Sliding-counter and sliding-log are pure functions of (state, now,
- * request), written twice: in C (src/algo/FOLDER/FOLDER.c, run by the
- * embedded store) and in Lua (src/algo/FOLDER/FOLDER.lua, run by a real
- * redis-server). Both stores are opened on one virtual clock (the Valkey
+ * Sliding-counter, sliding-log and compact-log are pure functions of
+ * (state, now, request), written twice: in C (src/algo/FOLDER/FOLDER.c,
+ * run by the embedded store) and in Lua (src/algo/FOLDER/FOLDER.lua, run
+ * by a real redis-server). Both stores are opened on one virtual clock (the Valkey
  * store with ?clock=caller), and a seeded random trace of hits, peeks and
  * resets over about thirty keys goes to both; every decision must be
  * identical in every field. The traces cover gaps of 0, of exactly a window
@@ -196,7 +196,8 @@ static const limit_cfg *pick_cfg(const diff_run *run, int k)
            hit) runs out, and this test removes TTLs. */
         const limit_cfg *other = &run->cfgs[rng_next() % (uint64_t)run->ncfg];
 
-        if (run->algo != SLUICE_SLIDING_LOG ||
+        if ((run->algo != SLUICE_SLIDING_LOG &&
+             run->algo != SLUICE_COMPACT_LOG) ||
             other->window_ms == cfg->window_ms)
             cfg = other;
     }
@@ -212,8 +213,9 @@ static uint64_t pick_cost(const diff_state *ds, const diff_req *q)
 
     if (rng_pct(1)) /* an invalid request: both refuse it alike */
         cost = rng_pct(50) || max == SLUICE_MAX_MAX ? 0 : max + 1;
-    if (ds->run->algo == SLUICE_SLIDING_LOG && cost > LOG_ADMIT_COST_CAP &&
-        cost <= max) {
+    if ((ds->run->algo == SLUICE_SLIDING_LOG ||
+         ds->run->algo == SLUICE_COMPACT_LOG) &&
+        cost > LOG_ADMIT_COST_CAP && cost <= max) {
         sluice_decision probe;
 
         if (sluice_peek(&probe, ds->mem, &q->limit, q->key, q->klen, cost) ==
@@ -415,6 +417,11 @@ static void test_differential(uint64_t seed)
         {6004799503160661ULL, 1},            /* odd values */
         {3002399751580330ULL, 3},
     };
+    /* The compact log's largest max, 2^20. */
+    static const limit_cfg compact_big[] = {
+        {1048576, 1000}, {1048576, 1}, {1048576, 1099511627776ULL},
+        {1048575, 60000},
+    };
     const uint64_t epoch = 1700000000000ULL;
     const uint64_t near_top = SLUICE_NOW_MAX_MS - 100000000ULL;
     const diff_run runs[] = {
@@ -436,6 +443,12 @@ static void test_differential(uint64_t seed)
          COSTS_HUGE_REFUSED},
         {"log/mixed@2^53", SLUICE_SLIDING_LOG, mixed, 10, 30, 800, near_top,
          COSTS_SMALL},
+        {"compact/mixed", SLUICE_COMPACT_LOG, mixed, 10, 30, 3000, epoch,
+         COSTS_SMALL},
+        {"compact/big", SLUICE_COMPACT_LOG, compact_big, 4, 30, 1000, epoch,
+         COSTS_HUGE_REFUSED},
+        {"compact/mixed@2^53", SLUICE_COMPACT_LOG, mixed, 10, 30, 800,
+         near_top, COSTS_SMALL},
     };
 
     const size_t nruns = sizeof(runs) / sizeof(runs[0]);
