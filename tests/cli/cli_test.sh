@@ -313,8 +313,10 @@ cat >"$TMP/sliding-log.expected" <<'EOF'
 300 c 3 allowed 0 0
 300 c 1 denied 0 100
 EOF
+# compact-log answers what sliding-log answers, line for line.
+cp "$TMP/sliding-log.expected" "$TMP/compact-log.expected"
 
-for algo in fixed sliding-counter sliding-log; do
+for algo in fixed sliding-counter sliding-log compact-log; do
     run_in "$TRACE" replay --algo "$algo" --max 3 --window 100
     printf '%s\n' "$out" >"$TMP/$algo.actual"
     if [ "$rc" -eq 0 ] &&
@@ -328,7 +330,7 @@ $(cat "$TMP/diff")"
 done
 
 # retry_after_ms is the least wait: one ms earlier is refused, at it admitted.
-for algo in fixed sliding-counter sliding-log; do
+for algo in fixed sliding-counter sliding-log compact-log; do
     run_in '0 k 3\n37 k 2\n' replay --algo "$algo" --max 4 --window 100
     retry=$(printf '%s\n' "$out" | awk 'NR == 2 { print $6 }')
     if [ -z "$retry" ] || [ "$retry" -eq 0 ]; then
