@@ -272,8 +272,9 @@ static void *worker_main(void *arg)
 static int run_once(case_result *r, unsigned run, sluice_algo algo,
                     const bench_case *c, const keyset *sets, double seconds)
 {
-    sluice_limit limit = SLUICE_LIMIT(algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
-                          WINDOW_MS);
+    sluice_limit limit = SLUICE_LIMIT(
+        algo, c->refuse ? REFUSE_MAX : bench_max_for(algo, ADMIT_MAX),
+        WINDOW_MS);
     worker w[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     pthread_barrier_t start;
@@ -359,7 +360,9 @@ static int measure_memory(mem_result *out, const keyset *keys)
     int err = 0;
 
     for (unsigned a = 0; a < BENCH_ALGO_N && err == 0; a++) {
-        sluice_limit limit = SLUICE_LIMIT((sluice_algo)a, ADMIT_MAX, WINDOW_MS);
+        sluice_limit limit = SLUICE_LIMIT(
+            (sluice_algo)a, bench_max_for((sluice_algo)a, ADMIT_MAX),
+            WINDOW_MS);
         sluice_store_stats st;
         sluice_decision d;
         long long before, after;
