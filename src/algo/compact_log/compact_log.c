@@ -18,7 +18,8 @@
  *   [ t0  t1  t2 ... ti ... ] ... [ ... tn ]        t0 <= t1 <= ... <= tn
  *
  * so the c-th oldest live unit is one index away (O(1)), the newest too,
- * and the units that leave are a prefix, found by bisection. On a server
+ * and the units that leave are a prefix, found by galloping from the
+ * oldest and bisecting (one look when none leaves, O(log k) when k do). On a server
  * (compact_log.lua) the ring is a string read and written 8 bytes at a time
  * with GETRANGE and SETRANGE, never whole; here it is an array that grows
  * by doubling and halves when it is mostly empty.
@@ -81,25 +82,53 @@ static int clog_resize(clog_state *s, uint32_t cap)
     return SLUICE_OK;
 }
 
-/*
- * Drops the units that have left the span (t + window <= now): a prefix of
- * the ring, since times only grow, found by bisection.
- */
-static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
+/* Has the i'th oldest live unit left the span by 'now' (t + window <= now)? */
+static bool clog_left(const clog_state *s, uint32_t i, uint64_t window_ms,
+                      uint64_t now_ms)
 {
-    uint32_t lo = 0, hi = s->len; /* the first live unit is in [lo, hi] */
+    return clog_at(s, i) + window_ms <= now_ms;
+}
 
-    while (lo < hi) {
+/*
+ * How many units have left the span: a prefix of the ring, since times only
+ * grow. Galloping from the oldest, then bisecting, finds the k that left in
+ * O(log k) looks: one look when none has.
+ */
+static uint32_t clog_gone(const clog_state *s, uint64_t window_ms,
+                          uint64_t now_ms)
+{
+    uint32_t lo = 0, hi, step = 1; /* unit lo has left, unit hi has not */
+
+    if (s->len == 0 || !clog_left(s, 0, window_ms, now_ms))
+        return 0;
+    if (clog_left(s, s->len - 1, window_ms, now_ms))
+        return s->len;
+    hi = s->len - 1;
+    while (lo + step < hi && clog_left(s, lo + step, window_ms, now_ms)) {
+        lo += step;
+        step *= 2;
+    }
+    if (lo + step < hi)
+        hi = lo + step;
+    while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
 
-        if (clog_at(s, mid) + window_ms <= now_ms)
-            lo = mid + 1;
+        if (clog_left(s, mid, window_ms, now_ms))
+            lo = mid;
         else
             hi = mid;
     }
-    if (lo > 0) {
-        s->head = (s->head + lo) & (s->cap - 1);
-        s->len -= lo;
+    return hi;
+}
+
+/* Drops the units that have left the span, and the ring when it empties. */
+static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
+{
+    uint32_t gone = clog_gone(s, window_ms, now_ms);
+
+    if (gone > 0) {
+        s->head = (s->head + gone) & (s->cap - 1);
+        s->len -= gone;
     }
     if (s->len == 0 && s->t != NULL) {
         free(s->t);
