@@ -73,8 +73,14 @@ static int clog_resize(clog_state *s, uint32_t cap)
     if (t == NULL)
         return sluice__error(SLUICE_ENOMEM,
                              "cannot grow a compact log to %u units", cap);
-    for (uint32_t i = 0; i < s->len; i++)
-        t[i] = clog_at(s, i);
+    if (s->len > 0) {
+        /* The live units, oldest first: up to the ring's end, then on from
+           its start. */
+        uint32_t first = s->cap - s->head < s->len ? s->cap - s->head : s->len;
+
+        memcpy(t, s->t + s->head, (size_t)first * sizeof(*t));
+        memcpy(t + first, s->t, (size_t)(s->len - first) * sizeof(*t));
+    }
     free(s->t);
     s->t = t;
     s->head = 0;
@@ -138,20 +144,32 @@ static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
     }
 }
 
+/* Sets the 'n' times from 't' to 'now_ms'. */
+static void fill(uint64_t *t, uint32_t n, uint64_t now_ms)
+{
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = now_ms;
+}
+
 /* Appends 'cost' units at 'now'; the state is unchanged on failure.
    len + cost <= max <= 2^20 (checked by the caller and clog_check()). */
 static int clog_append(clog_state *s, uint64_t now_ms, uint64_t cost)
 {
     uint32_t need = s->len + (uint32_t)cost;
     uint32_t cap = s->cap == 0 ? CLOG_MIN_CAP : s->cap;
+    uint32_t tail, first;
     int err;
 
     while (cap < need)
         cap *= 2;
     if (cap != s->cap && (err = clog_resize(s, cap)) < 0)
         return err;
-    for (uint32_t i = 0; i < (uint32_t)cost; i++)
-        s->t[(s->head + s->len + i) & (s->cap - 1)] = now_ms;
+    /* From the tail to the ring's end, then on from its start: two plain
+       runs of stores, which the compiler vectorizes. */
+    tail = (s->head + s->len) & (s->cap - 1);
+    first = s->cap - tail < (uint32_t)cost ? s->cap - tail : (uint32_t)cost;
+    fill(s->t + tail, first, now_ms);
+    fill(s->t, (uint32_t)cost - first, now_ms);
     s->len = need;
     return SLUICE_OK;
 }
