@@ -19,13 +19,13 @@
  *
  * so the c-th oldest live unit is one index away (O(1)), the newest too,
  * and the units that leave are a prefix, found by galloping from the
- * oldest and bisecting (one look when none leaves, O(log k) when k do). On a server
- * (compact_log.lua) the ring is a string read and written 8 bytes at a time
- * with GETRANGE and SETRANGE, never whole; here it is an array that grows
- * by doubling and halves when it is mostly empty.
+ * oldest and bisecting (one look when none leaves, O(log k) when k do).
+ * On a server (compact_log.lua) the ring is a string read and written 8
+ * bytes at a time with GETRANGE and SETRANGE, never whole; here it is an
+ * array that grows by doubling and halves when it is mostly empty.
  *
  * Bound: max <= SLUICE_COMPACT_LOG_MAX (2^20), so a key's ring is at most
- * 8 MiB, and a request of cost c is one write of 8c bytes (compact_check()).
+ * 8 MiB, and a request of cost c is one write of 8c bytes (clog_check()).
  */
 #include "algo/algo.h"
 
