@@ -85,6 +85,93 @@ static void fixed_release(void *state)
     (void)state;
 }
 
+/* ---- The word (algo.h's lock-free form) ------------------------------------ */
+
+/*
+ * The state in one word, for the embedded store's lock-free path:
+ *
+ *   bit 63      62 ........................ 24   23 ............. 0
+ *   | store's | expires_ms - base_ms (39 bits) | count (24 bits) |
+ *
+ * Word 0 is the fresh state (no key). The range: max < 2^24 (16,777,216)
+ * and an expiry within 2^39 ms (about 17 years) of the key's base; beyond
+ * either, decide() answers SLUICE__WORD_RANGE and the store decides on the
+ * struct under its lock, which gives the same answer.
+ */
+#define WORD_COUNT_BITS 24
+#define WORD_COUNT_MAX (((uint64_t)1 << WORD_COUNT_BITS) - 1)
+#define WORD_EXPIRES_MAX (((uint64_t)1 << 39) - 1)
+
+static void fixed_word_load(uint64_t word, uint64_t base_ms, void *state)
+{
+    fixed_state *s = state;
+
+    s->count = word & WORD_COUNT_MAX;
+    s->expires_ms = s->count == 0 ? 0 : base_ms + (word >> WORD_COUNT_BITS);
+}
+
+static bool fixed_word_store(const void *state, uint64_t base_ms,
+                             uint64_t *word)
+{
+    const fixed_state *s = state;
+
+    if (s->count == 0) {
+        *word = 0;
+        return true;
+    }
+    if (s->count > WORD_COUNT_MAX || s->expires_ms < base_ms ||
+        s->expires_ms - base_ms > WORD_EXPIRES_MAX)
+        return false;
+    *word = (s->expires_ms - base_ms) << WORD_COUNT_BITS | s->count;
+    return true;
+}
+
+/*
+ * fixed_decide() on the word: the same arithmetic, on the word's fields. The
+ * expiry of a live word is >= base_ms, and 'now_ms' >= base_ms, so the
+ * differences below do not wrap.
+ */
+static int fixed_word_decide(uint64_t word, uint64_t base_ms,
+                             const sluice_limit *limit, uint64_t now_ms,
+                             uint64_t cost, bool consume, uint64_t *next,
+                             sluice_decision *out)
+{
+    uint64_t count = word & WORD_COUNT_MAX;
+    uint64_t expires_ms = base_ms + (word >> WORD_COUNT_BITS);
+
+    if (limit->max > WORD_COUNT_MAX)
+        return SLUICE__WORD_RANGE;
+    if (count > 0 && now_ms >= expires_ms)
+        count = 0;
+    if (count == 0)
+        expires_ms = now_ms + limit->window_ms;
+    out->limit = limit->max;
+    *next = word;
+    if (count + cost <= limit->max) {
+        out->allowed = 1;
+        out->remaining = limit->max - count - cost;
+        out->retry_after_ms = 0;
+        out->reset_after_ms = expires_ms - now_ms;
+        if (consume) {
+            if (expires_ms - base_ms > WORD_EXPIRES_MAX)
+                return SLUICE__WORD_RANGE;
+            *next = (expires_ms - base_ms) << WORD_COUNT_BITS | (count + cost);
+        }
+    } else {
+        out->allowed = 0;
+        out->remaining = count >= limit->max ? 0 : limit->max - count;
+        out->retry_after_ms = expires_ms - now_ms;
+        out->reset_after_ms = expires_ms - now_ms;
+    }
+    return SLUICE_OK;
+}
+
+static const sluice__word_ops fixed_word = {
+    .load = fixed_word_load,
+    .store = fixed_word_store,
+    .decide = fixed_word_decide,
+};
+
 const sluice__algo sluice__algo_fixed = {
     .name = "fixed",
     .script = &sluice__script_fixed,
@@ -100,4 +187,5 @@ const sluice__algo sluice__algo_fixed = {
     .idle_at = fixed_idle_at,
     .bytes = fixed_bytes,
     .release = fixed_release,
+    .word = &fixed_word,
 };

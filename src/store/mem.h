@@ -1,0 +1,157 @@
+/*
+ * mem.h - the embedded store's insides, shared by mem.c (decisions, the
+ * lock-free path, the store's table) and mem_table.c (entries, shards,
+ * sweeps, reclamation). The layout and the argument for the lock-free path
+ * are at the top of mem.c.
+ */
+#ifndef SLUICE_STORE_MEM_H
+#define SLUICE_STORE_MEM_H
+
+#include "store/epoch.h"
+#include "store/store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define SHARDS 256u
+#define SHARD_MIN_BUCKETS 16u
+#define SWEEP_BUCKETS_PER_CALL 2u
+#define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
+#define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
+#define DEFAULT_MAX_KEYS ((size_t)1000000)
+#define STATE_MAX 64u /* the largest algorithm state, checked at open */
+
+/* The word of an entry whose state is in its struct, under the lock. */
+#define WORD_HELD SLUICE__WORD_STORE_BIT
+
+typedef struct entry entry;
+typedef entry *_Atomic elink; /* a link that lock-free readers follow */
+
+struct entry {
+    elink next;
+    uint64_t hash;
+    /* An algorithm with a word: its state, or WORD_HELD when the struct
+       state holds it (under the lock, or out of the word's range). */
+    _Atomic uint64_t word;
+    _Atomic uint64_t last_ms; /* latest time seen: the clock is clamped to it */
+    uint64_t base_ms;         /* the word's times are relative to it */
+    /* From then on the state equals a fresh one (for a word, a lower bound);
+       once retired, the epoch it was unlinked at. */
+    uint64_t idle_at_ms;
+    entry *retired; /* the shard's list of unlinked entries not yet freed */
+    uint32_t key_len;
+    uint8_t algo;
+    _Alignas(8) unsigned char data[]; /* state, then the key's bytes */
+};
+
+/* A chain, and a time before which none of its entries is idle. */
+typedef struct bucket {
+    elink head;
+    uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
+} bucket;
+
+/* A bucket array; replaced ones wait on the shard's list to be freed. */
+typedef struct table {
+    size_t n; /* a power of two */
+    struct table *retired;
+    uint64_t retired_epoch;
+    bucket b[];
+} table;
+
+typedef struct shard {
+    pthread_mutex_t lock;
+    _Atomic(table *) table; /* what lock-free readers read */
+    bucket *buckets;        /* table->b and table->n, for the lock's holder */
+    size_t nbuckets;
+    entry *retired;         /* unlinked, to be freed after a grace period */
+    table *retired_tables;
+    size_t count;
+    size_t sweep_cursor;
+    uint64_t bytes;
+    uint64_t expired;
+} shard;
+
+/* Each shard on cache lines of its own, so two threads never share one. */
+typedef struct padded_shard {
+    _Alignas(64) shard s;
+} padded_shard;
+
+typedef struct mem_store {
+    sluice_clock_ms_fn clock_ms;
+    void *clock_payload;
+    uint64_t seed;
+    size_t max_keys;
+    _Atomic size_t keys;
+    _Atomic uint64_t full;
+    _Atomic uint64_t last_full_sweep_ms;
+    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
+    sluice__epoch epoch;
+    padded_shard shards[SHARDS];
+} mem_store;
+
+static inline size_t state_offset_end(sluice_algo algo)
+{
+    return (sluice__algos[algo]->state_size + 7u) & ~(size_t)7u;
+}
+
+static inline void *entry_state(entry *e)
+{
+    return e->data;
+}
+
+static inline const char *entry_key(entry *e)
+{
+    return (const char *)e->data + state_offset_end((sluice_algo)e->algo);
+}
+
+static inline shard *shard_of(mem_store *m, uint64_t hash)
+{
+    return &m->shards[hash >> 56 & (SHARDS - 1)].s;
+}
+
+static inline bool entry_is(entry *e, uint64_t hash, sluice_algo algo,
+                            const char *key, size_t key_len)
+{
+    return e->hash == hash && e->algo == (uint8_t)algo &&
+           e->key_len == key_len &&
+           (key_len == 0 || memcmp(entry_key(e), key, key_len) == 0);
+}
+
+/*
+ * The entry of (algorithm, key), found without the lock, inside an epoch
+ * section; or NULL. A table being resized may hide an entry for a moment
+ * (its chain is being relinked): the caller then takes the locked path.
+ */
+static inline entry *shard_find_unlocked(shard *sh, uint64_t hash,
+                                         sluice_algo algo, const char *key,
+                                         size_t key_len)
+{
+    table *t = atomic_load(&sh->table);
+    entry *e = atomic_load(&t->b[hash & (t->n - 1)].head);
+
+    for (; e != NULL; e = atomic_load(&e->next))
+        if (entry_is(e, hash, algo, key, key_len))
+            return e;
+    return NULL;
+}
+
+/* ---- mem_table.c ---------------------------------------------------------- */
+
+entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
+                             size_t key_len, uint64_t now_ms);
+void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link);
+size_t sluice__mem_entry_bytes(entry *e);
+elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
+                              const char *key, size_t key_len);
+void sluice__mem_bucket_note(shard *sh, const entry *e);
+void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
+                            uint64_t now_ms);
+void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms);
+void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
+void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
+bool sluice__mem_reserve_key(mem_store *m);
+table *sluice__mem_table_new(size_t n);
+void sluice__mem_shard_free(mem_store *m, shard *sh);
+
+#endif /* SLUICE_STORE_MEM_H */
