@@ -26,7 +26,8 @@ enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
 /*
  * The lock-free form of a state (optional): the whole state in one 64-bit
  * word, relative to a 'base_ms' that the store fixes per key (the time it
- * created the key; every 'now_ms' it passes is >= 'base_ms'). The embedded
+ * created the key, moved up when a state no longer fits; every 'now_ms' it
+ * passes is >= 'base_ms'). The embedded
  * store decides on the word with a compare-and-swap and no lock, and falls
  * back to the locked path on the struct state when the word cannot hold
  * the limit, the time or the result. A word never has SLUICE__WORD_STORE_BIT
@@ -39,7 +40,7 @@ enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
  *            into 'out', sets '*next' to the word after it (equal to 'word'
  *            when nothing changes: the store then writes nothing), and
  *            returns 0, or SLUICE__WORD_RANGE when the limit, the time or
- *            the new state is beyond the word (nothing is answered then).
+ *            the new state is beyond the word ('out' is then undefined).
  *            It may be NULL: the store then runs load(), decide(), store().
  *
  * An algorithm with a word must keep no memory outside 'state_size', answer

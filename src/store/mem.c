@@ -14,7 +14,8 @@
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
- * entry's 'base_ms' (its creation time). A hit on a key that exists is then
+ * entry's 'base_ms' (its creation time; rebase() moves it up, as a copy of
+ * the entry, when a state no longer fits). A hit on a key that exists is then
  * decided without the shard lock (decide_fast()):
  *   1. enter an epoch section (epoch.h), find the entry by walking the chain
  *      with atomic loads;
@@ -26,8 +27,8 @@
  * The word reads WORD_HELD (its top bit) while the state is in the entry's
  * struct instead: while someone holds the shard lock and decides on it
  * (word_take() ... word_put()), when the state is beyond the word's range
- * (a max of 2^24 or more for the fixed window, ...), and for ever once the
- * entry is unlinked. A lock-free call that reads WORD_HELD, cannot find its
+ * (for the fixed window, an expiry too far from the base for the count's
+ * bits), and for ever once the entry is unlinked. A lock-free call that reads WORD_HELD, cannot find its
  * key, or gets SLUICE__WORD_RANGE from the word function, takes the locked
  * path, which decides on the struct with the same arithmetic: which path
  * serves a call changes no answer (test_mem_fast checks both on random
@@ -253,6 +254,24 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     return err;
 }
 
+/*
+ * After a locked decision on '*link': a state the word cannot hold from the
+ * entry's base may fit from a later one (the fixed window's expiry is
+ * relative to it). Then the entry moves its base up to its latest time, as
+ * a copy, so that the lock-free path serves it again.
+ */
+static void rebase(mem_store *m, shard *sh, elink *link)
+{
+    entry *e = *link;
+    const sluice__algo *algo = sluice__algos[e->algo];
+    uint64_t base_ms = atomic_load(&e->last_ms), w;
+
+    if (algo->word != NULL && atomic_load(&e->word) == WORD_HELD &&
+        base_ms > e->base_ms &&
+        algo->word->store(entry_state(e), base_ms, &w))
+        sluice__mem_entry_rebase(m, sh, link, base_ms, w);
+}
+
 /* A peek at an unknown key: decides on a fresh state, keeps nothing. */
 static int decide_fresh(const sluice_limit *limit, uint64_t now_ms,
                         uint64_t cost, sluice_decision *out)
@@ -332,6 +351,8 @@ again:
     link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
     if (*link != NULL) {
         err = decide_held(sh, *link, limit, now_ms, cost, consume, out);
+        if (err == SLUICE_OK)
+            rebase(m, sh, link);
     } else if (!consume) {
         err = decide_fresh(limit, now_ms, cost, out);
     } else if (sluice__mem_reserve_key(m)) {

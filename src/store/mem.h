@@ -141,6 +141,8 @@ static inline entry *shard_find_unlocked(shard *sh, uint64_t hash,
 entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
                              size_t key_len, uint64_t now_ms);
 void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link);
+void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
+                              uint64_t base_ms, uint64_t word);
 size_t sluice__mem_entry_bytes(entry *e);
 elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
                               const char *key, size_t key_len);

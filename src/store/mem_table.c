@@ -64,6 +64,37 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
 }
 
 /*
+ * Puts a copy of '*link' in its place, with its word 'word' relative to a
+ * new base 'base_ms', and retires the old one, whose word stays WORD_HELD
+ * (so a lock-free reader that holds it takes the locked path, and finds the
+ * copy). A failed allocation leaves the entry as it was.
+ */
+void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
+                              uint64_t base_ms, uint64_t word)
+{
+    entry *e = *link;
+    size_t data = state_offset_end((sluice_algo)e->algo) + e->key_len;
+    entry *n = malloc(sizeof(entry) + data);
+
+    if (n == NULL)
+        return;
+    atomic_init(&n->next, atomic_load(&e->next));
+    n->hash = e->hash;
+    atomic_init(&n->word, word);
+    atomic_init(&n->last_ms, atomic_load(&e->last_ms));
+    n->base_ms = base_ms;
+    n->idle_at_ms = e->idle_at_ms;
+    n->retired = NULL;
+    n->key_len = e->key_len;
+    n->algo = e->algo;
+    memcpy(n->data, e->data, data);
+    *link = n;
+    e->idle_at_ms = sluice__epoch_now(&m->epoch);
+    e->retired = sh->retired;
+    sh->retired = e;
+}
+
+/*
  * Frees what 'sh' retired before the last grace period (the lists are
  * newest first, so what may go is a tail of each).
  */

@@ -9,8 +9,9 @@
  *             beyond the word's range included; a refusal or a peek leaves
  *             the word as it was (the store then writes nothing);
  *   paths     the store, on random traces over keys whose limits move in
- *             and out of the word's range (a max of 2^24 and more, windows
- *             to 2^40 ms), answers as the struct arithmetic does;
+ *             and out of the word's range (maxes and counts to 2^53,
+ *             windows to 2^40 ms, so keys move to the locked path and back,
+ *             and rebase), answers as the struct arithmetic does;
  *   hot key   THREADS threads hit one key through the lock-free path, a
  *             window at a time (the main thread moves the clock between
  *             windows): exactly max units are admitted per window, costs
@@ -51,7 +52,7 @@ static sluice_store_stats stats_of(sluice_store *store)
 static sluice_limit random_limit(sluice_algo algo)
 {
     static const uint64_t maxes[] = {1, 3, 10, 1000, (1u << 24) - 1,
-                                     1u << 24, (1u << 24) + 7, 1ull << 40};
+                                     1ull << 40, 1ull << 50, SLUICE_MAX_MAX};
     static const uint64_t windows[] = {1, 7, 100, 1000, 1ull << 38,
                                        (1ull << 39) - 5, 1ull << 39,
                                        SLUICE_WINDOW_MAX_MS};
@@ -60,6 +61,14 @@ static sluice_limit random_limit(sluice_algo algo)
     if (rng_pct(60)) /* mostly in range, so the word is used */
         l.max = rng_range(1, 50), l.window_ms = rng_range(1, 200);
     return l;
+}
+
+/* Mostly small, sometimes up to max: counts then take many bits. */
+static uint64_t random_cost(const sluice_limit *l)
+{
+    if (rng_pct(20))
+        return rng_range(1, l->max);
+    return rng_range(1, l->max < 5 ? l->max : 5);
 }
 
 static bool same(const sluice_decision *a, const sluice_decision *b)
@@ -89,7 +98,7 @@ static bool word_trace(const sluice__algo *algo, sluice_algo id, int steps)
         return CHECK(0);
     for (int i = 0; i < steps; i++) {
         sluice_limit l = random_limit(id);
-        uint64_t cost = rng_range(1, l.max < 5 ? l.max : 5), next = 0;
+        uint64_t cost = random_cost(&l), next = 0;
         bool consume = rng_pct(80);
         sluice_decision want, got;
         int rc = SLUICE__WORD_RANGE;
@@ -161,7 +170,7 @@ static void path_trace(sluice_algo id, int steps)
         algo->init(ref[k]);
     for (int i = 0; i < steps; i++) {
         sluice_limit l = random_limit(id);
-        uint64_t cost = rng_range(1, l.max < 5 ? l.max : 5);
+        uint64_t cost = random_cost(&l);
         bool consume = rng_pct(80);
         char key[2] = {(char)('a' + rng_below(PATH_KEYS)), 0};
         sluice_decision want, got;
