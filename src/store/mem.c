@@ -9,8 +9,11 @@
  *       buckets[h & (n - 1)] = {head, idle_lo_ms}
  *                                  head -> entry -> entry -> NULL
  *
- *   entry: | next | hash | word | last_ms | base_ms | idle_at_ms | retired |
- *          | key_len | algo | state | key |
+ *   entry: | next | hash | word | last_ms | base_ms | key_len | algo | key |
+ *          | idle_at_ms | retired | state |
+ *
+ * (what the lock-free path reads first: 48 bytes and the key, so for short
+ * keys one or two cache lines; the sweep's fields and the state after).
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
@@ -18,7 +21,7 @@
  * the entry, when a state no longer fits). A hit on a key that exists is then
  * decided without the shard lock (decide_fast()):
  *   1. enter an epoch section (epoch.h), find the entry by walking the chain
- *      with atomic loads;
+ *      with atomic loads (the clock is read while the entry is prefetched);
  *   2. raise 'last_ms' to the clock if it is behind, read the word, and
  *      decide at t = max(clock, last_ms) with the algorithm's pure word
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
@@ -193,25 +196,32 @@ static int decide_word(const sluice__algo *algo, entry *e,
 
 /*
  * The fast path: for an algorithm with a word, a key that exists, and a
- * thread with an epoch slot, the decision without the shard lock.
- * SLUICE__WORD_RANGE when the locked path must decide.
+ * thread with an epoch slot, the decision without the shard lock. It reads
+ * the clock into '*now_ms' itself, while the key's entry is on its way from
+ * memory (a prefetch). SLUICE__WORD_RANGE when the locked path must decide.
  */
 static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
                        const sluice_limit *limit, const char *key,
-                       size_t key_len, uint64_t now_ms, uint64_t cost,
-                       bool consume, sluice_decision *out)
+                       size_t key_len, uint64_t cost, bool consume,
+                       uint64_t *now_ms, sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     int slot = sluice__epoch_slot_of_thread();
     entry *e;
     int err = SLUICE__WORD_RANGE;
 
-    if (slot < 0)
+    if (slot < 0) {
+        *now_ms = m->clock_ms(m->clock_payload);
         return SLUICE__WORD_RANGE;
+    }
     sluice__epoch_enter(&m->epoch, slot);
-    e = shard_find_unlocked(sh, hash, limit->algo, key, key_len);
+    e = shard_head_unlocked(sh, hash);
     if (e != NULL)
-        err = decide_word(algo, e, limit, now_ms, cost, consume, out);
+        __builtin_prefetch(e);
+    *now_ms = m->clock_ms(m->clock_payload);
+    e = chain_find_unlocked(e, hash, limit->algo, key, key_len);
+    if (e != NULL && *now_ms <= SLUICE_NOW_MAX_MS)
+        err = decide_word(algo, e, limit, *now_ms, cost, consume, out);
     sluice__epoch_exit(&m->epoch, slot);
     return err;
 }
@@ -246,8 +256,8 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
         last_raise(e, t);
         /* Never sooner than before: a call with a shorter window must not
            let the sweep drop what a longer one still counts. */
-        if (idle_at > e->idle_at_ms || idle_at == 0)
-            e->idle_at_ms = idle_at;
+        if (idle_at > cold_of(e)->idle_at_ms || idle_at == 0)
+            cold_of(e)->idle_at_ms = idle_at;
         sluice__mem_bucket_note(sh, e);
     }
     word_put(e);
@@ -312,7 +322,7 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
         free(e);
         return err;
     }
-    e->idle_at_ms = algo->idle_at(entry_state(e), limit);
+    cold_of(e)->idle_at_ms = algo->idle_at(entry_state(e), limit);
     word_put(e);
     *link = e; /* published: lock-free readers may find it from now on */
     sluice__mem_bucket_note(sh, e);
@@ -327,25 +337,27 @@ static int mem_decide(void *impl, const sluice_limit *limit, const char *key,
                       sluice_decision *out)
 {
     mem_store *m = impl;
-    uint64_t now_ms = m->clock_ms(m->clock_payload);
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
     shard *sh = shard_of(m, hash);
+    uint64_t now_ms;
     bool swept = false;
     elink *link;
     int err;
 
-    if (now_ms > SLUICE_NOW_MAX_MS)
-        return sluice__error(SLUICE_ERANGE,
-                             "the clock reads %llu ms, beyond 2^53",
-                             (unsigned long long)now_ms);
     if (sluice__algos[limit->algo]->word != NULL) {
-        err = decide_fast(m, sh, hash, limit, key, key_len, now_ms, cost,
-                          consume, out);
+        err = decide_fast(m, sh, hash, limit, key, key_len, cost, consume,
+                          &now_ms, out);
         if (err != SLUICE__WORD_RANGE) {
             sluice__mem_sweep_other(m, now_ms);
             return err;
         }
+    } else {
+        now_ms = m->clock_ms(m->clock_payload);
     }
+    if (now_ms > SLUICE_NOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE,
+                             "the clock reads %llu ms, beyond 2^53",
+                             (unsigned long long)now_ms);
 again:
     pthread_mutex_lock(&sh->lock);
     link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
@@ -468,13 +480,13 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
         if (t == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
             free(t);
             while (i-- > 0) {
-                free(atomic_load(&m->shards[i].s.table));
+                free(table_of_tag(atomic_load(&m->shards[i].s.table)));
                 pthread_mutex_destroy(&m->shards[i].s.lock);
             }
             free(m);
             return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
         }
-        atomic_init(&sh->table, t);
+        atomic_init(&sh->table, table_tag(t));
         sh->buckets = t->b;
         sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);

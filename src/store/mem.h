@@ -29,6 +29,8 @@ typedef struct entry entry;
 typedef entry *_Atomic elink; /* a link that lock-free readers follow */
 
 struct entry {
+    /* What the lock-free path reads, first: with a key of up to 16 bytes,
+       all of it is on the entry's first cache line. */
     elink next;
     uint64_t hash;
     /* An algorithm with a word: its state, or WORD_HELD when the struct
@@ -36,14 +38,19 @@ struct entry {
     _Atomic uint64_t word;
     _Atomic uint64_t last_ms; /* latest time seen: the clock is clamped to it */
     uint64_t base_ms;         /* the word's times are relative to it */
+    uint32_t key_len;
+    uint8_t algo;
+    /* The key's bytes, then (8-aligned) an entry_cold, then the state. */
+    _Alignas(8) unsigned char data[];
+};
+
+/* What only the lock's holder reads. */
+typedef struct entry_cold {
     /* From then on the state equals a fresh one (for a word, a lower bound);
        once retired, the epoch it was unlinked at. */
     uint64_t idle_at_ms;
     entry *retired; /* the shard's list of unlinked entries not yet freed */
-    uint32_t key_len;
-    uint8_t algo;
-    _Alignas(8) unsigned char data[]; /* state, then the key's bytes */
-};
+} entry_cold;
 
 /* A chain, and a time before which none of its entries is idle. */
 typedef struct bucket {
@@ -61,7 +68,9 @@ typedef struct table {
 
 typedef struct shard {
     pthread_mutex_t lock;
-    _Atomic(table *) table; /* what lock-free readers read */
+    /* What lock-free readers read: the table's address, with log2 of its
+       size in the low 6 bits (tables are 64-byte aligned), in one load. */
+    _Atomic uintptr_t table;
     bucket *buckets;        /* table->b and table->n, for the lock's holder */
     size_t nbuckets;
     entry *retired;         /* unlinked, to be freed after a grace period */
@@ -90,19 +99,31 @@ typedef struct mem_store {
     padded_shard shards[SHARDS];
 } mem_store;
 
-static inline size_t state_offset_end(sluice_algo algo)
+static inline size_t align8(size_t n)
 {
-    return (sluice__algos[algo]->state_size + 7u) & ~(size_t)7u;
+    return (n + 7u) & ~(size_t)7u;
 }
 
-static inline void *entry_state(entry *e)
+/* The bytes of an entry of 'algo' for a key of 'key_len' bytes. */
+static inline size_t entry_size(sluice_algo algo, size_t key_len)
 {
-    return e->data;
+    return sizeof(entry) + align8(key_len) + sizeof(entry_cold) +
+           align8(sluice__algos[algo]->state_size);
 }
 
 static inline const char *entry_key(entry *e)
 {
-    return (const char *)e->data + state_offset_end((sluice_algo)e->algo);
+    return (const char *)e->data;
+}
+
+static inline entry_cold *cold_of(entry *e)
+{
+    return (entry_cold *)(void *)(e->data + align8(e->key_len));
+}
+
+static inline void *entry_state(entry *e)
+{
+    return cold_of(e) + 1;
 }
 
 static inline shard *shard_of(mem_store *m, uint64_t hash)
@@ -118,18 +139,39 @@ static inline bool entry_is(entry *e, uint64_t hash, sluice_algo algo,
            (key_len == 0 || memcmp(entry_key(e), key, key_len) == 0);
 }
 
+/* A table's address and size as shard.table holds them. */
+static inline uintptr_t table_tag(table *t)
+{
+    return (uintptr_t)t | (uintptr_t)__builtin_ctzll(t->n);
+}
+
+static inline table *table_of_tag(uintptr_t tag)
+{
+    return (table *)(tag & ~(uintptr_t)63);
+}
+
 /*
- * The entry of (algorithm, key), found without the lock, inside an epoch
- * section; or NULL. A table being resized may hide an entry for a moment
- * (its chain is being relinked): the caller then takes the locked path.
+ * The head of the chain that would hold 'hash', read without the lock,
+ * inside an epoch section.
  */
-static inline entry *shard_find_unlocked(shard *sh, uint64_t hash,
+static inline entry *shard_head_unlocked(shard *sh, uint64_t hash)
+{
+    uintptr_t tag = atomic_load(&sh->table);
+    table *t = table_of_tag(tag);
+    size_t mask = ((size_t)1 << (tag & 63)) - 1;
+
+    return atomic_load(&t->b[hash & mask].head);
+}
+
+/*
+ * The entry of (algorithm, key) in the chain from 'e', walked without the
+ * lock; or NULL. A table being resized may hide an entry for a moment (its
+ * chain is being relinked): the caller then takes the locked path.
+ */
+static inline entry *chain_find_unlocked(entry *e, uint64_t hash,
                                          sluice_algo algo, const char *key,
                                          size_t key_len)
 {
-    table *t = atomic_load(&sh->table);
-    entry *e = atomic_load(&t->b[hash & (t->n - 1)].head);
-
     for (; e != NULL; e = atomic_load(&e->next))
         if (entry_is(e, hash, algo, key, key_len))
             return e;
@@ -146,7 +188,7 @@ void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
 size_t sluice__mem_entry_bytes(entry *e);
 elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
                               const char *key, size_t key_len);
-void sluice__mem_bucket_note(shard *sh, const entry *e);
+void sluice__mem_bucket_note(shard *sh, entry *e);
 void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
                             uint64_t now_ms);
 void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms);

@@ -16,15 +16,15 @@
 
 size_t sluice__mem_entry_bytes(entry *e)
 {
-    return sizeof(entry) + state_offset_end((sluice_algo)e->algo) +
-           e->key_len + sluice__algos[e->algo]->bytes(entry_state(e));
+    return entry_size((sluice_algo)e->algo, e->key_len) +
+           sluice__algos[e->algo]->bytes(entry_state(e));
 }
 
+/* A new entry, with a fresh state. */
 entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
                              size_t key_len, uint64_t now_ms)
 {
-    size_t off = state_offset_end(algo);
-    entry *e = malloc(sizeof(entry) + off + key_len);
+    entry *e = malloc(entry_size(algo, key_len));
 
     if (e == NULL)
         return NULL;
@@ -33,13 +33,13 @@ entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
     atomic_init(&e->word, WORD_HELD);
     atomic_init(&e->last_ms, now_ms);
     e->base_ms = now_ms;
-    e->idle_at_ms = 0;
-    e->retired = NULL;
     e->key_len = (uint32_t)key_len;
     e->algo = (uint8_t)algo;
+    cold_of(e)->idle_at_ms = 0;
+    cold_of(e)->retired = NULL;
     sluice__algos[algo]->init(entry_state(e));
     if (key_len > 0)
-        memcpy(e->data + off, key, key_len);
+        memcpy(e->data, key, key_len);
     return e;
 }
 
@@ -58,8 +58,8 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
     sh->count--;
     atomic_fetch_sub(&m->keys, 1);
     sluice__algos[e->algo]->release(entry_state(e));
-    e->idle_at_ms = sluice__epoch_now(&m->epoch);
-    e->retired = sh->retired;
+    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
+    cold_of(e)->retired = sh->retired;
     sh->retired = e;
 }
 
@@ -73,8 +73,8 @@ void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
                               uint64_t base_ms, uint64_t word)
 {
     entry *e = *link;
-    size_t data = state_offset_end((sluice_algo)e->algo) + e->key_len;
-    entry *n = malloc(sizeof(entry) + data);
+    size_t size = entry_size((sluice_algo)e->algo, e->key_len);
+    entry *n = malloc(size);
 
     if (n == NULL)
         return;
@@ -83,14 +83,13 @@ void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
     atomic_init(&n->word, word);
     atomic_init(&n->last_ms, atomic_load(&e->last_ms));
     n->base_ms = base_ms;
-    n->idle_at_ms = e->idle_at_ms;
-    n->retired = NULL;
     n->key_len = e->key_len;
     n->algo = e->algo;
-    memcpy(n->data, e->data, data);
+    memcpy(n->data, e->data, size - sizeof(entry)); /* key, cold, state */
+    cold_of(n)->retired = NULL;
     *link = n;
-    e->idle_at_ms = sluice__epoch_now(&m->epoch);
-    e->retired = sh->retired;
+    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
+    cold_of(e)->retired = sh->retired;
     sh->retired = e;
 }
 
@@ -106,17 +105,17 @@ static void reclaim(mem_store *m, shard *sh)
 
     if (*el == NULL && *tl == NULL)
         return;
-    newest = *el != NULL ? (*el)->idle_at_ms : (*tl)->retired_epoch;
+    newest = *el != NULL ? cold_of(*el)->idle_at_ms : (*tl)->retired_epoch;
     if (*tl != NULL && (*tl)->retired_epoch > newest)
         newest = (*tl)->retired_epoch;
     sluice__epoch_may_free(&m->epoch, newest); /* advances it if it can */
     now = sluice__epoch_now(&m->epoch);
-    while (*el != NULL && (*el)->idle_at_ms + 2 > now)
-        el = &(*el)->retired;
+    while (*el != NULL && cold_of(*el)->idle_at_ms + 2 > now)
+        el = &cold_of(*el)->retired;
     while (*tl != NULL && (*tl)->retired_epoch + 2 > now)
         tl = &(*tl)->retired;
     for (entry *e = *el, *next; e != NULL; e = next) {
-        next = e->retired;
+        next = cold_of(e)->retired;
         free(e);
     }
     for (table *t = *tl, *next; t != NULL; t = next) {
@@ -159,7 +158,7 @@ static bool entry_idle(entry *e, uint64_t now_ms)
     algo->word->load(w, e->base_ms, state);
     idle_at = algo->idle_at(state, NULL);
     if (idle_at > now_ms) {
-        e->idle_at_ms = idle_at;
+        cold_of(e)->idle_at_ms = idle_at;
         return false;
     }
     return atomic_compare_exchange_strong(&e->word, &w, WORD_HELD);
@@ -180,12 +179,12 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
     while (*link != NULL) {
         entry *e = *link;
 
-        if (e->idle_at_ms <= now_ms && entry_idle(e, now_ms)) {
+        if (cold_of(e)->idle_at_ms <= now_ms && entry_idle(e, now_ms)) {
             sluice__mem_entry_remove(m, sh, link);
             sh->expired++;
         } else {
-            if (e->idle_at_ms < lo)
-                lo = e->idle_at_ms;
+            if (cold_of(e)->idle_at_ms < lo)
+                lo = cold_of(e)->idle_at_ms;
             link = &e->next;
         }
     }
@@ -193,12 +192,12 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
 }
 
 /* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
-void sluice__mem_bucket_note(shard *sh, const entry *e)
+void sluice__mem_bucket_note(shard *sh, entry *e)
 {
     bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
 
-    if (e->idle_at_ms < bk->idle_lo_ms)
-        bk->idle_lo_ms = e->idle_at_ms;
+    if (cold_of(e)->idle_at_ms < bk->idle_lo_ms)
+        bk->idle_lo_ms = cold_of(e)->idle_at_ms;
 }
 
 static void shard_shrink(mem_store *m, shard *sh);
@@ -269,7 +268,8 @@ static void release_memory(mem_store *m)
 
 table *sluice__mem_table_new(size_t n)
 {
-    table *t = malloc(sizeof(*t) + n * sizeof(t->b[0]));
+    size_t size = sizeof(table) + n * sizeof(bucket);
+    table *t = aligned_alloc(64, (size + 63) & ~(size_t)63);
 
     if (t == NULL)
         return NULL;
@@ -293,7 +293,8 @@ table *sluice__mem_table_new(size_t n)
  */
 static void shard_resize(mem_store *m, shard *sh, size_t n)
 {
-    table *t = sluice__mem_table_new(n), *old = atomic_load(&sh->table);
+    table *t = sluice__mem_table_new(n);
+    table *old = table_of_tag(atomic_load(&sh->table));
 
     if (t == NULL)
         return;
@@ -306,14 +307,14 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
 
             e->next = nb->head;
             nb->head = e;
-            if (e->idle_at_ms < nb->idle_lo_ms)
-                nb->idle_lo_ms = e->idle_at_ms;
+            if (cold_of(e)->idle_at_ms < nb->idle_lo_ms)
+                nb->idle_lo_ms = cold_of(e)->idle_at_ms;
             e = next;
         }
     }
     sh->bytes += n * sizeof(bucket);
     sh->bytes -= sh->nbuckets * sizeof(bucket);
-    atomic_store(&sh->table, t);
+    atomic_store(&sh->table, table_tag(t));
     old->retired_epoch = sluice__epoch_now(&m->epoch);
     old->retired = sh->retired_tables;
     sh->retired_tables = old;
@@ -396,12 +397,12 @@ void sluice__mem_shard_free(mem_store *m, shard *sh)
         while (sh->buckets[b].head != NULL)
             sluice__mem_entry_remove(m, sh, &sh->buckets[b].head);
     for (entry *e = sh->retired, *next; e != NULL; e = next) {
-        next = e->retired;
+        next = cold_of(e)->retired;
         free(e);
     }
     for (table *t = sh->retired_tables, *next; t != NULL; t = next) {
         next = t->retired;
         free(t);
     }
-    free(atomic_load(&sh->table));
+    free(table_of_tag(atomic_load(&sh->table)));
 }
