@@ -124,8 +124,11 @@ static void last_raise(entry *e, uint64_t now_ms)
  * Under the shard lock: takes the state of 'e' out of its word into its
  * struct (the word reads WORD_HELD meanwhile, so every lock-free call on it
  * takes the locked path and waits), and puts it back. Whatever decides on
- * an entry under the lock (decide_held(), and a multi-key call that holds
- * several locks) does so between word_take() and word_put().
+ * an entry under the lock does so between word_take() and word_put(): a
+ * call on one key around its decide_held(); a call on several keys that
+ * must be decided together (all or nothing) takes every word before the
+ * first decision and puts them back after the last, so that no lock-free
+ * call gets in between.
  */
 static void word_take(entry *e)
 {
@@ -228,7 +231,10 @@ static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
 
 /* ---- The store's table ------------------------------------------------------ */
 
-/* Decides on the state that 'e' holds, at 'now_ms' clamped to its last. */
+/*
+ * Decides on the state that 'e' holds, at 'now_ms' clamped to its last,
+ * under the shard lock and between word_take() and word_put() of 'e'.
+ */
 static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
                        uint64_t now_ms, uint64_t cost, bool consume,
                        sluice_decision *out)
@@ -238,7 +244,6 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     size_t before;
     int err;
 
-    word_take(e);
     t = atomic_load(&e->last_ms);
     if (t < now_ms)
         t = now_ms;
@@ -260,7 +265,6 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
             cold_of(e)->idle_at_ms = idle_at;
         sluice__mem_bucket_note(sh, e);
     }
-    word_put(e);
     return err;
 }
 
@@ -362,7 +366,9 @@ again:
     pthread_mutex_lock(&sh->lock);
     link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
     if (*link != NULL) {
+        word_take(*link);
         err = decide_held(sh, *link, limit, now_ms, cost, consume, out);
+        word_put(*link);
         if (err == SLUICE_OK)
             rebase(m, sh, link);
     } else if (!consume) {
