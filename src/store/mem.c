@@ -188,8 +188,11 @@ static int decide_word(const sluice__algo *algo, entry *e,
         t = atomic_load(&e->last_ms);
         if (t < now_ms)
             t = now_ms;
-        err = sluice__word_decide(algo, w, e->base_ms, limit, t, cost,
-                                  consume, &next, out);
+        err = algo->word->decide != NULL
+                  ? algo->word->decide(w, e->base_ms, limit, t, cost, consume,
+                                       &next, out)
+                  : sluice__word_decide(algo, w, e->base_ms, limit, t, cost,
+                                        consume, &next, out);
         if (err != SLUICE_OK)
             return err;
     } while (next != w && !atomic_compare_exchange_weak(&e->word, &w, next));

@@ -131,12 +131,31 @@ static inline shard *shard_of(mem_store *m, uint64_t hash)
     return &m->shards[hash >> 56 & (SHARDS - 1)].s;
 }
 
+/* Whether the 'n' bytes at 'a' and 'b' are equal: keys up to 16 bytes in
+   two overlapping loads a side, longer ones by memcmp(). */
+static inline bool key_equal(const char *a, const char *b, size_t n)
+{
+    uint64_t a0, a1, b0, b1;
+    uint32_t c0, c1, d0, d1;
+
+    if (n >= 8 && n <= 16) {
+        memcpy(&a0, a, 8), memcpy(&a1, a + n - 8, 8);
+        memcpy(&b0, b, 8), memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        memcpy(&c0, a, 4), memcpy(&c1, a + n - 4, 4);
+        memcpy(&d0, b, 4), memcpy(&d1, b + n - 4, 4);
+        return ((c0 ^ d0) | (c1 ^ d1)) == 0;
+    }
+    return n == 0 || memcmp(a, b, n) == 0;
+}
+
 static inline bool entry_is(entry *e, uint64_t hash, sluice_algo algo,
                             const char *key, size_t key_len)
 {
     return e->hash == hash && e->algo == (uint8_t)algo &&
-           e->key_len == key_len &&
-           (key_len == 0 || memcmp(entry_key(e), key, key_len) == 0);
+           e->key_len == key_len && key_equal(entry_key(e), key, key_len);
 }
 
 /* A table's address and size as shard.table holds them. */
