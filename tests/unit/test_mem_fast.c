@@ -2,7 +2,8 @@
  * test_mem_fast.c - the embedded store's lock-free path (src/store/mem.c),
  * on a virtual clock.
  *
- *   words     every algorithm with a word (algo.h): on random traces, the
+ *   words     every algorithm with a word (algo.h), with its own word
+ *             function and with the generic one: on random traces, the
  *             word path as the store runs it (the word function, falling
  *             back to the struct on SLUICE__WORD_RANGE or a held word) and
  *             the struct alone give the same answers, limits and times
@@ -135,17 +136,31 @@ static bool word_trace(const sluice__algo *algo, sluice_algo id, int steps)
     return true;
 }
 
+/*
+ * Each algorithm with a word, with its own word decide() and with the
+ * generic one (load(), decide(), store()) that an algorithm without its own
+ * gets.
+ */
 static void test_words(void)
 {
     for (int a = 0; a < TEST_ALGO_N; a++) {
-        const sluice__algo *algo = sluice__algos[a];
+        sluice__algo generic;
+        sluice__word_ops ops;
 
-        if (algo->word == NULL)
+        if (sluice__algos[a]->word == NULL)
             continue;
-        test_context("words: %s", algo->name);
-        for (int t = 0; t < 2000; t++)
-            if (!word_trace(algo, (sluice_algo)a, 200))
-                return;
+        generic = *sluice__algos[a];
+        ops = *generic.word;
+        ops.decide = NULL;
+        generic.word = &ops;
+        for (int g = 0; g < 2; g++) {
+            const sluice__algo *algo = g == 0 ? sluice__algos[a] : &generic;
+
+            test_context("words: %s%s", algo->name, g ? " (generic)" : "");
+            for (int t = 0; t < 1000; t++)
+                if (!word_trace(algo, (sluice_algo)a, 200))
+                    return;
+        }
     }
 }
 
