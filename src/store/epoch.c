@@ -36,15 +36,20 @@ static void asymmetric_init(void)
 #endif
 }
 
-/* A full fence on every thread of the process (or this one's alone). */
-static void fence_all(void)
+/*
+ * With membarrier(), a full fence on every thread of the process. Without
+ * it, nothing is needed: the readers' announcements, the unlinks and the
+ * scan's loads are all sequentially consistent. False if membarrier() fails
+ * (the epoch then does not advance: nothing is freed before the store).
+ */
+static bool fence_all(void)
 {
 #if defined(__linux__) && defined(SYS_membarrier)
-    if (sluice__epoch_asymmetric &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-        return;
+    if (sluice__epoch_asymmetric)
+        return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0,
+                       0) == 0;
 #endif
-    atomic_thread_fence(memory_order_seq_cst);
+    return true;
 }
 
 /* Which slots threads hold (bit i: slot i), and how many were ever used. */
@@ -126,7 +131,8 @@ bool sluice__epoch_may_free(sluice__epoch *ep, uint64_t retired)
 
         if (e >= retired + 2)
             return true;
-        fence_all();
+        if (!fence_all())
+            return false;
         for (unsigned i = 0; i < used; i++) {
             uint64_t s = atomic_load(&ep->slots[i].epoch);
 
