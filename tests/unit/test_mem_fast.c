@@ -13,6 +13,9 @@
  *             and out of the word's range (maxes and counts to 2^53,
  *             windows to 2^40 ms, so keys move to the locked path and back,
  *             and rebase), answers as the struct arithmetic does;
+ *   clamp     a clock that steps back across a window's expiry that a
+ *             peek has seen: the lock-free path decides at the key's latest
+ *             time, as the locked path does;
  *   hot key   THREADS threads hit one key through the lock-free path, a
  *             window at a time (the main thread moves the clock between
  *             windows): exactly max units are admitted per window, costs
@@ -219,6 +222,52 @@ static void test_paths(void)
     }
 }
 
+/* ---- The clamp ----------------------------------------------------------- */
+
+typedef struct peeker {
+    fixture *fx;
+    sluice_limit limit;
+    sluice_decision d;
+} peeker;
+
+/* A new thread's first call takes no store-wide sweep step. */
+static void *peek_thread(void *arg)
+{
+    peeker *p = arg;
+
+    p->d = PEEK(p->fx, &p->limit, "clamp", 1);
+    return NULL;
+}
+
+/*
+ * A peek after the window has expired, then the clock steps back before the
+ * expiry: the lock-free path decides at the latest time the key has seen,
+ * so the window has expired for the hit too, and the gap is added to the
+ * waits. (On the caller's clock, the old window would still count.)
+ */
+static void test_clamp(void)
+{
+    sluice_limit l = limit_of(SLUICE_FIXED, 5, 100);
+    peeker p = {NULL, l, {0}};
+    pthread_t tid;
+    fixture fx;
+
+    test_context("clamp");
+    fx_open(&fx, 1000);
+    EXPECT(HIT(&fx, &l, "clamp", 1), &l, 1, 4, 0, 100);
+    fx_at(&fx, 1150);
+    p.fx = &fx;
+    if (pthread_create(&tid, NULL, peek_thread, &p) != 0)
+        exit(2);
+    pthread_join(tid, NULL);
+    EXPECT(p.d, &l, 1, 4, 0, 100);
+    fx_at(&fx, 1050);
+    EXPECT(HIT(&fx, &l, "clamp", 1), &l, 1, 4, 0, 200);
+    fx_at(&fx, 1100);
+    EXPECT(PEEK(&fx, &l, "clamp", 1), &l, 1, 3, 0, 150);
+    fx_close(&fx);
+}
+
 /* ---- One hot key -------------------------------------------------------- */
 
 #define HOT_MAX 200000
@@ -391,6 +440,7 @@ int main(int argc, char **argv)
     printf("test_mem_fast: seed %" PRIu64 "\n", rng_state);
     test_words();
     test_paths();
+    test_clamp();
     test_hot_key();
     test_churn();
     return test_summary("test_mem_fast");
