@@ -346,7 +346,7 @@ static void test_hot_key(void)
 /* ---- Churn -------------------------------------------------------------- */
 
 #define CHURN_KEYS 3000
-#define CHURN_ROUNDS 30
+#define CHURN_ROUNDS 60
 
 typedef struct churn {
     fixture *fx;
