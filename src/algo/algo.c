@@ -160,3 +160,26 @@ int sluice_duration_parse(uint64_t *out_ms, const char *text)
                          "invalid duration '%s' (expected e.g. 250ms, 1s, 1m, "
                          "1h or a number of milliseconds)", text);
 }
+
+int sluice__word_decide(const sluice__algo *algo, uint64_t word,
+                        uint64_t base_ms, const sluice_limit *limit,
+                        uint64_t now_ms, uint64_t cost, bool consume,
+                        uint64_t *next, sluice_decision *out)
+{
+    _Alignas(8) unsigned char state[64];
+    sluice_decision d = *out; /* what decide() does not set, as it was */
+    int err;
+
+    if (algo->word->decide != NULL)
+        return algo->word->decide(word, base_ms, limit, now_ms, cost, consume,
+                                  next, out);
+    if (algo->state_size > sizeof(state))
+        return SLUICE__WORD_RANGE;
+    algo->word->load(word, base_ms, state);
+    if ((err = algo->decide(state, limit, now_ms, cost, consume, &d)) < 0)
+        return err;
+    if (!algo->word->store(state, base_ms, next))
+        return SLUICE__WORD_RANGE;
+    *out = d;
+    return SLUICE_OK;
+}

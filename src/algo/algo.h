@@ -24,6 +24,44 @@
 enum { SLUICE__ALGO_N = 0 SLUICE_ALGO_MAP(SLUICE__ALGO_PLUS_ONE) };
 
 /*
+ * The lock-free form of a state (optional): the whole state in one 64-bit
+ * word, relative to a 'base_ms' that the store fixes per key (the time it
+ * created the key, moved up when a state no longer fits; every 'now_ms' it
+ * passes is >= 'base_ms'). The embedded
+ * store decides on the word with a compare-and-swap and no lock, and falls
+ * back to the locked path on the struct state when the word cannot hold
+ * the limit, the time or the result. A word never has SLUICE__WORD_STORE_BIT
+ * set: that bit is the store's (the word is held under its lock).
+ *
+ * load()     word -> state: the state that 'word' stands for.
+ * store()    state -> word: false when the state is out of the word's range.
+ * decide()   the pure decision on a word, the same as load(), decide() on the
+ *            state, store() -- the tests check it on random inputs: answers
+ *            into 'out', sets '*next' to the word after it (equal to 'word'
+ *            when nothing changes: the store then writes nothing), and
+ *            returns 0, or SLUICE__WORD_RANGE when the limit, the time or
+ *            the new state is beyond the word ('out' is then undefined).
+ *            It may be NULL: the store then runs load(), decide(), store().
+ *
+ * An algorithm with a word must keep no memory outside 'state_size', answer
+ * idle_at() without its limit (it is passed NULL; the store asks it of a
+ * loaded word when sweeping), and its idle_at() must never decrease from one
+ * decision to the next, so that the time a store noted stays a lower bound.
+ * The fixed window has all three; gcra has load() and store() of its
+ * theoretical arrival time, and the generic decide.
+ */
+#define SLUICE__WORD_STORE_BIT ((uint64_t)1 << 63)
+#define SLUICE__WORD_RANGE 1
+
+typedef struct sluice__word_ops {
+    void (*load)(uint64_t word, uint64_t base_ms, void *state);
+    bool (*store)(const void *state, uint64_t base_ms, uint64_t *word);
+    int (*decide)(uint64_t word, uint64_t base_ms, const sluice_limit *limit,
+                  uint64_t now_ms, uint64_t cost, bool consume,
+                  uint64_t *next, sluice_decision *out);
+} sluice__word_ops;
+
+/*
  * One algorithm. 'now_ms' is a parameter and must not decrease from one call
  * to the next on the same state (stores clamp it). The state is 'state_size'
  * bytes that the store owns; 'init' makes it fresh and 'release' frees what
@@ -63,6 +101,8 @@ typedef struct sluice__algo {
     uint64_t (*idle_at)(const void *state, const sluice_limit *limit);
     size_t (*bytes)(const void *state);
     void (*release)(void *state);
+    /* Its lock-free form (above), or NULL: the store always locks. */
+    const sluice__word_ops *word;
 } sluice__algo;
 
 /* Each algorithm's table and script, named after its folder. */
@@ -74,6 +114,15 @@ SLUICE_ALGO_MAP(SLUICE__ALGO_DECLARE)
 
 /* The table, indexed by sluice_algo. */
 extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
+
+/*
+ * Decides on 'word' as 'algo' does (its word decide(), else load(), decide(),
+ * store()): see sluice__word_ops. 'algo' has a word.
+ */
+int sluice__word_decide(const sluice__algo *algo, uint64_t word,
+                        uint64_t base_ms, const sluice_limit *limit,
+                        uint64_t now_ms, uint64_t cost, bool consume,
+                        uint64_t *next, sluice_decision *out);
 
 /*
  * Checks a request before any store sees it: a valid limit,

@@ -5,11 +5,65 @@
  * so threads on different keys rarely meet. A shard is a table of chained
  * buckets; an entry holds one (algorithm, key) and that algorithm's state:
  *
- *   shard[h >> 56]  (lock, buckets[], count, sweep cursor)
- *       buckets[h & (nbuckets - 1)] = {head, idle_lo_ms}
- *                                        head -> entry -> entry -> NULL
+ *   shard[h >> 56]  (lock, table -> {n, buckets[]}, count, sweep cursor)
+ *       buckets[h & (n - 1)] = {head, idle_lo_ms}
+ *                                  head -> entry -> entry -> NULL
  *
- *   entry: | next | hash | idle_at_ms | last_ms | key_len | algo | state | key |
+ *   entry: | next | hash | word | last_ms | base_ms | key_len | algo | key |
+ *          | idle_at_ms | retired | state |
+ *
+ * (what the lock-free path reads first: 48 bytes and the key, so for short
+ * keys one or two cache lines; the sweep's fields and the state after).
+ *
+ * The lock-free path. An algorithm with a word (algo.h: the fixed window,
+ * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
+ * entry's 'base_ms' (its creation time; rebase() moves it up, as a copy of
+ * the entry, when a state no longer fits). A hit on a key that exists is then
+ * decided without the shard lock (decide_fast()):
+ *   1. enter an epoch section (epoch.h), find the entry by walking the chain
+ *      with atomic loads (the clock is read while the entry is prefetched);
+ *   2. raise 'last_ms' to the clock if it is behind, read the word, and
+ *      decide at t = max(clock, last_ms) with the algorithm's pure word
+ *      function: (old word, limit, t, cost, consume) -> (new word, decision);
+ *   3. if the word changed, compare-and-swap it in; a lost race decides
+ *      again on the word that won. A refusal or a peek writes nothing.
+ * The word reads WORD_HELD (its top bit) while the state is in the entry's
+ * struct instead: while someone holds the shard lock and decides on it
+ * (word_take() ... word_put()), when the state is beyond the word's range
+ * (for the fixed window, an expiry too far from the base for the count's
+ * bits), and for ever once the entry is unlinked. A lock-free call that reads WORD_HELD, cannot find its
+ * key, or gets SLUICE__WORD_RANGE from the word function, takes the locked
+ * path, which decides on the struct with the same arithmetic: which path
+ * serves a call changes no answer (test_mem_fast checks both on random
+ * traces against the reference model).
+ *
+ * Why it is exact. Every change of a live word is one compare-and-swap from
+ * the value the decision read, so concurrent hits are serialised by the
+ * swaps, and none is lost or counted twice. The locked path takes the word
+ * with an exchange, so a lock-free swap that read the old value fails
+ * after it, and reads WORD_HELD. The sweep takes an idle word with a swap
+ * from the idle value it read (so a hit that got in first keeps the entry),
+ * and reset and every unlink store WORD_HELD first: a lock-free call that
+ * still holds the entry then fails its swap and takes the locked path,
+ * which no longer finds it. The clamp: a call raises 'last_ms' before it
+ * reads the word and decides at the 'last_ms' it reads after, so a word is
+ * never written at a time before the time of a word it replaces; the
+ * algorithm's answer from a word written at a later time than the caller's
+ * clock is its answer at that later time, with the gap added to the waits.
+ *
+ * Memory. Lock-free readers may hold an entry, or an old bucket table, that
+ * a sweep, a reset, the key cap or a resize unlinks: so what is unlinked is
+ * retired on the shard's lists and freed (reclaim(), at the end of each
+ * sweep step) only once the epoch has advanced twice since, that is once
+ * every reader that could have seen it has left (epoch.h). A resize relinks
+ * entries while readers walk the old table: they may miss their key (then
+ * they lock), never loop nor reach freed memory.
+ *
+ * Idle times. A lock-free decision does not write 'idle_at_ms' nor the
+ * bucket's bound; a word's idle time only grows (algo.h), so what was noted
+ * stays a lower bound. A sweep that reaches a noted time asks the word,
+ * notes the new time if it has moved on, and drops the entry only if the
+ * word is still the idle one it read.
  *
  * Time. The clock is read once per call, outside the lock; by default it is
  * the monotonic clock, which never steps. A clock that does (the wall clock,
@@ -19,9 +73,10 @@
  *
  * Memory comes back. After each decision the entry records 'idle_at_ms', the
  * time from which its state equals a fresh one. Such entries are dropped:
- *   - a few buckets per call, from a cursor that walks the shard;
- *   - a few buckets of another shard every SWEEP_OTHER_EVERY calls, in turn,
- *     so every shard is swept whatever keys the traffic reaches;
+ *   - a few buckets per locked call, from a cursor that walks the shard;
+ *   - a few buckets of another shard every SWEEP_OTHER_EVERY calls (locked
+ *     or not), in turn, so every shard is swept whatever keys the traffic
+ *     reaches;
  *   - the whole shard before its table grows (evict before allocating);
  *   - every shard when the key cap is reached, at most once per millisecond.
  * A table under an eighth full halves at the end of a pass of its cursor,
@@ -36,67 +91,12 @@
  * million by default) is reached and nothing is idle, a hit on a new key
  * fails with SLUICE_EFULL.
  */
-#include "store/store.h"
+#include "store/mem.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
-#define SHARDS 256u
-#define SHARD_MIN_BUCKETS 16u
-#define SWEEP_BUCKETS_PER_CALL 2u
-#define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
-#define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
-#define DEFAULT_MAX_KEYS ((size_t)1000000)
-#define STATE_MAX 64u /* the largest algorithm state, checked at open */
 #define ALL_BIT ((uint64_t)1 << 55) /* sluice_hit_all()'s entries only */
-
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    uint64_t idle_at_ms; /* from then on the state equals a fresh one */
-    uint64_t last_ms;    /* latest time seen: the clock is clamped to it */
-    uint32_t key_len;
-    uint8_t algo;
-    _Alignas(8) unsigned char data[]; /* state, then the key's bytes */
-} entry;
-
-/* A chain, and a time before which none of its entries is idle. */
-typedef struct bucket {
-    entry *head;
-    uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
-} bucket;
-
-typedef struct shard {
-    pthread_mutex_t lock;
-    bucket *buckets;
-    size_t nbuckets; /* a power of two */
-    size_t count;
-    size_t sweep_cursor;
-    uint64_t bytes;
-    uint64_t expired;
-} shard;
-
-/* Each shard on cache lines of its own, so two threads never share one. */
-typedef struct padded_shard {
-    _Alignas(64) shard s;
-} padded_shard;
-
-typedef struct mem_store {
-    sluice_clock_ms_fn clock_ms;
-    void *clock_payload;
-    uint64_t seed;
-    size_t max_keys;
-    _Atomic size_t keys;
-    _Atomic uint64_t full;
-    _Atomic uint64_t last_full_sweep_ms;
-    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
-    padded_shard shards[SHARDS];
-} mem_store;
 
 /* ---- Hashing --------------------------------------------------------------- */
 
@@ -110,303 +110,54 @@ static uint64_t key_hash(uint64_t seed, sluice_algo algo, const char *key,
     return sluice__hash(seed, (uint64_t)algo << 56, key, len) & ~ALL_BIT;
 }
 
-/* ---- Entries --------------------------------------------------------------- */
+/* ---- Words ------------------------------------------------------------------ */
 
-static size_t state_offset_end(sluice_algo algo)
+/* Raises 'e's latest time to 'now_ms' if it is behind. */
+static void last_raise(entry *e, uint64_t now_ms)
 {
-    return (sluice__algos[algo]->state_size + 7u) & ~(size_t)7u;
-}
+    uint64_t last = atomic_load(&e->last_ms);
 
-static void *entry_state(entry *e)
-{
-    return e->data;
-}
-
-static const char *entry_key(entry *e)
-{
-    return (const char *)e->data + state_offset_end((sluice_algo)e->algo);
-}
-
-static size_t entry_bytes(entry *e)
-{
-    return sizeof(entry) + state_offset_end((sluice_algo)e->algo) +
-           e->key_len + sluice__algos[e->algo]->bytes(entry_state(e));
-}
-
-static entry *entry_new(sluice_algo algo, uint64_t hash, const char *key,
-                        size_t key_len)
-{
-    size_t off = state_offset_end(algo);
-    entry *e = malloc(sizeof(entry) + off + key_len);
-
-    if (e == NULL)
-        return NULL;
-    e->next = NULL;
-    e->hash = hash;
-    e->idle_at_ms = 0;
-    e->last_ms = 0;
-    e->key_len = (uint32_t)key_len;
-    e->algo = (uint8_t)algo;
-    sluice__algos[algo]->init(entry_state(e));
-    if (key_len > 0)
-        memcpy(e->data + off, key, key_len);
-    return e;
-}
-
-/* Unlinks '*link' (an entry of 'sh') and frees it. */
-static void entry_remove(mem_store *m, shard *sh, entry **link)
-{
-    entry *e = *link;
-
-    *link = e->next;
-    sh->bytes -= entry_bytes(e);
-    sh->count--;
-    atomic_fetch_sub(&m->keys, 1);
-    sluice__algos[e->algo]->release(entry_state(e));
-    free(e);
-}
-
-/* ---- Shards ---------------------------------------------------------------- */
-
-static shard *shard_of(mem_store *m, uint64_t hash)
-{
-    return &m->shards[hash >> 56 & (SHARDS - 1)].s;
-}
-
-static entry **shard_find(shard *sh, uint64_t hash, sluice_algo algo,
-                          const char *key, size_t key_len)
-{
-    entry **link = &sh->buckets[hash & (sh->nbuckets - 1)].head;
-
-    for (; *link != NULL; link = &(*link)->next) {
-        entry *e = *link;
-
-        if (e->hash == hash && e->algo == (uint8_t)algo &&
-            e->key_len == key_len &&
-            (key_len == 0 || memcmp(entry_key(e), key, key_len) == 0))
-            return link;
-    }
-    return link;
+    while (last < now_ms &&
+           !atomic_compare_exchange_weak(&e->last_ms, &last, now_ms))
+        ;
 }
 
 /*
- * Drops the idle entries of bucket 'b', unless its bound says there are none,
- * and sets the bound again from the entries that remain.
+ * Under the shard lock: takes the state of 'e' out of its word into its
+ * struct (the word reads WORD_HELD meanwhile, so every lock-free call on it
+ * takes the locked path and waits), and puts it back. Whatever decides on
+ * an entry under the lock does so between word_take() and word_put(): a
+ * call on one key around its decide_held(); a call on several keys that
+ * must be decided together (all or nothing) takes every word before the
+ * first decision and puts them back after the last, so that no lock-free
+ * call gets in between.
  */
-static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
+static void word_take(entry *e)
 {
-    bucket *bk = &sh->buckets[b];
-    entry **link = &bk->head;
-    uint64_t lo = UINT64_MAX;
+    const sluice__algo *algo = sluice__algos[e->algo];
+    uint64_t w;
 
-    if (bk->idle_lo_ms > now_ms)
+    if (algo->word == NULL)
         return;
-    while (*link != NULL) {
-        entry *e = *link;
-
-        if (e->idle_at_ms <= now_ms && e->last_ms <= now_ms) {
-            entry_remove(m, sh, link);
-            sh->expired++;
-        } else {
-            if (e->idle_at_ms < lo)
-                lo = e->idle_at_ms;
-            link = &e->next;
-        }
-    }
-    bk->idle_lo_ms = lo;
+    w = atomic_exchange(&e->word, WORD_HELD);
+    if (w != WORD_HELD)
+        algo->word->load(w, e->base_ms, entry_state(e));
 }
 
-/* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
-static void bucket_note(shard *sh, const entry *e)
+/* Leaves the word WORD_HELD when the state is beyond its range. */
+static void word_put(entry *e)
 {
-    bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+    const sluice__algo *algo = sluice__algos[e->algo];
+    uint64_t w;
 
-    if (e->idle_at_ms < bk->idle_lo_ms)
-        bk->idle_lo_ms = e->idle_at_ms;
+    if (algo->word != NULL && algo->word->store(entry_state(e), e->base_ms, &w))
+        atomic_store(&e->word, w);
 }
 
-static void shard_shrink(mem_store *m, shard *sh);
-
-/*
- * Sweeps the next 'n' buckets of 'sh' from its cursor; at the end of each
- * pass over the table, shrinks it if it has grown sparse.
- */
-static void sweep_some(mem_store *m, shard *sh, unsigned n, uint64_t now_ms)
+/* A decision made at 't' for a caller whose clock reads 'now_ms' <= t. */
+static void add_gap(sluice_decision *out, uint64_t t, uint64_t now_ms)
 {
-    for (unsigned i = 0; i < n; i++) {
-        sweep_bucket(m, sh, sh->sweep_cursor, now_ms);
-        sh->sweep_cursor = (sh->sweep_cursor + 1) & (sh->nbuckets - 1);
-        if (sh->sweep_cursor == 0) {
-            shard_shrink(m, sh);
-            return;
-        }
-    }
-}
-
-/*
- * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
- * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
- * one holds it. So keys that went idle in shards no call reaches any more
- * are dropped too, however the traffic is spread, at a cost of about a
- * bucket a call, and without a counter that threads would share.
- */
-static void sweep_other(mem_store *m, uint64_t now_ms)
-{
-    static _Thread_local unsigned calls, next;
-    shard *sh;
-
-    if (++calls % SWEEP_OTHER_EVERY != 0)
-        return;
-    sh = &m->shards[next++ % SHARDS].s;
-    if (pthread_mutex_trylock(&sh->lock) != 0)
-        return;
-    sweep_some(m, sh, SWEEP_OTHER_BUCKETS, now_ms);
-    pthread_mutex_unlock(&sh->lock);
-}
-
-static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
-{
-    for (size_t b = 0; b < sh->nbuckets; b++)
-        sweep_bucket(m, sh, b, now_ms);
-}
-
-/*
- * Asks the allocator to give free memory back to the system (glibc keeps
- * freed small blocks otherwise), at most once a second store-wide: after a
- * table shrinks, most of what its keys held is free.
- */
-static void release_memory(mem_store *m)
-{
-#ifdef __GLIBC__
-    uint64_t now = sluice__monotonic_ms(), last = atomic_load(&m->trimmed_ms);
-
-    if (now - last < 1000 ||
-        !atomic_compare_exchange_strong(&m->trimmed_ms, &last, now))
-        return;
-    malloc_trim(0);
-#else
-    (void)m;
-#endif
-}
-
-/*
- * Moves the entries of 'sh' into a table of 'n' buckets (a power of two). A
- * failed allocation keeps the old table: longer chains, or a table larger
- * than it need be, but nothing lost.
- */
-static void shard_resize(shard *sh, size_t n)
-{
-    bucket *buckets = malloc(n * sizeof(*buckets));
-
-    if (buckets == NULL)
-        return;
-    for (size_t b = 0; b < n; b++)
-        buckets[b] = (bucket){NULL, UINT64_MAX};
-    for (size_t b = 0; b < sh->nbuckets; b++) {
-        entry *e = sh->buckets[b].head;
-
-        while (e != NULL) {
-            entry *next = e->next;
-            bucket *nb = &buckets[e->hash & (n - 1)];
-
-            e->next = nb->head;
-            nb->head = e;
-            if (e->idle_at_ms < nb->idle_lo_ms)
-                nb->idle_lo_ms = e->idle_at_ms;
-            e = next;
-        }
-    }
-    sh->bytes += n * sizeof(*buckets);
-    sh->bytes -= sh->nbuckets * sizeof(*buckets);
-    free(sh->buckets);
-    sh->buckets = buckets;
-    sh->nbuckets = n;
-    sh->sweep_cursor = 0;
-}
-
-/*
- * Makes room before a shard's table would pass one entry per bucket: drop
- * what is idle, and double the table only if that was not enough.
- */
-static void shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
-{
-    if (sh->count < sh->nbuckets)
-        return;
-    sweep_all(m, sh, now_ms);
-    if (sh->count < sh->nbuckets)
-        return;
-    shard_resize(sh, sh->nbuckets * 2);
-}
-
-/*
- * Gives memory back once a shard's keys are mostly gone: its table halves
- * while it is under an eighth full (so it never halves and doubles back in
- * turn), and the allocator is asked to return what is free to the system,
- * at most once a second store-wide.
- */
-static void shard_shrink(mem_store *m, shard *sh)
-{
-    bool halved = false;
-
-    while (sh->nbuckets > SHARD_MIN_BUCKETS && sh->count < sh->nbuckets / 8) {
-        size_t n = sh->nbuckets;
-
-        shard_resize(sh, n / 2);
-        if (sh->nbuckets == n)
-            break; /* out of memory: keep the larger table */
-        halved = true;
-    }
-    if (halved)
-        release_memory(m);
-}
-
-/*
- * When the key cap is reached: sweep every shard, at most once per
- * millisecond (so a flood of new keys at the cap cannot turn every call into
- * a full scan). Called with no shard lock held.
- */
-static void sweep_store(mem_store *m, uint64_t now_ms)
-{
-    uint64_t last = atomic_load(&m->last_full_sweep_ms);
-
-    if (last == now_ms + 1 ||
-        !atomic_compare_exchange_strong(&m->last_full_sweep_ms, &last,
-                                        now_ms + 1))
-        return;
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
-
-        pthread_mutex_lock(&sh->lock);
-        sweep_all(m, sh, now_ms);
-        pthread_mutex_unlock(&sh->lock);
-    }
-}
-
-/* Reserves one key under the cap; false when the store is full. */
-static bool reserve_key(mem_store *m)
-{
-    if (atomic_fetch_add(&m->keys, 1) < m->max_keys)
-        return true;
-    atomic_fetch_sub(&m->keys, 1);
-    return false;
-}
-
-/* ---- The store's table ------------------------------------------------------ */
-
-/* Decides on the state that 'e' holds, at 'now_ms' clamped to its last. */
-static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
-                       uint64_t now_ms, uint64_t cost, bool consume,
-                       sluice_decision *out)
-{
-    const sluice__algo *algo = sluice__algos[limit->algo];
-    uint64_t t = e->last_ms > now_ms ? e->last_ms : now_ms;
-    size_t before = algo->bytes(entry_state(e));
-    int err = algo->decide(entry_state(e), limit, t, cost, consume, out);
-
-    /* Even a failed decide may have trimmed the state and freed memory. */
-    sh->bytes += algo->bytes(entry_state(e));
-    sh->bytes -= before;
-    if (err == SLUICE_OK && t > now_ms) {
+    if (t > now_ms) {
         /* The caller's clock stepped back: the waits hold on it only once
            it has made up the step too. */
         if (out->retry_after_ms > 0)
@@ -414,17 +165,130 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
         if (out->reset_after_ms > 0)
             out->reset_after_ms += t - now_ms;
     }
+}
+
+/*
+ * The lock-free decision on the word of 'e' (see the top of this file):
+ * raise the entry's latest time to 'now_ms', read the word, decide at the
+ * latest time, and swap the word in if it changed (a refusal or a peek
+ * writes nothing); when the swap loses a race, decide again on the word that
+ * won. SLUICE__WORD_RANGE when the word is held or cannot answer.
+ */
+static int decide_word(const sluice__algo *algo, entry *e,
+                       const sluice_limit *limit, uint64_t now_ms,
+                       uint64_t cost, bool consume, sluice_decision *out)
+{
+    uint64_t w, next, t;
+    int err;
+
+    if (atomic_load(&e->last_ms) < now_ms)
+        last_raise(e, now_ms);
+    w = atomic_load(&e->word);
+    do {
+        if (w & WORD_HELD)
+            return SLUICE__WORD_RANGE;
+        t = atomic_load(&e->last_ms);
+        if (t < now_ms)
+            t = now_ms;
+        err = algo->word->decide != NULL
+                  ? algo->word->decide(w, e->base_ms, limit, t, cost, consume,
+                                       &next, out)
+                  : sluice__word_decide(algo, w, e->base_ms, limit, t, cost,
+                                        consume, &next, out);
+        if (err != SLUICE_OK)
+            return err;
+    } while (next != w && !atomic_compare_exchange_weak(&e->word, &w, next));
+    add_gap(out, t, now_ms);
+    return SLUICE_OK;
+}
+
+/*
+ * The fast path: for an algorithm with a word, a key that exists, and a
+ * thread with an epoch slot, the decision without the shard lock. It reads
+ * the clock into '*now_ms' itself, while the key's entry is on its way from
+ * memory (a prefetch). SLUICE__WORD_RANGE when the locked path must decide.
+ */
+static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
+                       const sluice_limit *limit, const char *key,
+                       size_t key_len, uint64_t cost, bool consume,
+                       uint64_t *now_ms, sluice_decision *out)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    int slot = sluice__epoch_slot_of_thread();
+    entry *e;
+    int err = SLUICE__WORD_RANGE;
+
+    if (slot < 0) {
+        *now_ms = m->clock_ms(m->clock_payload);
+        return SLUICE__WORD_RANGE;
+    }
+    sluice__epoch_enter(&m->epoch, slot);
+    e = shard_head_unlocked(sh, hash);
+    if (e != NULL)
+        __builtin_prefetch(e);
+    *now_ms = m->clock_ms(m->clock_payload);
+    e = chain_find_unlocked(e, hash, limit->algo, key, key_len);
+    if (e != NULL && *now_ms <= SLUICE_NOW_MAX_MS)
+        err = decide_word(algo, e, limit, *now_ms, cost, consume, out);
+    sluice__epoch_exit(&m->epoch, slot);
+    return err;
+}
+
+/* ---- The store's table ------------------------------------------------------ */
+
+/*
+ * Decides on the state that 'e' holds, at 'now_ms' clamped to its last,
+ * under the shard lock and between word_take() and word_put() of 'e'.
+ */
+static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
+                       uint64_t now_ms, uint64_t cost, bool consume,
+                       sluice_decision *out)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    uint64_t t;
+    size_t before;
+    int err;
+
+    t = atomic_load(&e->last_ms);
+    if (t < now_ms)
+        t = now_ms;
+    before = algo->bytes(entry_state(e));
+    err = algo->decide(entry_state(e), limit, t, cost, consume, out);
+
+    /* Even a failed decide may have trimmed the state and freed memory. */
+    sh->bytes += algo->bytes(entry_state(e));
+    sh->bytes -= before;
+    if (err == SLUICE_OK)
+        add_gap(out, t, now_ms);
     if (err == SLUICE_OK) {
         uint64_t idle_at = algo->idle_at(entry_state(e), limit);
 
-        e->last_ms = t;
+        last_raise(e, t);
         /* Never sooner than before: a call with a shorter window must not
            let the sweep drop what a longer one still counts. */
-        if (idle_at > e->idle_at_ms || idle_at == 0)
-            e->idle_at_ms = idle_at;
-        bucket_note(sh, e);
+        if (idle_at > cold_of(e)->idle_at_ms || idle_at == 0)
+            cold_of(e)->idle_at_ms = idle_at;
+        sluice__mem_bucket_note(sh, e);
     }
     return err;
+}
+
+/*
+ * After a locked decision on '*link': a state the word cannot hold from the
+ * entry's base may fit from a later one (the fixed window's expiry is
+ * relative to it). Then the entry moves its base up to its latest time, as
+ * a copy, so that the lock-free path serves it again.
+ */
+static void rebase(mem_store *m, shard *sh, elink *link)
+{
+    entry *e = *link;
+    const sluice__algo *algo = sluice__algos[e->algo];
+    uint64_t base_ms = atomic_load(&e->last_ms), w;
+
+    if (algo->word != NULL && atomic_load(&e->word) == WORD_HELD &&
+        base_ms > e->base_ms &&
+        algo->word->store(entry_state(e), base_ms, &w))
+        sluice__mem_entry_rebase(m, sh, link, base_ms, w);
 }
 
 /* A peek at an unknown key: decides on a fresh state, keeps nothing. */
@@ -445,13 +309,14 @@ static int decide_fresh(const sluice_limit *limit, uint64_t now_ms,
  * Counts a hit on a new key, whose key is reserved under the cap: a new
  * entry at 'link', unless the decision fails (nothing is kept then).
  */
-static int decide_new(mem_store *m, shard *sh, entry **link, uint64_t hash,
+static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
                       const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t now_ms, uint64_t cost,
                       sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
-    entry *e = entry_new(limit->algo, hash, key, key_len);
+    entry *e = sluice__mem_entry_new(limit->algo, hash, key, key_len,
+                                     now_ms);
     int err;
 
     if (e == NULL) {
@@ -466,13 +331,13 @@ static int decide_new(mem_store *m, shard *sh, entry **link, uint64_t hash,
         free(e);
         return err;
     }
-    e->last_ms = now_ms;
-    e->idle_at_ms = algo->idle_at(entry_state(e), limit);
-    *link = e;
-    bucket_note(sh, e);
+    cold_of(e)->idle_at_ms = algo->idle_at(entry_state(e), limit);
+    word_put(e);
+    *link = e; /* published: lock-free readers may find it from now on */
+    sluice__mem_bucket_note(sh, e);
     sh->count++;
-    sh->bytes += entry_bytes(e);
-    shard_make_room(m, sh, now_ms);
+    sh->bytes += sluice__mem_entry_bytes(e);
+    sluice__mem_shard_make_room(m, sh, now_ms);
     return SLUICE_OK;
 }
 
@@ -481,31 +346,45 @@ static int mem_decide(void *impl, const sluice_limit *limit, const char *key,
                       sluice_decision *out)
 {
     mem_store *m = impl;
-    uint64_t now_ms = m->clock_ms(m->clock_payload);
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
     shard *sh = shard_of(m, hash);
+    uint64_t now_ms;
     bool swept = false;
-    entry **link;
+    elink *link;
     int err;
 
+    if (sluice__algos[limit->algo]->word != NULL) {
+        err = decide_fast(m, sh, hash, limit, key, key_len, cost, consume,
+                          &now_ms, out);
+        if (err != SLUICE__WORD_RANGE) {
+            sluice__mem_sweep_other(m, now_ms);
+            return err;
+        }
+    } else {
+        now_ms = m->clock_ms(m->clock_payload);
+    }
     if (now_ms > SLUICE_NOW_MAX_MS)
         return sluice__error(SLUICE_ERANGE,
                              "the clock reads %llu ms, beyond 2^53",
                              (unsigned long long)now_ms);
 again:
     pthread_mutex_lock(&sh->lock);
-    link = shard_find(sh, hash, limit->algo, key, key_len);
+    link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
     if (*link != NULL) {
+        word_take(*link);
         err = decide_held(sh, *link, limit, now_ms, cost, consume, out);
+        word_put(*link);
+        if (err == SLUICE_OK)
+            rebase(m, sh, link);
     } else if (!consume) {
         err = decide_fresh(limit, now_ms, cost, out);
-    } else if (reserve_key(m)) {
+    } else if (sluice__mem_reserve_key(m)) {
         err = decide_new(m, sh, link, hash, limit, key, key_len, now_ms, cost,
                          out);
     } else if (!swept) {
         /* At the cap: drop what is idle everywhere, then look again. */
         pthread_mutex_unlock(&sh->lock);
-        sweep_store(m, now_ms);
+        sluice__mem_sweep_store(m, now_ms);
         swept = true;
         goto again;
     } else {
@@ -514,9 +393,9 @@ again:
                             "the store holds its cap of %zu keys and none is "
                             "idle", m->max_keys);
     }
-    sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
+    sluice__mem_sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
     pthread_mutex_unlock(&sh->lock);
-    sweep_other(m, now_ms);
+    sluice__mem_sweep_other(m, now_ms);
     return err;
 }
 
@@ -526,12 +405,12 @@ static int mem_reset(void *impl, const sluice_limit *limit, const char *key,
     mem_store *m = impl;
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
     shard *sh = shard_of(m, hash);
-    entry **link;
+    elink *link;
 
     pthread_mutex_lock(&sh->lock);
-    link = shard_find(sh, hash, limit->algo, key, key_len);
+    link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
     if (*link != NULL)
-        entry_remove(m, sh, link);
+        sluice__mem_entry_remove(m, sh, link);
     pthread_mutex_unlock(&sh->lock);
     return SLUICE_OK;
 }
@@ -561,16 +440,22 @@ static void mem_free(void *impl)
     for (unsigned i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
 
-        for (size_t b = 0; b < sh->nbuckets; b++)
-            while (sh->buckets[b].head != NULL)
-                entry_remove(m, sh, &sh->buckets[b].head);
-        free(sh->buckets);
+        sluice__mem_shard_free(m, sh);
         pthread_mutex_destroy(&sh->lock);
     }
     free(m);
 }
 
 /* ---- Held entries, for sluice_hit_all() (mem_all.c) --------------------- */
+
+/*
+ * hit_all's entries have ALL_BIT in their hash, which sluice_hit()'s never
+ * have: the lock-free path (which looks keys up by sluice_hit()'s hash)
+ * never finds them, so they are only ever read and written under their
+ * shard's lock, and a call holding every involved shard holds its entries
+ * whole. Each decision still goes between word_take() and word_put(), so
+ * that the word and the state agree for the sweep.
+ */
 uint64_t sluice__mem_all_hash(void *p, sluice_algo a, const char *k, size_t n)
 {
     return key_hash(((mem_store *)p)->seed, a, k, n) | ALL_BIT;
@@ -593,16 +478,38 @@ uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
         if (step == SLUICE__HOLD) {
             pthread_mutex_lock(&sh->lock);
         } else {
-            shard_make_room(m, sh, now_ms);
-            sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
+            sluice__mem_shard_make_room(m, sh, now_ms);
+            sluice__mem_sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
             pthread_mutex_unlock(&sh->lock);
         }
     }
     if (step == SLUICE__HOLD_SWEEP)
-        sweep_store(m, now_ms);
+        sluice__mem_sweep_store(m, now_ms);
     if (step == SLUICE__HOLD_FULL)
         atomic_fetch_add(&m->full, 1);
     return now_ms;
+}
+
+/* Makes a fresh entry at 'link' for a held call (under the cap). */
+static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
+                     const sluice_limit *limit, const char *key, size_t len,
+                     uint64_t now_ms)
+{
+    entry *e;
+
+    if (!sluice__mem_reserve_key(m))
+        return SLUICE_EFULL;
+    if ((e = sluice__mem_entry_new(limit->algo, hash, key, len, now_ms)) ==
+        NULL) {
+        atomic_fetch_sub(&m->keys, 1);
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate a key");
+    }
+    word_put(e);
+    *link = e;
+    sluice__mem_bucket_note(sh, e);
+    sh->count++;
+    sh->bytes += sluice__mem_entry_bytes(e);
+    return SLUICE_OK;
 }
 
 /* With its shard held, entry ('hash', 'limit', 'key'): PEEK decides (fresh
@@ -613,27 +520,22 @@ int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
 {
     mem_store *m = impl;
     shard *sh = shard_of(m, hash);
-    entry **link = shard_find(sh, hash, limit->algo, key, len);
+    elink *link = sluice__mem_shard_find(sh, hash, limit->algo, key, len);
+    int err;
 
     if (*link != NULL && mode == SLUICE__HELD_DROP)
-        entry_remove(m, sh, link);
+        sluice__mem_entry_remove(m, sh, link);
     if (*link == NULL && mode == SLUICE__HELD_PEEK)
         return decide_fresh(limit, now_ms, cost, out);
-    if (*link == NULL && mode == SLUICE__HELD_MAKE) {
-        if (!reserve_key(m))
-            return SLUICE_EFULL;
-        if ((*link = entry_new(limit->algo, hash, key, len)) == NULL) {
-            atomic_fetch_sub(&m->keys, 1);
-            return sluice__error(SLUICE_ENOMEM, "cannot allocate a key");
-        }
-        sh->count++;
-        sh->bytes += entry_bytes(*link);
-        bucket_note(sh, *link);
-    }
-    return mode == SLUICE__HELD_PEEK || mode == SLUICE__HELD_HIT
-               ? decide_held(sh, *link, limit, now_ms, cost,
-                             mode == SLUICE__HELD_HIT, out)
-               : SLUICE_OK;
+    if (*link == NULL && mode == SLUICE__HELD_MAKE)
+        return held_make(m, sh, link, hash, limit, key, len, now_ms);
+    if (mode != SLUICE__HELD_PEEK && mode != SLUICE__HELD_HIT)
+        return SLUICE_OK;
+    word_take(*link);
+    err = decide_held(sh, *link, limit, now_ms, cost,
+                      mode == SLUICE__HELD_HIT, out);
+    word_put(*link);
+    return err;
 }
 
 static const sluice__store_ops mem_ops = {
@@ -673,23 +575,24 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     atomic_init(&m->keys, 0);
     atomic_init(&m->full, 0);
     atomic_init(&m->last_full_sweep_ms, 0);
+    sluice__epoch_init(&m->epoch);
     for (i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
 
-        sh->nbuckets = SHARD_MIN_BUCKETS;
-        sh->buckets = malloc(sh->nbuckets * sizeof(*sh->buckets));
-        if (sh->buckets != NULL)
-            for (size_t b = 0; b < sh->nbuckets; b++)
-                sh->buckets[b] = (bucket){NULL, UINT64_MAX};
-        if (sh->buckets == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
-            free(sh->buckets);
+        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS);
+
+        if (t == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
+            free(t);
             while (i-- > 0) {
-                free(m->shards[i].s.buckets);
+                free(table_of_tag(atomic_load(&m->shards[i].s.table)));
                 pthread_mutex_destroy(&m->shards[i].s.lock);
             }
             free(m);
             return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
         }
+        atomic_init(&sh->table, table_tag(t));
+        sh->buckets = t->b;
+        sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);
     }
     (void)url; /* nothing follows "mem://" */

@@ -126,11 +126,23 @@ static void test_moved(sluice_store *st)
     CHECK(each[1].allowed && each[1].remaining == 2);
     CHECK_OK(sluice_store_stats_get(&stats, st));
     CHECK(stats.redirects >= 1);
-    CHECK_EQ_U64(rc_key_int(&cluster, "ZCARD",
-                            (key_of(key, sizeof(key), &limits[1], id,
-                                    strlen(id)),
-                             key)),
-                 2);
+    /* The sliding log's two entries are on the slot's new master (asked
+       there, not wherever the test's own map says: CI's ASan run once read
+       0 through it). */
+    {
+        const char *argv[2] = {"ZCARD", key};
+        size_t lens[2] = {5, key_of(key, sizeof(key), &limits[1], id,
+                                    strlen(id))};
+        int served = -1;
+        redisReply *r = rc_cmdargv(&cluster, to, 2, argv, lens, &served);
+
+        if (CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER)) {
+            CHECK_EQ_U64(r->integer, 2);
+            CHECK_EQ_U64(served, to);
+        }
+        if (r != NULL)
+            freeReplyObject(r);
+    }
     CHECK_OK(sluice_reset_all(st, limits, 5, id, strlen(id)));
     /* Back where it was: the cluster as this test found it. */
     CHECK(move_slot(slot, to, from, id) == 0);

@@ -85,6 +85,105 @@ static void fixed_release(void *state)
     (void)state;
 }
 
+/* ---- The word (algo.h's lock-free form) ------------------------------------ */
+
+/*
+ * The state in one word, for the embedded store's lock-free path. The count
+ * takes as many bits as it needs ('n', the count's bit length, 0 for a
+ * fresh state), and the expiry, relative to the key's base, the rest:
+ *
+ *   bit 63     62 ... 57   56 ............... n   n - 1 ....... 0
+ *   | store's | n (6 bits) | expires_ms - base_ms | count (n bits) |
+ *
+ * Word 0 is the fresh state (no key). The range: an expiry less than
+ * 2^(57 - n) ms after the key's base (with a count under 2^27, say, more
+ * than 12 days); a state beyond it stays in the struct, under the store's
+ * lock, which gives the same answer (the store then moves the key's base up
+ * to the present, so it fits again unless the window itself is too long).
+ */
+#define WORD_BITS 57
+#define WORD_MASK (((uint64_t)1 << WORD_BITS) - 1)
+
+static unsigned bit_length(uint64_t v)
+{
+    return v == 0 ? 0 : 64u - (unsigned)__builtin_clzll(v);
+}
+
+static void fixed_word_load(uint64_t word, uint64_t base_ms, void *state)
+{
+    fixed_state *s = state;
+    unsigned n = (unsigned)(word >> WORD_BITS);
+
+    s->count = word & (((uint64_t)1 << n) - 1);
+    s->expires_ms = s->count == 0 ? 0 : base_ms + ((word & WORD_MASK) >> n);
+}
+
+/* The word of (count, expires_ms), if it fits; count > 0. */
+static bool word_of(uint64_t count, uint64_t expires_ms, uint64_t base_ms,
+                    uint64_t *word)
+{
+    unsigned n = bit_length(count);
+
+    if (expires_ms < base_ms || n > WORD_BITS ||
+        expires_ms - base_ms >= (uint64_t)1 << (WORD_BITS - n))
+        return false;
+    *word = (uint64_t)n << WORD_BITS | (expires_ms - base_ms) << n | count;
+    return true;
+}
+
+static bool fixed_word_store(const void *state, uint64_t base_ms,
+                             uint64_t *word)
+{
+    const fixed_state *s = state;
+
+    if (s->count == 0) {
+        *word = 0;
+        return true;
+    }
+    return word_of(s->count, s->expires_ms, base_ms, word);
+}
+
+/*
+ * fixed_decide() on the word: the same arithmetic, on the word's fields.
+ * 'now_ms' >= base_ms; a new expiry that does not fit is SLUICE__WORD_RANGE.
+ */
+static int fixed_word_decide(uint64_t word, uint64_t base_ms,
+                             const sluice_limit *limit, uint64_t now_ms,
+                             uint64_t cost, bool consume, uint64_t *next,
+                             sluice_decision *out)
+{
+    unsigned n = (unsigned)(word >> WORD_BITS);
+    uint64_t count = word & (((uint64_t)1 << n) - 1);
+    uint64_t expires_ms = base_ms + ((word & WORD_MASK) >> n);
+
+    if (count > 0 && now_ms >= expires_ms)
+        count = 0;
+    if (count == 0)
+        expires_ms = now_ms + limit->window_ms;
+    out->limit = limit->max;
+    *next = word;
+    if (count + cost <= limit->max) {
+        out->allowed = 1;
+        out->remaining = limit->max - count - cost;
+        out->retry_after_ms = 0;
+        out->reset_after_ms = expires_ms - now_ms;
+        if (consume && !word_of(count + cost, expires_ms, base_ms, next))
+            return SLUICE__WORD_RANGE;
+    } else {
+        out->allowed = 0;
+        out->remaining = count >= limit->max ? 0 : limit->max - count;
+        out->retry_after_ms = expires_ms - now_ms;
+        out->reset_after_ms = expires_ms - now_ms;
+    }
+    return SLUICE_OK;
+}
+
+static const sluice__word_ops fixed_word = {
+    .load = fixed_word_load,
+    .store = fixed_word_store,
+    .decide = fixed_word_decide,
+};
+
 const sluice__algo sluice__algo_fixed = {
     .name = "fixed",
     .script = &sluice__script_fixed,
@@ -100,4 +199,5 @@ const sluice__algo sluice__algo_fixed = {
     .idle_at = fixed_idle_at,
     .bytes = fixed_bytes,
     .release = fixed_release,
+    .word = &fixed_word,
 };

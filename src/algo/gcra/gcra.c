@@ -40,8 +40,8 @@
  * 1 ms. A change of window or burst keeps TAT as it is.
  *
  * The state is the one number TAT x max held as quotient and remainder (so
- * that Lua stays exact); where (now + w) x max < 2^64 it fits one 64-bit
- * word, tat_ms x max + rem, for a compare-and-swap.
+ * that Lua stays exact); in the embedded store it is also one 64-bit word
+ * (below), decided on with a compare-and-swap and no lock.
  */
 #include "algo/algo.h"
 
@@ -146,6 +146,62 @@ static void gcra_release(void *state)
     (void)state;
 }
 
+/* ---- The word (algo.h's lock-free form) ------------------------------------ */
+
+/*
+ * TAT in one word, for the embedded store's lock-free path, laid out as the
+ * fixed window's: the remainder takes as many bits as it needs ('n', its bit
+ * length), TAT's whole ms, relative to the key's base, the rest:
+ *
+ *   bit 63     62 ... 57   56 ............... n   n - 1 ....... 0
+ *   | store's | n (6 bits) | tat_ms - base_ms    | rem (n bits)   |
+ *
+ * Word 0 is the fresh state. So is every TAT <= base: the store passes no
+ * time before the base, and at any later time such a TAT gives a debt of 0,
+ * as a fresh state does. A TAT more than 2^(57 - n) ms past the base (with
+ * max under 2^27, say, more than 12 days) stays in the struct, under the
+ * store's lock, which gives the same answer.
+ */
+#define WORD_BITS 57
+#define WORD_MASK (((uint64_t)1 << WORD_BITS) - 1)
+
+static void gcra_word_load(uint64_t word, uint64_t base_ms, void *state)
+{
+    gcra_state *s = state;
+    unsigned n = (unsigned)(word >> WORD_BITS);
+
+    if (word == 0) {
+        gcra_init(s);
+        return;
+    }
+    s->rem = word & (((uint64_t)1 << n) - 1);
+    s->tat_ms = base_ms + ((word & WORD_MASK) >> n);
+}
+
+static bool gcra_word_store(const void *state, uint64_t base_ms,
+                            uint64_t *word)
+{
+    const gcra_state *s = state;
+    unsigned n = s->rem == 0 ? 0 : 64u - (unsigned)__builtin_clzll(s->rem);
+
+    if (s->tat_ms < base_ms || (s->tat_ms == base_ms && s->rem == 0)) {
+        *word = 0; /* TAT <= base: as fresh from now on */
+        return true;
+    }
+    if (n > WORD_BITS ||
+        s->tat_ms - base_ms >= (uint64_t)1 << (WORD_BITS - n))
+        return false;
+    *word = (uint64_t)n << WORD_BITS | (s->tat_ms - base_ms) << n | s->rem;
+    return true;
+}
+
+/* No decide() of its own: the store runs load(), gcra_decide(), store(). */
+static const sluice__word_ops gcra_word = {
+    .load = gcra_word_load,
+    .store = gcra_word_store,
+    .decide = NULL,
+};
+
 const sluice__algo sluice__algo_gcra = {
     .name = "gcra",
     .script = &sluice__script_gcra,
@@ -162,4 +218,5 @@ const sluice__algo sluice__algo_gcra = {
     .idle_at = gcra_idle_at,
     .bytes = gcra_bytes,
     .release = gcra_release,
+    .word = &gcra_word,
 };

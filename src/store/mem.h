@@ -1,0 +1,220 @@
+/*
+ * mem.h - the embedded store's insides, shared by mem.c (decisions, the
+ * lock-free path, the store's table) and mem_table.c (entries, shards,
+ * sweeps, reclamation). The layout and the argument for the lock-free path
+ * are at the top of mem.c.
+ */
+#ifndef SLUICE_STORE_MEM_H
+#define SLUICE_STORE_MEM_H
+
+#include "store/epoch.h"
+#include "store/store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define SHARDS 256u
+#define SHARD_MIN_BUCKETS 16u
+#define SWEEP_BUCKETS_PER_CALL 2u
+#define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
+#define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
+#define DEFAULT_MAX_KEYS ((size_t)1000000)
+#define STATE_MAX 64u /* the largest algorithm state, checked at open */
+
+/* The word of an entry whose state is in its struct, under the lock. */
+#define WORD_HELD SLUICE__WORD_STORE_BIT
+
+typedef struct entry entry;
+typedef entry *_Atomic elink; /* a link that lock-free readers follow */
+
+struct entry {
+    /* What the lock-free path reads, first: with a key of up to 16 bytes,
+       all of it is on the entry's first cache line. */
+    elink next;
+    uint64_t hash;
+    /* An algorithm with a word: its state, or WORD_HELD when the struct
+       state holds it (under the lock, or out of the word's range). */
+    _Atomic uint64_t word;
+    _Atomic uint64_t last_ms; /* latest time seen: the clock is clamped to it */
+    uint64_t base_ms;         /* the word's times are relative to it */
+    uint32_t key_len;
+    uint8_t algo;
+    /* The key's bytes, then (8-aligned) an entry_cold, then the state. */
+    _Alignas(8) unsigned char data[];
+};
+
+/* What only the lock's holder reads. */
+typedef struct entry_cold {
+    /* From then on the state equals a fresh one (for a word, a lower bound);
+       once retired, the epoch it was unlinked at. */
+    uint64_t idle_at_ms;
+    entry *retired; /* the shard's list of unlinked entries not yet freed */
+} entry_cold;
+
+/* A chain, and a time before which none of its entries is idle. */
+typedef struct bucket {
+    elink head;
+    uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
+} bucket;
+
+/* A bucket array; replaced ones wait on the shard's list to be freed. */
+typedef struct table {
+    size_t n; /* a power of two */
+    struct table *retired;
+    uint64_t retired_epoch;
+    bucket b[];
+} table;
+
+typedef struct shard {
+    pthread_mutex_t lock;
+    /* What lock-free readers read: the table's address, with log2 of its
+       size in the low 6 bits (tables are 64-byte aligned), in one load. */
+    _Atomic uintptr_t table;
+    bucket *buckets;        /* table->b and table->n, for the lock's holder */
+    size_t nbuckets;
+    entry *retired;         /* unlinked, to be freed after a grace period */
+    table *retired_tables;
+    size_t count;
+    size_t sweep_cursor;
+    uint64_t bytes;
+    uint64_t expired;
+} shard;
+
+/* Each shard on cache lines of its own, so two threads never share one. */
+typedef struct padded_shard {
+    _Alignas(64) shard s;
+} padded_shard;
+
+typedef struct mem_store {
+    sluice_clock_ms_fn clock_ms;
+    void *clock_payload;
+    uint64_t seed;
+    size_t max_keys;
+    _Atomic size_t keys;
+    _Atomic uint64_t full;
+    _Atomic uint64_t last_full_sweep_ms;
+    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
+    sluice__epoch epoch;
+    padded_shard shards[SHARDS];
+} mem_store;
+
+static inline size_t align8(size_t n)
+{
+    return (n + 7u) & ~(size_t)7u;
+}
+
+/* The bytes of an entry of 'algo' for a key of 'key_len' bytes. */
+static inline size_t entry_size(sluice_algo algo, size_t key_len)
+{
+    return sizeof(entry) + align8(key_len) + sizeof(entry_cold) +
+           align8(sluice__algos[algo]->state_size);
+}
+
+static inline const char *entry_key(entry *e)
+{
+    return (const char *)e->data;
+}
+
+static inline entry_cold *cold_of(entry *e)
+{
+    return (entry_cold *)(void *)(e->data + align8(e->key_len));
+}
+
+static inline void *entry_state(entry *e)
+{
+    return cold_of(e) + 1;
+}
+
+static inline shard *shard_of(mem_store *m, uint64_t hash)
+{
+    return &m->shards[hash >> 56 & (SHARDS - 1)].s;
+}
+
+/* Whether the 'n' bytes at 'a' and 'b' are equal: keys up to 16 bytes in
+   two overlapping loads a side, longer ones by memcmp(). */
+static inline bool key_equal(const char *a, const char *b, size_t n)
+{
+    uint64_t a0, a1, b0, b1;
+    uint32_t c0, c1, d0, d1;
+
+    if (n >= 8 && n <= 16) {
+        memcpy(&a0, a, 8), memcpy(&a1, a + n - 8, 8);
+        memcpy(&b0, b, 8), memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        memcpy(&c0, a, 4), memcpy(&c1, a + n - 4, 4);
+        memcpy(&d0, b, 4), memcpy(&d1, b + n - 4, 4);
+        return ((c0 ^ d0) | (c1 ^ d1)) == 0;
+    }
+    return n == 0 || memcmp(a, b, n) == 0;
+}
+
+static inline bool entry_is(entry *e, uint64_t hash, sluice_algo algo,
+                            const char *key, size_t key_len)
+{
+    return e->hash == hash && e->algo == (uint8_t)algo &&
+           e->key_len == key_len && key_equal(entry_key(e), key, key_len);
+}
+
+/* A table's address and size as shard.table holds them. */
+static inline uintptr_t table_tag(table *t)
+{
+    return (uintptr_t)t | (uintptr_t)__builtin_ctzll(t->n);
+}
+
+static inline table *table_of_tag(uintptr_t tag)
+{
+    return (table *)(tag & ~(uintptr_t)63);
+}
+
+/*
+ * The head of the chain that would hold 'hash', read without the lock,
+ * inside an epoch section.
+ */
+static inline entry *shard_head_unlocked(shard *sh, uint64_t hash)
+{
+    uintptr_t tag = atomic_load(&sh->table);
+    table *t = table_of_tag(tag);
+    size_t mask = ((size_t)1 << (tag & 63)) - 1;
+
+    return atomic_load(&t->b[hash & mask].head);
+}
+
+/*
+ * The entry of (algorithm, key) in the chain from 'e', walked without the
+ * lock; or NULL. A table being resized may hide an entry for a moment (its
+ * chain is being relinked): the caller then takes the locked path.
+ */
+static inline entry *chain_find_unlocked(entry *e, uint64_t hash,
+                                         sluice_algo algo, const char *key,
+                                         size_t key_len)
+{
+    for (; e != NULL; e = atomic_load(&e->next))
+        if (entry_is(e, hash, algo, key, key_len))
+            return e;
+    return NULL;
+}
+
+/* ---- mem_table.c ---------------------------------------------------------- */
+
+entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
+                             size_t key_len, uint64_t now_ms);
+void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link);
+void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
+                              uint64_t base_ms, uint64_t word);
+size_t sluice__mem_entry_bytes(entry *e);
+elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
+                              const char *key, size_t key_len);
+void sluice__mem_bucket_note(shard *sh, entry *e);
+void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
+                            uint64_t now_ms);
+void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms);
+void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
+void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
+bool sluice__mem_reserve_key(mem_store *m);
+table *sluice__mem_table_new(size_t n);
+void sluice__mem_shard_free(mem_store *m, shard *sh);
+
+#endif /* SLUICE_STORE_MEM_H */

@@ -1,0 +1,408 @@
+/*
+ * mem_table.c - the embedded store's entries and shards: finding keys (with
+ * the lock, and without it for the lock-free path), sweeping idle entries,
+ * growing and shrinking tables, and freeing what was unlinked once no
+ * lock-free reader can hold it (mem.c's header tells the whole design).
+ */
+#include "store/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* ---- Entries --------------------------------------------------------------- */
+
+size_t sluice__mem_entry_bytes(entry *e)
+{
+    return entry_size((sluice_algo)e->algo, e->key_len) +
+           sluice__algos[e->algo]->bytes(entry_state(e));
+}
+
+/* A new entry, with a fresh state. */
+entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
+                             size_t key_len, uint64_t now_ms)
+{
+    entry *e = malloc(entry_size(algo, key_len));
+
+    if (e == NULL)
+        return NULL;
+    atomic_init(&e->next, NULL);
+    e->hash = hash;
+    atomic_init(&e->word, WORD_HELD);
+    atomic_init(&e->last_ms, now_ms);
+    e->base_ms = now_ms;
+    e->key_len = (uint32_t)key_len;
+    e->algo = (uint8_t)algo;
+    cold_of(e)->idle_at_ms = 0;
+    cold_of(e)->retired = NULL;
+    sluice__algos[algo]->init(entry_state(e));
+    if (key_len > 0)
+        memcpy(e->data, key, key_len);
+    return e;
+}
+
+/*
+ * Unlinks '*link' (an entry of 'sh') and retires it: lock-free readers may
+ * still hold it, so it is freed only after a grace period (reclaim()). Its
+ * word is WORD_HELD first, so none of them changes it any more.
+ */
+void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
+{
+    entry *e = *link;
+
+    atomic_store(&e->word, WORD_HELD);
+    *link = atomic_load(&e->next);
+    sh->bytes -= sluice__mem_entry_bytes(e);
+    sh->count--;
+    atomic_fetch_sub(&m->keys, 1);
+    sluice__algos[e->algo]->release(entry_state(e));
+    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
+    cold_of(e)->retired = sh->retired;
+    sh->retired = e;
+}
+
+/*
+ * Puts a copy of '*link' in its place, with its word 'word' relative to a
+ * new base 'base_ms', and retires the old one, whose word stays WORD_HELD
+ * (so a lock-free reader that holds it takes the locked path, and finds the
+ * copy). A failed allocation leaves the entry as it was.
+ */
+void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
+                              uint64_t base_ms, uint64_t word)
+{
+    entry *e = *link;
+    size_t size = entry_size((sluice_algo)e->algo, e->key_len);
+    entry *n = malloc(size);
+
+    if (n == NULL)
+        return;
+    atomic_init(&n->next, atomic_load(&e->next));
+    n->hash = e->hash;
+    atomic_init(&n->word, word);
+    atomic_init(&n->last_ms, atomic_load(&e->last_ms));
+    n->base_ms = base_ms;
+    n->key_len = e->key_len;
+    n->algo = e->algo;
+    memcpy(n->data, e->data, size - sizeof(entry)); /* key, cold, state */
+    cold_of(n)->retired = NULL;
+    *link = n;
+    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
+    cold_of(e)->retired = sh->retired;
+    sh->retired = e;
+}
+
+/*
+ * Frees what 'sh' retired before the last grace period (the lists are
+ * newest first, so what may go is a tail of each).
+ */
+static void reclaim(mem_store *m, shard *sh)
+{
+    entry **el = &sh->retired;
+    table **tl = &sh->retired_tables;
+    uint64_t newest, now;
+
+    if (*el == NULL && *tl == NULL)
+        return;
+    newest = *el != NULL ? cold_of(*el)->idle_at_ms : (*tl)->retired_epoch;
+    if (*tl != NULL && (*tl)->retired_epoch > newest)
+        newest = (*tl)->retired_epoch;
+    sluice__epoch_may_free(&m->epoch, newest); /* advances it if it can */
+    now = sluice__epoch_now(&m->epoch);
+    while (*el != NULL && cold_of(*el)->idle_at_ms + 2 > now)
+        el = &cold_of(*el)->retired;
+    while (*tl != NULL && (*tl)->retired_epoch + 2 > now)
+        tl = &(*tl)->retired;
+    for (entry *e = *el, *next; e != NULL; e = next) {
+        next = cold_of(e)->retired;
+        free(e);
+    }
+    for (table *t = *tl, *next; t != NULL; t = next) {
+        next = t->retired;
+        free(t);
+    }
+    *el = NULL;
+    *tl = NULL;
+}
+
+/* ---- Shards ---------------------------------------------------------------- */
+
+elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
+                              const char *key, size_t key_len)
+{
+    elink *link = &sh->buckets[hash & (sh->nbuckets - 1)].head;
+
+    for (; *link != NULL; link = &(*link)->next)
+        if (entry_is(*link, hash, algo, key, key_len))
+            return link;
+    return link;
+}
+
+/*
+ * Whether entry 'e', whose noted idle time has come, is idle. A word's state
+ * may have moved on without the lock: its idle time is read from the word
+ * and noted, and an idle word is taken (WORD_HELD) so that no lock-free call
+ * counts on it while it goes.
+ */
+static bool entry_idle(entry *e, uint64_t now_ms)
+{
+    const sluice__algo *algo = sluice__algos[e->algo];
+    _Alignas(8) unsigned char state[STATE_MAX];
+    uint64_t w = atomic_load(&e->word), idle_at;
+
+    if (atomic_load(&e->last_ms) > now_ms)
+        return false;
+    if (algo->word == NULL || w == WORD_HELD)
+        return true; /* the struct holds the state: idle_at_ms is exact */
+    algo->word->load(w, e->base_ms, state);
+    idle_at = algo->idle_at(state, NULL);
+    if (idle_at > now_ms) {
+        cold_of(e)->idle_at_ms = idle_at;
+        return false;
+    }
+    return atomic_compare_exchange_strong(&e->word, &w, WORD_HELD);
+}
+
+/*
+ * Drops the idle entries of bucket 'b', unless its bound says there are none,
+ * and sets the bound again from the entries that remain.
+ */
+static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
+{
+    bucket *bk = &sh->buckets[b];
+    elink *link = &bk->head;
+    uint64_t lo = UINT64_MAX;
+
+    if (bk->idle_lo_ms > now_ms)
+        return;
+    while (*link != NULL) {
+        entry *e = *link;
+
+        if (cold_of(e)->idle_at_ms <= now_ms && entry_idle(e, now_ms)) {
+            sluice__mem_entry_remove(m, sh, link);
+            sh->expired++;
+        } else {
+            if (cold_of(e)->idle_at_ms < lo)
+                lo = cold_of(e)->idle_at_ms;
+            link = &e->next;
+        }
+    }
+    bk->idle_lo_ms = lo;
+}
+
+/* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
+void sluice__mem_bucket_note(shard *sh, entry *e)
+{
+    bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+
+    if (cold_of(e)->idle_at_ms < bk->idle_lo_ms)
+        bk->idle_lo_ms = cold_of(e)->idle_at_ms;
+}
+
+static void shard_shrink(mem_store *m, shard *sh);
+
+/*
+ * Sweeps the next 'n' buckets of 'sh' from its cursor; at the end of each
+ * pass over the table, shrinks it if it has grown sparse.
+ */
+void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
+                            uint64_t now_ms)
+{
+    for (unsigned i = 0; i < n; i++) {
+        sweep_bucket(m, sh, sh->sweep_cursor, now_ms);
+        sh->sweep_cursor = (sh->sweep_cursor + 1) & (sh->nbuckets - 1);
+        if (sh->sweep_cursor == 0) {
+            shard_shrink(m, sh);
+            break;
+        }
+    }
+    reclaim(m, sh);
+}
+
+/*
+ * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
+ * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
+ * one holds it. So keys that went idle in shards no call reaches any more
+ * are dropped too, however the traffic is spread, at a cost of about a
+ * bucket a call, and without a counter that threads would share.
+ */
+void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
+{
+    static _Thread_local unsigned calls, next;
+    shard *sh;
+
+    if (++calls % SWEEP_OTHER_EVERY != 0)
+        return;
+    sh = &m->shards[next++ % SHARDS].s;
+    if (pthread_mutex_trylock(&sh->lock) != 0)
+        return;
+    sluice__mem_sweep_some(m, sh, SWEEP_OTHER_BUCKETS, now_ms);
+    pthread_mutex_unlock(&sh->lock);
+}
+
+static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
+{
+    for (size_t b = 0; b < sh->nbuckets; b++)
+        sweep_bucket(m, sh, b, now_ms);
+}
+
+/*
+ * Asks the allocator to give free memory back to the system (glibc keeps
+ * freed small blocks otherwise), at most once a second store-wide: after a
+ * table shrinks, most of what its keys held is free.
+ */
+static void release_memory(mem_store *m)
+{
+#ifdef __GLIBC__
+    uint64_t now = sluice__monotonic_ms(), last = atomic_load(&m->trimmed_ms);
+
+    if (now - last < 1000 ||
+        !atomic_compare_exchange_strong(&m->trimmed_ms, &last, now))
+        return;
+    malloc_trim(0);
+#else
+    (void)m;
+#endif
+}
+
+table *sluice__mem_table_new(size_t n)
+{
+    size_t size = sizeof(table) + n * sizeof(bucket);
+    table *t = aligned_alloc(64, (size + 63) & ~(size_t)63);
+
+    if (t == NULL)
+        return NULL;
+    t->n = n;
+    t->retired = NULL;
+    t->retired_epoch = 0;
+    for (size_t b = 0; b < n; b++) {
+        atomic_init(&t->b[b].head, NULL);
+        t->b[b].idle_lo_ms = UINT64_MAX;
+    }
+    return t;
+}
+
+/*
+ * Moves the entries of 'sh' into a table of 'n' buckets (a power of two). A
+ * failed allocation keeps the old table: longer chains, or a table larger
+ * than it need be, but nothing lost. Lock-free readers may be walking the
+ * old table meanwhile: a relinked entry leads them into a chain of the new
+ * one, which ends too; at worst they miss their key and take the locked
+ * path. The old table is retired, not freed.
+ */
+static void shard_resize(mem_store *m, shard *sh, size_t n)
+{
+    table *t = sluice__mem_table_new(n);
+    table *old = table_of_tag(atomic_load(&sh->table));
+
+    if (t == NULL)
+        return;
+    for (size_t b = 0; b < sh->nbuckets; b++) {
+        entry *e = sh->buckets[b].head;
+
+        while (e != NULL) {
+            entry *next = e->next;
+            bucket *nb = &t->b[e->hash & (n - 1)];
+
+            e->next = nb->head;
+            nb->head = e;
+            if (cold_of(e)->idle_at_ms < nb->idle_lo_ms)
+                nb->idle_lo_ms = cold_of(e)->idle_at_ms;
+            e = next;
+        }
+    }
+    sh->bytes += n * sizeof(bucket);
+    sh->bytes -= sh->nbuckets * sizeof(bucket);
+    atomic_store(&sh->table, table_tag(t));
+    old->retired_epoch = sluice__epoch_now(&m->epoch);
+    old->retired = sh->retired_tables;
+    sh->retired_tables = old;
+    sh->buckets = t->b;
+    sh->nbuckets = n;
+    sh->sweep_cursor = 0;
+}
+
+/*
+ * Makes room before a shard's table would pass one entry per bucket: drop
+ * what is idle, and double the table only if that was not enough.
+ */
+void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
+{
+    if (sh->count < sh->nbuckets)
+        return;
+    sweep_all(m, sh, now_ms);
+    if (sh->count < sh->nbuckets)
+        return;
+    shard_resize(m, sh, sh->nbuckets * 2);
+}
+
+/*
+ * Gives memory back once a shard's keys are mostly gone: its table halves
+ * while it is under an eighth full (so it never halves and doubles back in
+ * turn), and the allocator is asked to return what is free to the system,
+ * at most once a second store-wide.
+ */
+static void shard_shrink(mem_store *m, shard *sh)
+{
+    bool halved = false;
+
+    while (sh->nbuckets > SHARD_MIN_BUCKETS && sh->count < sh->nbuckets / 8) {
+        size_t n = sh->nbuckets;
+
+        shard_resize(m, sh, n / 2);
+        if (sh->nbuckets == n)
+            break; /* out of memory: keep the larger table */
+        halved = true;
+    }
+    if (halved)
+        release_memory(m);
+}
+
+/*
+ * When the key cap is reached: sweep every shard, at most once per
+ * millisecond (so a flood of new keys at the cap cannot turn every call into
+ * a full scan). Called with no shard lock held.
+ */
+void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms)
+{
+    uint64_t last = atomic_load(&m->last_full_sweep_ms);
+
+    if (last == now_ms + 1 ||
+        !atomic_compare_exchange_strong(&m->last_full_sweep_ms, &last,
+                                        now_ms + 1))
+        return;
+    for (unsigned i = 0; i < SHARDS; i++) {
+        shard *sh = &m->shards[i].s;
+
+        pthread_mutex_lock(&sh->lock);
+        sweep_all(m, sh, now_ms);
+        pthread_mutex_unlock(&sh->lock);
+    }
+}
+
+/* Reserves one key under the cap; false when the store is full. */
+bool sluice__mem_reserve_key(mem_store *m)
+{
+    if (atomic_fetch_add(&m->keys, 1) < m->max_keys)
+        return true;
+    atomic_fetch_sub(&m->keys, 1);
+    return false;
+}
+
+/* Frees what 'sh' holds; no reader is left. */
+void sluice__mem_shard_free(mem_store *m, shard *sh)
+{
+    for (size_t b = 0; b < sh->nbuckets; b++)
+        while (sh->buckets[b].head != NULL)
+            sluice__mem_entry_remove(m, sh, &sh->buckets[b].head);
+    for (entry *e = sh->retired, *next; e != NULL; e = next) {
+        next = cold_of(e)->retired;
+        free(e);
+    }
+    for (table *t = sh->retired_tables, *next; t != NULL; t = next) {
+        next = t->retired;
+        free(t);
+    }
+    free(table_of_tag(atomic_load(&sh->table)));
+}
