@@ -2,8 +2,8 @@
 fn_prelude.lua). KEY is the limit's whole key, as the stores name it:
 PREFIX:{ID}:ALGO, e.g. sluice:{user42}:fixed (src/store/keys.c).
 
-FCALL sluice_hit  1 KEY ALGO MAX WINDOW_MS [COST [BURST]]
-FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST]]
+FCALL sluice_hit  1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW_MS]]]
+FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW_MS]]]
   decide a request of COST (default 1) units against the limit; hit counts
   it when admitted, peek only looks (but may still trim or repair the key,
   as the script's peek does: it is not a read-only function). Reply:
@@ -11,7 +11,10 @@ FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST]]
   scripts answer. Bounds as sluice_limit_check(): 1 <= MAX <= 2^53 - 1,
   1 <= WINDOW_MS <= 2^40, 1 <= COST <= MAX; BURST (0: MAX) only for an
   algorithm with one, <= MAX, and COST <= BURST; MAX x WINDOW_MS <= 2^53
-  where the algorithm needs it. The clock is the server's (TIME).
+  where the algorithm needs it. The clock is the server's (TIME), as the
+  scripts read it by default; NOW_MS (0..2^53) is the caller's instead, as
+  a store opened with ?clock=caller sends it (the fixed window always runs
+  on the server's expiry clock, and ignores it).
 FCALL sluice_reset 1 KEY
   forgets the limit's key (DEL): answers 1 if it was there, else 0.
 FCALL sluice_version 0
@@ -54,8 +57,9 @@ local function str(n) return string.format('%.0f', n) end
 -- script's ARGV for one request.
 local function request(fn, keys, args, consume)
   if #keys ~= 1 then fail('%s takes 1 key (the limit\'s key), not %d', fn, #keys) end
-  if #args < 3 or #args > 5 then
-    fail('%s takes ALGO MAX WINDOW_MS [COST [BURST]], not %d arguments', fn, #args)
+  if #args < 3 or #args > 6 then
+    fail('%s takes ALGO MAX WINDOW_MS [COST [BURST [NOW_MS]]], not %d arguments',
+         fn, #args)
   end
   local a = by_name[args[1]]
   if not a then
@@ -85,7 +89,13 @@ local function request(fn, keys, args, consume)
   -- ARGV as the script store sends it (prelude.lua): the server's clock,
   -- and a token no other call on this server shares (the sliding log's
   -- members): the server's time and a count of this library's calls.
-  local argv = {str(max), str(w), consume, '', token_next(), str(cost)}
+  local now = ''
+  if args[6] and args[6] ~= '' then
+    local n = whole(args[6], 'now_ms')
+    check_range(n, 0, PRODUCT_MAX, 'now_ms')
+    now = str(n)
+  end
+  local argv = {str(max), str(w), consume, now, token_next(), str(cost)}
   if burst ~= 0 then argv[7] = str(burst) end
   return a, argv
 end
