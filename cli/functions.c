@@ -28,6 +28,8 @@ const char cli_functions_help[] =
     "\n"
     "KEY is the limit's whole key, as the server store names it:\n"
     "sluice:{ID}:ALGO (e.g. sluice:{user42}:fixed). ALGO: @ALGOS@.\n"
+    "COST defaults to 1, BURST to 0 (MAX); NOW is the caller's clock in ms\n"
+    "(default: the server's, TIME).\n"
     "\n"
     "Exit status: 0 printed or loaded; 2 usage error, or a server without\n"
     "FUNCTION (older than Redis 7); 3 the server cannot be reached or\n"
