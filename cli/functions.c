@@ -16,9 +16,9 @@ const char cli_functions_help[] =
     "\n"
     "  sluice functions | redis-cli -x FUNCTION LOAD REPLACE\n"
     "\n"
-    "With --load, loads it into the server at URL (valkey://... or\n"
-    "redis://...; for a cluster, pipe it to each primary instead), replacing\n"
-    "an older version, and prints the version loaded. Then:\n"
+    "With --load, loads it into the server at URL (valkey://..., or every\n"
+    "master of a cluster, valkey+cluster://...), replacing an older\n"
+    "version, and prints the version loaded. Then:\n"
     "\n"
     "  FCALL sluice_hit  1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW]]]\n"
     "  FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW]]]\n"
@@ -52,15 +52,17 @@ static int functions_print(void)
 static int functions_load(const char *url)
 {
     sluice_store *store = NULL;
+    size_t servers = 0;
     int err, status;
 
     if ((status = cli_store_open(&store, "functions", url, "FUNCTION LOAD "
                                  "needs a server: valkey://...", NULL)) != 0)
         return status;
-    if ((err = sluice_functions_load(store)) < 0) {
+    if ((err = sluice_functions_load(store, &servers)) < 0) {
         status = cli_lib_error("functions", "functions --load", err);
     } else {
-        printf("loaded library sluice %s\n", sluice_functions_version());
+        printf("loaded library sluice %s into %zu server%s\n",
+               sluice_functions_version(), servers, servers == 1 ? "" : "s");
         status = CLI_EXIT_OK;
     }
     sluice_store_free(store);

@@ -5,7 +5,6 @@
  */
 #include "store/store.h"
 
-#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,27 +63,21 @@ static int load_refused(int err)
     return sluice__error(SLUICE_EPROTO, "FUNCTION LOAD failed: %s", copy);
 }
 
-int sluice_functions_load(sluice_store *store)
+int sluice_functions_load(sluice_store *store, size_t *servers)
 {
     const sluice__server_ops *ops;
     void *impl;
     const char *argv[4] = {"FUNCTION", "LOAD", "REPLACE",
                            sluice__script_functions.text};
     size_t lens[4] = {8, 4, 7, sluice__script_functions.len};
-    struct redisReply *r = NULL;
+    size_t done = 0;
     int err;
 
     if ((err = sluice__store_server(&ops, &impl, store,
                                     "sluice_functions_load()")) < 0)
         return err;
-    if (strcmp(store->backend.kind, "valkey") != 0)
-        return sluice__error(SLUICE_ENOTSUP, "sluice_functions_load() loads "
-                             "into one server; a %s store has many: load it "
-                             "on each primary (sluice functions | redis-cli "
-                             "-h HOST -p PORT -x FUNCTION LOAD REPLACE)",
-                             store->backend.kind);
-    if ((err = ops->command(impl, "", 0, 4, argv, lens, &r)) < 0)
-        return load_refused(err);
-    freeReplyObject(r);
-    return SLUICE_OK;
+    err = ops->command_primaries(impl, 4, argv, lens, &done);
+    if (servers != NULL)
+        *servers = done;
+    return err < 0 ? load_refused(err) : SLUICE_OK;
 }

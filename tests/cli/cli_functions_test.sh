@@ -73,8 +73,10 @@ expect_eq "FCALL after sluice hit: refused" 0 "$got"
 
 rcli FUNCTION DELETE sluice >/dev/null
 run functions --load --store "$STORE"
-check "functions --load" 0 '^loaded library sluice [0-9]+\.[0-9]+\.[0-9]+\+[0-9a-f]{12}$'
+check "functions --load" 0 \
+    '^loaded library sluice [0-9]+\.[0-9]+\.[0-9]+\+[0-9a-f]{12} into 1 server$'
 version=${out#loaded library sluice }
+version=${version% into 1 server}
 got=$(rcli FCALL sluice_version 0)
 expect_eq "FCALL sluice_version answers what --load printed" "$version" "$got"
 run functions --load --store "$STORE"

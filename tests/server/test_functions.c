@@ -504,25 +504,28 @@ static void test_load(void)
     size_t len = 0;
     const char *text = sluice_functions_text(&len);
     redisReply *r;
+    size_t servers = 0;
 
     CHECK(len > 0 && strncmp(text, "#!lua name=sluice\n", 18) == 0);
     CHECK(strlen(text) == len);
     CHECK(strlen(sluice_functions_version()) > 6);
-    CHECK_OK(sluice_functions_load(vk));
-    CHECK_OK(sluice_functions_load(vk)); /* REPLACE: again is fine */
+
+    CHECK_OK(sluice_functions_load(vk, &servers));
+    CHECK_EQ_U64(servers, 1);
+    CHECK_OK(sluice_functions_load(vk, NULL)); /* REPLACE: again is fine */
     r = rs_cmd(&server, "FCALL sluice_version 0");
     CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
           strcmp(r->str, sluice_functions_version()) == 0);
     if (r != NULL)
         freeReplyObject(r);
-    CHECK_RC(sluice_functions_load(mem), SLUICE_ENOTSUP);
+    CHECK_RC(sluice_functions_load(mem, NULL), SLUICE_ENOTSUP);
     CHECK(rs_ok(&server, "ACL SETUSER nofn on >pw ~* &* +@all -function") == 0);
     {
         char url[128];
 
         snprintf(url, sizeof(url), "redis://nofn:pw@127.0.0.1:%d", server.port);
         denied = test_store_open(url, "", NULL);
-        CHECK_RC(sluice_functions_load(denied), SLUICE_EPROTO);
+        CHECK_RC(sluice_functions_load(denied, NULL), SLUICE_EPROTO);
         CHECK(strstr(sluice_last_error(), "ACL") != NULL &&
               strstr(sluice_last_error(), "NOPERM") != NULL);
         sluice_store_free(denied);
