@@ -28,11 +28,12 @@ fi
 
 TMP=$(mktemp -d)
 server_pid=
+fake_pid=
 cleanup() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null
-        wait "$server_pid" 2>/dev/null
-    fi
+    for pid in $server_pid $fake_pid; do
+        kill "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -94,6 +95,21 @@ if [ "$rc" -eq 3 ]; then
     pass "an unreachable server: exit 3 ($(head -n 1 "$TMP/err"))"
 else
     fail "an unreachable server: exit 3" "exit $rc; $err"
+fi
+
+# A server older than Redis 7 (a fake one, answering FUNCTION as Redis 6.2
+# does): a usage error naming what is missing.
+if start_fake 27000 '-ERR unknown command `FUNCTION`, with args beginning with: `LOAD`, `REPLACE`, \r\n'; then
+    run functions --load --store "valkey://127.0.0.1:$fake_port"
+    if [ "$rc" -eq 2 ] && grep -q "FUNCTION not supported by the server (Redis 7+ or Valkey needed)" "$TMP/err"; then
+        pass "a server without FUNCTION: exit 2, naming it ($(head -n 1 "$TMP/err"))"
+    else
+        fail "a server without FUNCTION: exit 2, naming it" "exit $rc; $err"
+    fi
+    stop_pid "$fake_pid"
+    fake_pid=
+else
+    fail "the fake server starts (\$SLUICE_FAKE_SERVER)" "$(cat "$TMP/fake.log" 2>&1)"
 fi
 
 # ---- Usage errors ---------------------------------------------------------------
