@@ -272,8 +272,9 @@ static void *worker_main(void *arg)
 static int run_once(case_result *r, unsigned run, sluice_algo algo,
                     const bench_case *c, const keyset *sets, double seconds)
 {
-    sluice_limit limit = SLUICE_LIMIT(algo, c->refuse ? REFUSE_MAX : ADMIT_MAX,
-                          WINDOW_MS);
+    sluice_limit limit = SLUICE_LIMIT(
+        algo, c->refuse ? REFUSE_MAX : bench_max_for(algo, ADMIT_MAX),
+        WINDOW_MS);
     worker w[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     pthread_barrier_t start;

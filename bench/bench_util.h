@@ -1,15 +1,30 @@
 /*
- * bench_util.h - small helpers the benchmarks share: a key picker cheap
- * enough for a timed loop, qsort()'s comparison of doubles, and the
- * process's resident set.
+ * bench_util.h - small helpers the benchmarks share: the max asked of an
+ * algorithm, a key picker cheap enough for a timed loop, qsort()'s
+ * comparison of doubles, and the process's resident set.
  */
 #ifndef SLUICE_BENCH_UTIL_H
 #define SLUICE_BENCH_UTIL_H
+
+#include "sluice.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
+
+/*
+ * The max a benchmark asks of 'algo' for 'max': the same, but at most
+ * SLUICE_COMPACT_LOG_MAX (2^20) for compact-log, which keeps 8 bytes per
+ * admitted unit and takes no more. A hot key then fills its window and is
+ * refused for the rest of it (the admitted share says how much).
+ */
+static inline uint64_t bench_max_for(sluice_algo algo, uint64_t max)
+{
+    if (algo == SLUICE_COMPACT_LOG && max > SLUICE_COMPACT_LOG_MAX)
+        return SLUICE_COMPACT_LOG_MAX;
+    return max;
+}
 
 /*
  * A uniform index below 'n' from a xorshift64 generator: a few cycles, so

@@ -311,12 +311,11 @@ static void print_table(const palette *p, const report *r, unsigned n,
         printf("\n");
     }
     printf("%sMemory is measured: what the embedded store holds for one key "
-           "whose budget is used up,\nbookkeeping and key included. The "
-           "state itself is a count and an expiry (fixed), two counts\nand "
-           "a window index (sliding-counter), a (time, count) pair per "
-           "distinct millisecond with\nadmitted requests in the window "
-           "(sliding-log), or one theoretical arrival time (gcra).%s\n",
-           p->dim, p->off);
+           "whose budget is used up,\nkey included: a count and an expiry "
+           "(fixed), two counts and a window index\n(sliding-counter), a "
+           "(time, count) pair per busy ms in the window (sliding-log), one\n"
+           "arrival time (gcra), or 8 bytes per admitted request in the "
+           "window (compact-log).%s\n", p->dim, p->off);
 }
 
 /*
@@ -443,6 +442,7 @@ static void print_meaning(const palette *p, const report *r,
     const report *fx = &r[SLUICE_FIXED];
     const report *sc = &r[SLUICE_SLIDING_COUNTER];
     const report *sl = &r[SLUICE_SLIDING_LOG];
+    const report *cl = &r[SLUICE_COMPACT_LOG];
     size_t sent, ok = admitted_at(&sc->attack, attack, DEMO_WINDOW_MS, &sent);
     size_t sc_peak = sc->attack.peak > sc->steady.peak ? sc->attack.peak
                                                        : sc->steady.peak;
@@ -464,6 +464,13 @@ static void print_meaning(const palette *p, const report *r,
            "sliding-log", p->off, sl_peak, "",
            (unsigned long long)sl->bytes_big, BIG_MAX);
     print_meaning_gcra(p, &r[SLUICE_GCRA], attack);
+    printf("%s%-16s%s exact, the same decisions as sliding-log (at most %zu "
+           "in any 1 s span),\n%-16s 8 B per admitted request: %llu B at "
+           "max=%u; on a server 8 B, not ~140 B.\n", p->bold,
+           "compact-log", p->off,
+           cl->attack.peak > cl->steady.peak ? cl->attack.peak
+                                             : cl->steady.peak,
+           "", (unsigned long long)cl->bytes_big, BIG_MAX);
 }
 
 /* ---- The command ----------------------------------------------------------- */

@@ -92,7 +92,8 @@ static void put_char(column *col, char c)
 /*
  * Writes 'text', a list of words separated by single spaces, breaking it
  * between words where a line would pass HELP_COLUMNS; a line it continues
- * on is indented like the line it started on.
+ * on is indented like the line it started on (or like its first word, when
+ * the caller set col->indent there).
  */
 static void put_words(column *col, const char *text)
 {
@@ -176,7 +177,14 @@ void cli_help_print(const char *text)
         const struct placeholder *ph = placeholder_at(p);
 
         if (ph != NULL) {
+            /* In an option's column ("  --algo ALGO    @ALGOS@"), the
+               wrapped words line up under the first. */
+            size_t indent = col.indent;
+
+            if (p - text >= 2 && p[-1] == ' ' && p[-2] == ' ')
+                col.indent = col.at;
             put_words(&col, ph->text());
+            col.indent = indent;
             p += strlen(ph->name);
         } else {
             put_char(&col, *p++);

@@ -14,6 +14,8 @@
  *   gcra             a token bucket kept as one theoretical arrival time:
  *                    units spaced window_ms / max apart, with bursts of up
  *                    to 'burst' (default max).
+ *   compact-log      the same exact decisions as sliding-log, kept as 8 bytes
+ *                    per admitted unit (max <= 2^20).
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store is reached through the same four
@@ -103,7 +105,8 @@ SLUICE_EXTERN const char *sluice_last_error(void);
     X(FIXED,           0, fixed)           \
     X(SLIDING_COUNTER, 1, sliding_counter) \
     X(SLIDING_LOG,     2, sliding_log)     \
-    X(GCRA,            3, gcra)
+    X(GCRA,            3, gcra)            \
+    X(COMPACT_LOG,     4, compact_log)
 
 typedef enum sluice_algo {
 #define SLUICE__ALGO_ENUM(name, val, folder) SLUICE_##name = (val),
@@ -123,11 +126,13 @@ SLUICE_EXTERN unsigned sluice_algo_count(void);
  *   1 <= window_ms <= SLUICE_WINDOW_MAX_MS    (2^40 ms, about 34.8 years)
  *   1 <= cost      <= max                     (else SLUICE_ECOST)
  *   sliding-counter and gcra also need max * window_ms <= 2^53;
- *   gcra takes 0 <= burst <= max (0 means max), and cost <= burst.
+ *   gcra takes 0 <= burst <= max (0 means max), and cost <= burst;
+ *   compact-log needs max <= SLUICE_COMPACT_LOG_MAX (2^20).
  */
 #define SLUICE_MAX_MAX ((uint64_t)9007199254740991ULL)
 #define SLUICE_WINDOW_MAX_MS ((uint64_t)1 << 40)
 #define SLUICE_COUNTER_PRODUCT_MAX ((uint64_t)1 << 53)
+#define SLUICE_COMPACT_LOG_MAX ((uint64_t)1 << 20)
 /* A clock must read at most this (2^53 ms, about 285,000 years). */
 #define SLUICE_NOW_MAX_MS ((uint64_t)1 << 53)
 

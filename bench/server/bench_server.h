@@ -52,9 +52,9 @@
    10,000 keys in batches of CPU_BATCH). */
 #define NCPU_ROWS (3 * BENCH_ALGO_N)
 #define CPU_BATCH 50u
-/* Memory per key: a row per algorithm, 2 more for the sliding log (it is
-   measured at 3 sizes), and a bare counter. */
-#define NMEM_ROWS (BENCH_ALGO_N + 2 + 1)
+/* Memory per key: a row per algorithm, 2 more for each log (sliding and
+   compact: measured at 3 sizes), and a bare counter. */
+#define NMEM_ROWS (BENCH_ALGO_N + 2 * 2 + 1)
 
 /* ---- Keys (util.c) ------------------------------------------------------- */
 

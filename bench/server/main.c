@@ -85,7 +85,7 @@
  * commandstats (N decisions from 1 caller after CONFIG RESETSTAT: EVALSHA's
  * usec_per_call, the commands the script ran, and a bare INCR's, sent N
  * times by hiredis), and the memory of a key (MEMORY USAGE) for each
- * algorithm, the sliding log at 100, 1,000 and 10,000 entries.
+ * algorithm, the logs at 100, 1,000 and 10,000 entries.
  *
  * Benchmarks measure; they never pass or fail. Exit 0 whether a target is
  * met or not (a peer that cannot run is reported, not fatal), 1 if sluice or

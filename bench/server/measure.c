@@ -60,7 +60,8 @@ static int cpu_decide(sluice_store *store, const sluice_limit *limit,
  */
 static int cpu_sluice(report *rp, cpu_row *row, uint64_t *rng)
 {
-    sluice_limit limit = SLUICE_LIMIT(row->algo, ADMIT_MAX, WINDOW_MS);
+    sluice_limit limit = SLUICE_LIMIT(
+        row->algo, bench_max_for(row->algo, ADMIT_MAX), WINDOW_MS);
     const keyset *ids = &rp->keys.ids;
     unsigned n = rp->o.cpu_calls;
     sluice_store *store = NULL;
@@ -201,16 +202,21 @@ static double memory_usage(server *s, const char *key, size_t len)
 
 /*
  * The key of row 'row' (id "bench:mem:ROW") after 'hits' admitted hits of
- * 'algo', into 'out'; its window (an hour for the sliding log, else a
- * minute) lets nothing expire while it is measured.
+ * 'algo', into 'out'; its window (an hour for the logs, else a minute)
+ * lets nothing expire while it is measured.
  */
+/* The logs: a key that keeps an entry per admitted unit. */
+static bool is_log(sluice_algo algo)
+{
+    return algo == SLUICE_SLIDING_LOG || algo == SLUICE_COMPACT_LOG;
+}
+
 static int memory_row(report *rp, sluice_store *store, sluice_algo algo,
                       unsigned hits, int row, mem_row *out)
 {
     /* 10^6 admits every hit here */
     sluice_limit limit = SLUICE_LIMIT(algo, 1000000u,
-                                      algo == SLUICE_SLIDING_LOG ? 3600000u
-                                                                 : 60000u);
+                                      is_log(algo) ? 3600000u : 60000u);
     char id[32], key[96];
     int idlen = snprintf(id, sizeof(id), "bench:mem:%d", row), err = 0;
     size_t klen;
@@ -221,7 +227,7 @@ static int memory_row(report *rp, sluice_store *store, sluice_algo algo,
         err = sluice_hit(&d, store, &limit, id, (size_t)idlen, 1);
     }
     snprintf(out->what, sizeof(out->what), "%s", sluice_algo_name(algo));
-    out->entries = algo == SLUICE_SLIDING_LOG ? hits : 0;
+    out->entries = is_log(algo) ? hits : 0;
     out->bytes = raw_key_build(key, sizeof(key), &klen, id, (size_t)idlen,
                                sluice_algo_name(algo)) < 0
                      ? -1
@@ -230,8 +236,8 @@ static int memory_row(report *rp, sluice_store *store, sluice_algo algo,
 }
 
 /*
- * One key per row: one admitted hit for each algorithm but the sliding log,
- * and 100, 1,000 and 10,000 admitted hits on a sliding log; a bare counter
+ * One key per row: one admitted hit for each algorithm but the logs, and
+ * 100, 1,000 and 10,000 admitted hits on each log; a bare counter
  * (SET, PEXPIRE) as a reference. Key names count too:
  * "sluice:{bench:mem:N}:ALGO".
  */
@@ -245,11 +251,11 @@ static int memory_measure(report *rp, mem_row *rows)
     if ((err = store_open_fresh(rp, &store)) < 0)
         return -1;
     for (int a = 0; a < BENCH_ALGO_N && err == 0; a++) {
-        unsigned n_sizes = a == SLUICE_SLIDING_LOG ? 3 : 1;
+        unsigned n_sizes = is_log((sluice_algo)a) ? 3 : 1;
 
         for (unsigned s = 0; s < n_sizes && err == 0; s++, row++)
             err = memory_row(rp, store, (sluice_algo)a,
-                             a == SLUICE_SLIDING_LOG ? log_entries[s] : 1,
+                             is_log((sluice_algo)a) ? log_entries[s] : 1,
                              row, &rows[row]);
     }
     sluice_store_free(store);

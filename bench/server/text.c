@@ -5,6 +5,8 @@
  */
 #include "bench_server.h"
 
+#include <string.h>
+
 /* ---- Pieces -------------------------------------------------------------- */
 
 /* The columns 's' takes on a terminal: a UTF-8 character is one. */
@@ -330,7 +332,8 @@ static void text_memory(const report *rp)
                    mem[i].entries, mem[i].bytes);
         else
             printf("  %-41s %9.0f bytes", mem[i].what, mem[i].bytes);
-        if (mem[i].entries > 0 && i > 0 && mem[i - 1].entries > 0)
+        if (mem[i].entries > 0 && i > 0 && mem[i - 1].entries > 0 &&
+            strcmp(mem[i].what, mem[i - 1].what) == 0)
             printf("  (%.1f bytes per added entry)",
                    (mem[i].bytes - mem[i - 1].bytes) /
                        (mem[i].entries - mem[i - 1].entries));

@@ -296,7 +296,8 @@ int run_threads(report *rp, bench_case *c, const keyset *ids,
                 size_t why_cap)
 {
     bool lib = c->how == HOW_SLUICE || c->how == HOW_SLUICE_MANY;
-    sluice_limit limit = SLUICE_LIMIT(c->algo, c->max, c->window_ms);
+    sluice_limit limit = SLUICE_LIMIT(c->algo, bench_max_for(c->algo, c->max),
+                                      c->window_ms);
     sluice_store *store = NULL;
     caller *w = calloc(c->threads, sizeof(*w));
     caller proto;

@@ -76,6 +76,20 @@ int sluice_limit_check(const sluice_limit *limit)
     return algo->check != NULL ? algo->check(limit) : SLUICE_OK;
 }
 
+int sluice__product_check(const sluice_limit *limit, const char *name)
+{
+    uint64_t product;
+
+    if (sluice__mul_overflows(limit->max, limit->window_ms, &product) ||
+        product > SLUICE_COUNTER_PRODUCT_MAX)
+        return sluice__error(SLUICE_ERANGE,
+                             "%s needs max x window_ms <= 2^53 "
+                             "(max %llu, window %llu ms)", name,
+                             (unsigned long long)limit->max,
+                             (unsigned long long)limit->window_ms);
+    return SLUICE_OK;
+}
+
 int sluice__request_check(const sluice_limit *limit, uint64_t cost)
 {
     int err = sluice_limit_check(limit);

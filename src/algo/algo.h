@@ -82,4 +82,12 @@ extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
  */
 int sluice__request_check(const sluice_limit *limit, uint64_t cost);
 
+/*
+ * For an algorithm whose figures reach max x window_ms (in units of 1/max
+ * ms, or a count weighted by ms): SLUICE_OK if that product is at most 2^53,
+ * so it stays exact in the Lua mirror's doubles; else SLUICE_ERANGE with a
+ * message naming algorithm 'name'.
+ */
+int sluice__product_check(const sluice_limit *limit, const char *name);
+
 #endif /* SLUICE_ALGO_H */

@@ -191,22 +191,12 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
     group_arg_u64(g, j++, g->nums[2], limit->window_ms);
     g->argv[j] = consume ? "1" : "0";
     g->lens[j++] = 1;
-    g->argv[j] = g->nums[3]; /* "": the server's clock */
-    if (v->caller_clock) {
-        uint64_t t = v->clock_ms(v->clock_payload);
-
-        if (t > SLUICE_NOW_MAX_MS)
-            return sluice__error(SLUICE_ERANGE,
-                                 "the clock reads %llu ms, beyond 2^53",
-                                 (unsigned long long)t);
-        g->lens[j] = sluice__u64_text(g->nums[3], t);
-    }
-    j++;
-    g->argv[j] = g->token;
-    g->lens[j++] = (size_t)snprintf(
-        g->token, sizeof(g->token), "%016llx%llx",
-        (unsigned long long)v->token_seed,
-        (unsigned long long)atomic_fetch_add(&v->token_next, 1));
+    g->argv[j] = g->nums[3];
+    g->argv[j + 1] = g->token;
+    if ((err = sluice__vk_now_token(v, g->nums[3], &g->lens[j], g->token,
+                                    &g->lens[j + 1])) < 0)
+        return err;
+    j += 2;
     for (size_t i = 0; i < n; i++)
         group_arg_u64(g, j++, g->nums[5 + i], reqs[todo[i]].cost);
     group_arg_u64(g, j, g->nums[4],
@@ -562,4 +552,23 @@ int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
                  limit, consume, &q, &only, 1, NULL);
     *out = q.decision;
     return q.err;
+}
+
+int sluice__vk_now_token(vk_store *v, char *now, size_t *now_len, char *token,
+                         size_t *token_len)
+{
+    *now_len = 0; /* "": the server's clock */
+    if (v->caller_clock) {
+        uint64_t t = v->clock_ms(v->clock_payload);
+
+        if (t > SLUICE_NOW_MAX_MS)
+            return sluice__error(SLUICE_ERANGE,
+                                 "the clock reads %llu ms, beyond 2^53",
+                                 (unsigned long long)t);
+        *now_len = sluice__u64_text(now, t);
+    }
+    *token_len = (size_t)snprintf(
+        token, 40, "%016llx%llx", (unsigned long long)v->token_seed,
+        (unsigned long long)atomic_fetch_add(&v->token_next, 1));
+    return SLUICE_OK;
 }

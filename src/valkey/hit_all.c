@@ -66,7 +66,7 @@ static int args_keys(all_args *a, const vk_store *v,
 static int args_rest(all_args *a, vk_store *v, const sluice_limit *limits,
                      size_t n, uint64_t cost, bool consume)
 {
-    int j = 3 + (int)n;
+    int j = 3 + (int)n, err;
 
     a->argv[j] = "";
     a->lens[j++] = 0;
@@ -74,23 +74,12 @@ static int args_rest(all_args *a, vk_store *v, const sluice_limit *limits,
     a->lens[j++] = 0;
     a->argv[j] = consume ? "1" : "0";
     a->lens[j++] = 1;
-    a->argv[j] = a->nums[1]; /* "": the server's clock */
-    a->lens[j] = 0;
-    if (v->caller_clock) {
-        uint64_t t = v->clock_ms(v->clock_payload);
-
-        if (t > SLUICE_NOW_MAX_MS)
-            return sluice__error(SLUICE_ERANGE,
-                                 "the clock reads %llu ms, beyond 2^53",
-                                 (unsigned long long)t);
-        a->lens[j] = sluice__u64_text(a->nums[1], t);
-    }
-    j++;
-    a->argv[j] = a->token;
-    a->lens[j++] = (size_t)snprintf(
-        a->token, sizeof(a->token), "%016llx%llx",
-        (unsigned long long)v->token_seed,
-        (unsigned long long)atomic_fetch_add(&v->token_next, 1));
+    a->argv[j] = a->nums[1];
+    a->argv[j + 1] = a->token;
+    if ((err = sluice__vk_now_token(v, a->nums[1], &a->lens[j], a->token,
+                                    &a->lens[j + 1])) < 0)
+        return err;
+    j += 2;
     arg_u64(a, j++, 2, cost);
     for (size_t i = 0; i < n; i++) {
         arg_u64(a, j++, 3 + 4 * i, (uint64_t)limits[i].algo);

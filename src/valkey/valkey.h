@@ -219,6 +219,16 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
    answer now) or SLUICE_EPROTO, with its message. */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
 
+/*
+ * The two arguments every decision script takes after the limit: 'now'
+ * (empty: the server's clock; with clock=caller, this side's clock as
+ * text) and a token unique to the call (the sliding log's members). Writes
+ * them into 'now' (24 bytes) and 'token' (40 bytes) with their lengths;
+ * SLUICE_ERANGE if the caller's clock reads beyond 2^53.
+ */
+int sluice__vk_now_token(vk_store *v, char *now, size_t *now_len, char *token,
+                         size_t *token_len);
+
 /* Queues request 'e' on 'c'; sluice__vk_conn_await() then sends it, if no
    other caller has, and waits for its reply. */
 void sluice__vk_conn_submit(vk_conn *c, vk_request *e);

@@ -1,10 +1,10 @@
 /*
  * test_valkey_diff.c - the Valkey store against the embedded store.
  *
- * Sliding-counter, sliding-log and gcra are pure functions of (state, now,
- * request), written twice: in C (src/algo/FOLDER/FOLDER.c, run by the
- * embedded store) and in Lua (src/algo/FOLDER/FOLDER.lua, run by a real
- * redis-server). Both stores are opened on one virtual clock (the Valkey
+ * Sliding-counter, sliding-log, gcra and compact-log are pure functions of
+ * (state, now, request), written twice: in C (src/algo/FOLDER/FOLDER.c,
+ * run by the embedded store) and in Lua (src/algo/FOLDER/FOLDER.lua, run
+ * by a real redis-server). Both stores are opened on one virtual clock (the Valkey
  * store with ?clock=caller), and a seeded random trace of hits, peeks and
  * resets over about thirty keys goes to both; every decision must be
  * identical in every field. The traces cover gaps of 0, of exactly a window
@@ -205,7 +205,8 @@ static const limit_cfg *pick_cfg(const diff_run *run, int k)
            hit) runs out, and this test removes TTLs. */
         const limit_cfg *other = &run->cfgs[rng_next() % (uint64_t)run->ncfg];
 
-        if (run->algo != SLUICE_SLIDING_LOG ||
+        if ((run->algo != SLUICE_SLIDING_LOG &&
+             run->algo != SLUICE_COMPACT_LOG) ||
             other->window_ms == cfg->window_ms)
             cfg = other;
     }
@@ -222,8 +223,9 @@ static uint64_t pick_cost(const diff_state *ds, const diff_req *q)
 
     if (rng_pct(1)) /* an invalid request: both refuse it alike */
         cost = rng_pct(50) || max == SLUICE_MAX_MAX ? 0 : max + 1;
-    if (ds->run->algo == SLUICE_SLIDING_LOG && cost > LOG_ADMIT_COST_CAP &&
-        cost <= max) {
+    if ((ds->run->algo == SLUICE_SLIDING_LOG ||
+         ds->run->algo == SLUICE_COMPACT_LOG) &&
+        cost > LOG_ADMIT_COST_CAP && cost <= max) {
         sluice_decision probe;
 
         if (sluice_peek(&probe, ds->mem, &q->limit, q->key, q->klen, cost) ==
@@ -423,6 +425,12 @@ static void run_unnamed(const diff_run *runs, size_t nruns,
     }
 }
 
+/* Near the compact log's bound: max 2^20. */
+static const limit_cfg compact_big[] = {
+    {1048576, 1000}, {1048576, 1}, {1048576, 1099511627776ULL},
+    {1048575, 60000},
+};
+
 static void test_differential(uint64_t seed)
 {
     /* Several limits side by side, keys spread over them. */
@@ -478,8 +486,13 @@ static void test_differential(uint64_t seed)
          COSTS_ANY},
         {"gcra/big@2^53", SLUICE_GCRA, counter_big, 6, 30, 500, near_top,
          COSTS_ANY},
+        {"compact/mixed", SLUICE_COMPACT_LOG, mixed, 10, 30, 3000, epoch,
+         COSTS_SMALL},
+        {"compact/big", SLUICE_COMPACT_LOG, compact_big, 4, 30, 1000, epoch,
+         COSTS_HUGE_REFUSED},
+        {"compact/@2^53", SLUICE_COMPACT_LOG, mixed, 10, 30, 800, near_top,
+         COSTS_SMALL},
     };
-
     const size_t nruns = sizeof(runs) / sizeof(runs[0]);
 
     for (size_t i = 0; i < nruns; i++)

@@ -165,10 +165,12 @@ static void test_counter_values(void)
 
 /* ---- Sliding log --------------------------------------------------------- */
 
-static void test_log_values(void)
+/* The sliding log's figures, which compact-log must answer too, field for
+   field (test_compact_log holds the two to each other on random traces). */
+static void test_log_values(sluice_algo algo)
 {
     fixture fx;
-    sluice_limit l = limit_of(SLUICE_SLIDING_LOG, 3, 100);
+    sluice_limit l = limit_of(algo, 3, 100);
 
     fx_open(&fx, 1000);
     EXPECT(HIT(&fx, &l, "l", 1), &l, 1, 2, 0, 100);
@@ -193,7 +195,7 @@ static void test_log_values(void)
     EXPECT(HIT(&fx, &l, "l", 3), &l, 1, 0, 0, 100);
 
     /* Several entries at one instant leave together; cost counts units. */
-    l = limit_of(SLUICE_SLIDING_LOG, 5, 10);
+    l = limit_of(algo, 5, 10);
     fx_at(&fx, 2000);
     EXPECT(HIT(&fx, &l, "u", 2), &l, 1, 3, 0, 10);
     EXPECT(HIT(&fx, &l, "u", 2), &l, 1, 1, 0, 10);
@@ -206,7 +208,7 @@ static void test_log_values(void)
     EXPECT(HIT(&fx, &l, "u", 4), &l, 1, 0, 0, 10);
 
     /* window 1 ms and max 1. */
-    l = limit_of(SLUICE_SLIDING_LOG, 1, 1);
+    l = limit_of(algo, 1, 1);
     fx_at(&fx, 3000);
     EXPECT(HIT(&fx, &l, "w1", 1), &l, 1, 0, 0, 1);
     EXPECT(HIT(&fx, &l, "w1", 1), &l, 0, 0, 1, 1);
@@ -287,7 +289,8 @@ int main(void)
 {
     test_fixed_window();
     test_counter_values();
-    test_log_values();
+    test_log_values(SLUICE_SLIDING_LOG);
+    test_log_values(SLUICE_COMPACT_LOG);
     test_clock_backwards();
     return test_summary("test_algo_values");
 }

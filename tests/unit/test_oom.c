@@ -271,8 +271,8 @@ static void at(uint64_t now_ms)
 
 /*
  * The small scenario's limits, 100 ms windows: one per algorithm, max 10,
- * or 1000 for the sliding log, whose ring the scenario grows; and a log of
- * one-second windows that grows to 64 runs.
+ * or 1000 for the sliding and compact logs, whose rings the scenario
+ * grows; and a log of one-second windows that grows to 64 runs.
  */
 static sluice_limit small[TEST_ALGO_N], big;
 
@@ -282,6 +282,32 @@ static size_t small_key(char *key, size_t cap, int i)
     size_t n = (size_t)snprintf(key, cap, "k%c%d", 0, i);
 
     return i == 0 ? 0 : n;
+}
+
+/*
+ * The compact log's ring: grows 8, 16, 32 (a cost of 9 at once), empties
+ * (freed) and grows again; then a ring of 256 that mostly empties, so it
+ * halves.
+ */
+static void compact_requests(void)
+{
+    const sluice_limit *c = &small[SLUICE_COMPACT_LOG];
+
+    for (uint64_t t = 3000; t <= 3012; t++) {
+        at(t);
+        hit(c, "C", 1, 1 + t % 3);
+    }
+    hit(c, "C", 1, 9);
+    peek(c, "C", 1, 3);
+    at(3500);
+    hit(c, "C", 1, 2);
+    hit(c, "C", 1, 1);
+    at(3600);
+    hit(c, "C2", 2, 200);
+    at(3650);
+    hit(c, "C2", 2, 1);
+    at(3700); /* 200 units leave: 1 of 256 live */
+    hit(c, "C2", 2, 1);
 }
 
 /* The scenario's requests: every allocation the library makes. */
@@ -322,6 +348,7 @@ static void small_requests(void)
     hit(&big, "S", 1, 1);
     at(2534);
     hit(&big, "S", 1, 1);
+    compact_requests();
 }
 
 /* Both stores agree on every key; forget them all: the store must then
@@ -347,6 +374,10 @@ static void small_forget(const sluice_store_stats *empty)
     agree(&big, "S", 1);
     reset(&small[SLUICE_SLIDING_LOG], "L", 1);
     reset(&big, "S", 1);
+    agree(&small[SLUICE_COMPACT_LOG], "C", 1);
+    agree(&small[SLUICE_COMPACT_LOG], "C2", 2);
+    reset(&small[SLUICE_COMPACT_LOG], "C", 1);
+    reset(&small[SLUICE_COMPACT_LOG], "C2", 2);
     CHECK_OK(sluice_store_stats_get(&st, store));
     CHECK_EQ_U64(st.keys, 0);
     CHECK_EQ_U64(st.bytes, empty->bytes);
@@ -364,7 +395,9 @@ static void small_scenario(void)
 
     for (int a = 0; a < TEST_ALGO_N; a++)
         small[a] = limit_of((sluice_algo)a,
-                            a == SLUICE_SLIDING_LOG ? 1000 : 10, 100);
+                            a == SLUICE_SLIDING_LOG ||
+                                    a == SLUICE_COMPACT_LOG ? 1000 : 10,
+                            100);
     big = limit_of(SLUICE_SLIDING_LOG, 1000, 1000);
     if (!world_open(0, 1))
         return;

@@ -53,15 +53,8 @@ typedef struct gcra_state {
 /* Every figure, up to max x window, must stay exact in a double. */
 static int gcra_check(const sluice_limit *limit)
 {
-    uint64_t product;
-
-    if (sluice__mul_overflows(limit->max, limit->window_ms, &product) ||
-        product > SLUICE_COUNTER_PRODUCT_MAX)
-        return sluice__error(SLUICE_ERANGE,
-                             "gcra needs max x window_ms <= 2^53 "
-                             "(max %llu, window %llu ms)",
-                             (unsigned long long)limit->max,
-                             (unsigned long long)limit->window_ms);
+    if (sluice__product_check(limit, "gcra") < 0)
+        return SLUICE_ERANGE;
     if (limit->burst > limit->max)
         return sluice__error(SLUICE_ERANGE,
                              "gcra's burst %llu is out of range 1..max (%llu; "

@@ -40,16 +40,7 @@ typedef struct counter_state {
 /* Every product prev x r <= max x window must stay exact in a double. */
 static int counter_check(const sluice_limit *limit)
 {
-    uint64_t product;
-
-    if (sluice__mul_overflows(limit->max, limit->window_ms, &product) ||
-        product > SLUICE_COUNTER_PRODUCT_MAX)
-        return sluice__error(SLUICE_ERANGE,
-                             "sliding-counter needs max x window_ms <= 2^53 "
-                             "(max %llu, window %llu ms)",
-                             (unsigned long long)limit->max,
-                             (unsigned long long)limit->window_ms);
-    return SLUICE_OK;
+    return sluice__product_check(limit, "sliding-counter");
 }
 
 static void counter_init(void *state)
