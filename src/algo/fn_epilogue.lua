@@ -11,7 +11,8 @@ FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW_MS]]]
   scripts answer. Bounds as sluice_limit_check(): 1 <= MAX <= 2^53 - 1,
   1 <= WINDOW_MS <= 2^40, 1 <= COST <= MAX; BURST (0: MAX) only for an
   algorithm with one, <= MAX, and COST <= BURST; MAX x WINDOW_MS <= 2^53
-  where the algorithm needs it. The clock is the server's (TIME), as the
+  where the algorithm needs it, and each algorithm's own bounds (its
+  fn_check.lua). The clock is the server's (TIME), as the
   scripts read it by default; NOW_MS (0..2^53) is the caller's instead, as
   a store opened with ?clock=caller sends it (the fixed window always runs
   on the server's expiry clock, and ignores it).
@@ -19,8 +20,7 @@ FCALL sluice_reset 1 KEY
   forgets the limit's key (DEL): answers 1 if it was there, else 0.
 FCALL sluice_version 0
   answers the library's version, e.g. "0.1.0+3f2a9c0d11e4". ]=]
-local MAX_MAX, WINDOW_MAX, PRODUCT_MAX = 9007199254740991, 1099511627776,
-                                         9007199254740992
+local MAX_MAX, WINDOW_MAX = 9007199254740991, 1099511627776
 local by_name = {}
 -- (Only the redis object is there while the library loads: no ipairs.)
 for i = 1, #algos do by_name[algos[i].name] = algos[i] end
@@ -51,7 +51,6 @@ local function token_next()
   calls = calls + 1
   return 'fn' .. t[1] .. '.' .. t[2] .. '.' .. calls
 end
-local function str(n) return string.format('%.0f', n) end
 
 -- Checks FCALL's keys and arguments; answers the algorithm and the
 -- script's ARGV for one request.
@@ -75,10 +74,8 @@ local function request(fn, keys, args, consume)
   if burst ~= 0 and not a.has_burst then
     fail('%s has no burst (burst %s; only 0 is taken)', a.name, args[5])
   end
-  if a.product and max * w > PRODUCT_MAX then
-    fail('%s needs max x window_ms <= 2^53 (max %s, window %s ms)', a.name,
-         args[2], args[3])
-  end
+  local why = a.check(max, w, burst)
+  if why then fail('%s', why) end
   if burst > max then fail('%s\'s burst %s is out of range 1..max (%s; 0 means max)',
                            a.name, args[5], args[2]) end
   check_range(cost, 1, MAX_MAX, 'cost')
@@ -92,7 +89,7 @@ local function request(fn, keys, args, consume)
   local now = ''
   if args[6] and args[6] ~= '' then
     local n = whole(args[6], 'now_ms')
-    check_range(n, 0, PRODUCT_MAX, 'now_ms')
+    check_range(n, 0, P53, 'now_ms')
     now = str(n)
   end
   local argv = {str(max), str(w), consume, now, token_next(), str(cost)}

@@ -456,9 +456,10 @@ static void test_bad_arguments(void)
 }
 
 /*
- * For every algorithm, the library takes a burst, and max x window_ms
- * above 2^53, exactly where sluice_limit_check() does (the library learns
- * both from the algorithm's NAME.c when it is built).
+ * For every algorithm, the library refuses a limit exactly where
+ * sluice_limit_check() does: a burst (has_burst, read from NAME.c when it
+ * is built), and the algorithm's own bounds (its fn_check.lua beside its C
+ * check()), at their edges.
  */
 static void test_bounds_agree(void)
 {
@@ -466,7 +467,10 @@ static void test_bounds_agree(void)
         {10, 1000, 0}, {10, 1000, 3}, {10, 1000, 11},
         {9007199254740991ULL, 1000, 0}, {8796093022208ULL, 1024, 0},
         {8796093022209ULL, 1024, 0}, {1, 1099511627776ULL, 0},
-        {1, 1099511627777ULL, 0}};
+        {1, 1099511627777ULL, 0},
+        /* 2^53 / 3 and one more: max x 3 rounds to 2^53 in a double. */
+        {3002399751580330ULL, 3, 0}, {3002399751580331ULL, 3, 0},
+        {1048576, 1000, 0}, {1048577, 1000, 0}};
 
     for (unsigned a = 0; a < sluice_algo_count(); a++) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
