@@ -42,14 +42,20 @@ local function check_range(n, lo, hi, what)
   end
 end
 
--- A token no other call on this server shares: its time (TIME) and a count
--- of this library's calls since it was loaded. "fn" keeps it apart from the
--- stores' tokens (hex digits only).
+-- The call's clock and token, from one TIME: the clock in ms as
+-- prelude.lua reads it ('now', when the caller gave none), and a token no
+-- other call on this server shares, the server's time in us and a count of
+-- this library's calls since it was loaded ("fn" keeps it apart from the
+-- stores' tokens, hex digits only). One TIME, not the script's own second
+-- one: a command from Lua costs the server about as much as the checks.
 local calls = 0
-local function token_next()
+local function clock_token(now)
   local t = redis.call('TIME')
   calls = calls + 1
-  return 'fn' .. t[1] .. '.' .. t[2] .. '.' .. calls
+  if now == '' then
+    now = str(tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  end
+  return now, 'fn' .. t[1] .. '.' .. t[2] .. '.' .. calls
 end
 
 -- Checks FCALL's keys and arguments; answers the algorithm and the
@@ -83,16 +89,16 @@ local function request(fn, keys, args, consume)
   if burst ~= 0 and cost > burst then
     fail('cost %s exceeds burst %s: it can never be admitted', args[4], args[5])
   end
-  -- ARGV as the script store sends it (prelude.lua): the server's clock,
-  -- and a token no other call on this server shares (the sliding log's
-  -- members): the server's time and a count of this library's calls.
+  -- ARGV as the script store sends it (prelude.lua).
   local now = ''
   if args[6] and args[6] ~= '' then
     local n = whole(args[6], 'now_ms')
     check_range(n, 0, P53, 'now_ms')
     now = str(n)
   end
-  local argv = {str(max), str(w), consume, now, token_next(), str(cost)}
+  local token
+  now, token = clock_token(now)
+  local argv = {str(max), str(w), consume, now, token, str(cost)}
   if burst ~= 0 then argv[7] = str(burst) end
   return a, argv
 end

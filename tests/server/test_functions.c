@@ -417,6 +417,28 @@ static void test_mixing(void)
     test_context(NULL);
     sluice_store_free(vk);
     printf("  mixing: FCALL and sluice_hit() spend one budget\n");
+    {
+        /* Without NOW_MS, the clock is the server's TIME, in ms: a sliding
+           log's member is scored with it. */
+        const char *args[] = {"sliding-log", "5", "60000"};
+        redisReply *r = fcall("sluice_hit", "clock", 3, args), *t, *z;
+
+        if (r != NULL)
+            freeReplyObject(r);
+        t = rs_cmd(&server, "TIME");
+        z = rs_cmd(&server, "ZRANGE clock 0 -1 WITHSCORES");
+        if (CHECK(t != NULL && z != NULL && z->elements == 2)) {
+            long long now = atoll(t->element[0]->str) * 1000 +
+                            atoll(t->element[1]->str) / 1000;
+            long long at = atoll(z->element[1]->str);
+
+            CHECK(at <= now && now - at < 5000);
+        }
+        if (t != NULL)
+            freeReplyObject(t);
+        if (z != NULL)
+            freeReplyObject(z);
+    }
 }
 
 /* ---- Bad arguments, and the bounds ------------------------------------------ */
