@@ -390,11 +390,13 @@ int cli_replay(int argc, char **argv);
 int cli_demo(int argc, char **argv);
 int cli_queue(int argc, char **argv);
 int cli_work(int argc, char **argv);
+int cli_functions(int argc, char **argv);
 
 extern const char cli_replay_help[];
 extern const char cli_demo_help[];
 extern const char cli_queue_help[];
 extern const char cli_work_help[];
+extern const char cli_functions_help[];
 
 /*
  * 'sluice demo chat --store URL' (demo_chat.c): the chat game on the job

@@ -41,6 +41,8 @@ static const char main_help[] =
     "  demo         show, on one screen, how the @ALGO_COUNT@ algorithms "
     "differ;\n"
     "               'demo chat --store URL': the job queue in a chat game\n"
+    "  functions    print the Functions library (Redis 7+, Valkey: FCALL\n"
+    "               sluice_hit ...), or load it with --load --store URL\n"
     "  help [CMD]   show this help, or a command's\n"
     "\n"
     "A KEY or QUEUE may hold any bytes, but not none: every command refuses\n"
@@ -344,6 +346,7 @@ static const struct command {
     {"queue", cli_queue, cli_queue_help},
     {"work", cli_work, cli_work_help},
     {"demo", cli_demo, cli_demo_help},
+    {"functions", cli_functions, cli_functions_help},
     {"help", cmd_help, main_help},
 };
 
@@ -388,7 +391,7 @@ int main(int argc, char **argv)
 
     if (argc < 2)
         return cli_usage_error(NULL, "no command given (try hit, peek, "
-                               "reset, ttl, replay, queue, work or demo)");
+                               "reset, ttl, replay, queue, work, demo or functions)");
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         cli_help_print(main_help);
         return CLI_EXIT_OK;

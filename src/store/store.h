@@ -80,6 +80,11 @@ typedef struct sluice__server_ops {
     int (*command)(void *impl, const char *key, size_t key_len, int argc,
                    const char **argv, const size_t *lens,
                    struct redisReply **out);
+    /* Runs one command that names no key on every primary (the server, or
+       each master of the cluster's map, read afresh), into '*done' of
+       them; stops at the first that fails, naming it. */
+    int (*command_primaries)(void *impl, int argc, const char **argv,
+                             const size_t *lens, size_t *done);
     /* A connection of its own to the server (a cluster's first node),
        subscribed to 'channel' (its confirmation read). */
     int (*subscribe)(void *impl, const char *channel, sluice__sub **out);

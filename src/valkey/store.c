@@ -138,9 +138,70 @@ static int vk_command(void *impl, const char *key, size_t key_len, int argc,
     return sluice__vk_call(impl, key, key_len, NULL, argc, argv, lens, out);
 }
 
+/* Sends one command to 'n'; an error reply is an error naming 'n'. */
+static int node_command(vk_store *v, vk_node *n, int argc, const char **argv,
+                        const size_t *lens)
+{
+    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
+    redisReply *r = NULL;
+    int err = sluice__vk_node_send(v, n, false, deadline, NULL, argc, argv,
+                                   lens, &r);
+
+    if (err == 0 && r->type == REDIS_REPLY_ERROR)
+        err = sluice__vk_reply_error(n, r, argv[0]);
+    if (r != NULL)
+        freeReplyObject(r);
+    return err;
+}
+
+/*
+ * The server interface's command_primaries (store.h): a cluster's masters
+ * are the nodes its map, read afresh, names for some slot. Nodes are only
+ * ever added to v->nodes, never freed before the store, so the pointers
+ * taken under the lock stay good after it.
+ */
+static int vk_command_primaries(void *impl, int argc, const char **argv,
+                                const size_t *lens, size_t *done)
+{
+    vk_store *v = impl;
+    vk_node **todo;
+    size_t n = 0;
+    int err;
+
+    *done = 0;
+    if (!v->cluster) {
+        redisReply *r = NULL;
+
+        if ((err = sluice__vk_call(v, "", 0, NULL, argc, argv, lens, &r)) < 0)
+            return err;
+        freeReplyObject(r);
+        *done = 1;
+        return SLUICE_OK;
+    }
+    if ((err = sluice__vk_map_refresh(v, true)) < 0)
+        return err;
+    pthread_rwlock_rdlock(&v->map_lock);
+    todo = calloc(v->nnodes + 1, sizeof(*todo));
+    for (size_t i = 0; todo != NULL && i < v->nnodes; i++)
+        for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+            if (v->slots[s] == (int32_t)i) {
+                todo[n++] = v->nodes[i];
+                break;
+            }
+    pthread_rwlock_unlock(&v->map_lock);
+    if (todo == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for the node list");
+    for (size_t i = 0; i < n && err == 0; i++)
+        if ((err = node_command(v, todo[i], argc, argv, lens)) == 0)
+            (*done)++;
+    free(todo);
+    return err;
+}
+
 static const sluice__server_ops vk_server_ops = {
     .eval = vk_eval,
     .command = vk_command,
+    .command_primaries = vk_command_primaries,
     .subscribe = sluice__vk_subscribe,
     .sub_next = sluice__vk_sub_next,
     .sub_free = sluice__vk_sub_free,

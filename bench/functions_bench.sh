@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+#
+# functions_bench.sh - what one decision costs the server: FCALL sluice_hit
+# (the Functions library) beside EVALSHA (the server store's script, sent
+# by 'sluice replay') and a bare INCR, each as INFO commandstats'
+# usec_per_call (the server's own time per call, Lua and the commands it
+# runs included), on a private redis-server. One run; it never fails on a
+# figure.
+#
+# Usage: bench/functions_bench.sh [PATH-TO-SLUICE] (default
+# build-rel/cli/sluice); N=100000 calls per case, on 1000 keys, a limit of
+# 100 per second.
+
+set -eu
+
+SLUICE=${1:-build-rel/cli/sluice}
+N=${N:-100000}
+port=$((26000 + $$ % 2000))
+tmp=$(mktemp -d)
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$tmp" --daemonize no >"$tmp/log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 100); do
+    redis-cli -p "$port" PING >/dev/null 2>&1 && break
+    sleep 0.05
+done
+store="valkey://127.0.0.1:$port"
+rcli() { redis-cli -p "$port" "$@"; }
+# usec NAME: usec_per_call of the command NAME since the last RESETSTAT.
+usec() {
+    rcli INFO commandstats | tr -d '\r' |
+        sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p"
+}
+calls() {
+    rcli INFO commandstats | tr -d '\r' |
+        sed -n "s/^cmdstat_$1:calls=\([0-9]*\),.*/\1/p"
+}
+
+"$SLUICE" functions --load --store "$store" >/dev/null
+echo "$(redis-server --version | cut -d' ' -f1-3), N=$N per case, 1000 keys, 100 per 1s"
+printf '%-16s %14s %14s\n' algorithm "FCALL us/call" "EVALSHA us/call"
+for algo in $("$SLUICE" functions | sed -n "s/^algos\[#algos + 1\] = {name = '\([a-z-]*\)'.*/\1/p"); do
+    rcli FLUSHALL >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 FCALL sluice_hit 1 \
+        "sluice:{k__rand_int__}:$algo" "$algo" 100 1000 >/dev/null
+    f=$(usec fcall)
+    fc=$(calls fcall)
+    rcli FLUSHALL >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    awk -v n="$N" 'BEGIN { srand(1); for (i = 0; i < n; i++)
+                           printf "0 k%d\n", int(rand() * 1000) }' |
+        "$SLUICE" replay --algo "$algo" --max 100 --window 1s \
+            --store "$store" >/dev/null || true
+    e=$(usec evalsha)
+    printf '%-16s %14s %14s   (%s FCALL, %s EVALSHA calls)\n' "$algo" "$f" "$e" \
+        "$fc" "$(calls evalsha)"
+done
+rcli CONFIG RESETSTAT >/dev/null
+redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 -t incr >/dev/null
+printf '%-16s %14s\n' "INCR (bare)" "$(usec incr)"
