@@ -452,11 +452,10 @@ SLUICE_EXTERN int sluice_reset(sluice_store *store, const sluice_limit *limit,
  * cache (refused_cache): every call asks the server. When the server cannot
  * answer, the failure policy (on_error) answers for the whole, as for
  * sluice_hit(): admitted or refused, with 'fallback' saying so. The embedded
- * store can fail with SLUICE_ENOMEM halfway through counting (a sliding log
- * growing, unless it is the first limit): the one case where a limit may
- * have counted a request that another did not. It copies an id of more than
- * 248 bytes to the heap for the call, which may fail too (SLUICE_ENOMEM,
- * nothing done), even for sluice_reset_all().
+ * store makes room in every limit (a log that must grow) before it counts in
+ * any, so an SLUICE_ENOMEM counts nowhere either. It copies an id of more
+ * than 248 bytes to the heap for the call, which may fail too
+ * (SLUICE_ENOMEM, nothing done), even for sluice_reset_all().
  */
 SLUICE_EXTERN int sluice_hit_all(sluice_decision *out, sluice_decision *each,
                                  sluice_store *store,

@@ -101,6 +101,12 @@ typedef struct sluice__algo {
     uint64_t (*idle_at)(const void *state, const sluice_limit *limit);
     size_t (*bytes)(const void *state);
     void (*release)(void *state);
+    /* Where decide() allocates: makes room so that a decide() with the
+       same arguments and 'consume' that admits cannot fail for memory, and
+       changes no decision (sluice_hit_all() reserves every limit before it
+       counts in any). NULL where decide() never allocates. */
+    int (*reserve)(void *state, const sluice_limit *limit, uint64_t now_ms,
+                   uint64_t cost);
     /* Its lock-free form (above), or NULL: the store always locks. */
     const sluice__word_ops *word;
 } sluice__algo;

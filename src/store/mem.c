@@ -512,8 +512,29 @@ static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
     return SLUICE_OK;
 }
 
+/* Makes room in 'e' (held) for a count, at the time decide_held() uses. */
+static int held_reserve(shard *sh, entry *e, const sluice_limit *limit,
+                        uint64_t now_ms, uint64_t cost)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    uint64_t t = atomic_load(&e->last_ms);
+    size_t before;
+    int err;
+
+    if (algo->reserve == NULL)
+        return SLUICE_OK;
+    word_take(e);
+    before = algo->bytes(entry_state(e));
+    err = algo->reserve(entry_state(e), limit, t < now_ms ? now_ms : t, cost);
+    sh->bytes += algo->bytes(entry_state(e));
+    sh->bytes -= before;
+    word_put(e);
+    return err;
+}
+
 /* With its shard held, entry ('hash', 'limit', 'key'): PEEK decides (fresh
-   if none), MAKE makes one (EFULL at the cap), HIT counts, DROP removes. */
+   if none), MAKE makes one (EFULL at the cap), RESERVE makes room to
+   count, HIT counts, DROP removes. */
 int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
                      const char *key, size_t len, uint64_t now_ms,
                      uint64_t cost, sluice__held mode, sluice_decision *out)
@@ -529,6 +550,8 @@ int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
         return decide_fresh(limit, now_ms, cost, out);
     if (*link == NULL && mode == SLUICE__HELD_MAKE)
         return held_make(m, sh, link, hash, limit, key, len, now_ms);
+    if (*link != NULL && mode == SLUICE__HELD_RESERVE)
+        return held_reserve(sh, *link, limit, now_ms, cost);
     if (mode != SLUICE__HELD_PEEK && mode != SLUICE__HELD_HIT)
         return SLUICE_OK;
     word_take(*link);

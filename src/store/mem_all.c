@@ -12,8 +12,10 @@
  *   1. a hit makes the entries that do not exist yet (fresh states, under
  *      the key cap: a store too full fails here, before anything counts);
  *   2. every limit is decided without counting (a peek);
- *   3. only if every one admits, a hit counts on every one, which then
- *      admits as its peek did (nothing changed in between).
+ *   3. only if every one admits, room is made in every one (a log that
+ *      must grow allocates here, so an ENOMEM counts nowhere), and then a
+ *      hit counts on every one, which admits as its peek did (nothing
+ *      changed in between) and cannot fail.
  * A refusal thus counts nowhere, and no other call sees the request half
  * counted. An entry made in step 1 for a request then refused stays fresh,
  * and is swept as any idle entry is.
@@ -105,6 +107,12 @@ static int decide_held_all(void *impl, const all_keys *k,
                    &each[i]);
         pass = pass && each[i].allowed;
     }
+    /* Room first, in every limit, so that counting cannot fail half way
+       (a sliding log growing): an ENOMEM here counts nowhere. */
+    for (size_t i = 0; i < n && err == 0 && pass && how == SLUICE__ALL_HIT;
+         i++)
+        err = held(impl, k, limits, i, now_ms, cost, SLUICE__HELD_RESERVE,
+                   NULL);
     for (size_t i = 0; i < n && err == 0 && pass && how == SLUICE__ALL_HIT;
          i++)
         err = held(impl, k, limits, i, now_ms, cost, SLUICE__HELD_HIT,

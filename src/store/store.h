@@ -135,7 +135,8 @@ typedef enum sluice__held {
     SLUICE__HELD_PEEK, /* decide, count nothing */
     SLUICE__HELD_HIT,  /* decide and count */
     SLUICE__HELD_DROP, /* forget */
-    SLUICE__HELD_MAKE  /* make it if there is none */
+    SLUICE__HELD_MAKE, /* make it if there is none */
+    SLUICE__HELD_RESERVE /* make room to count (algo.h's reserve()) */
 } sluice__held;
 uint64_t sluice__mem_all_hash(void *impl, sluice_algo algo, const char *key,
                               size_t len);

@@ -190,8 +190,8 @@ static void reset(const sluice_limit *l, const char *key, size_t len)
 /*
  * sluice_hit_all() over limits[0..n) that may fail: SLUICE_OK (the shadow
  * then decides alike) or SLUICE_ENOMEM, after which both stores still agree
- * on every limit: with the sliding log (the one algorithm whose hit
- * allocates) first, a failure comes before anything is counted.
+ * on every limit, wherever the logs (whose hits allocate) stand among
+ * them: room is made in every limit before any counts.
  */
 static void hit_all(const sluice_limit *l, size_t n, const char *key,
                     size_t len)
@@ -419,9 +419,25 @@ static void small_scenario(void)
         char key[400];
         int rc;
 
+        /* The logs last too: room is made in every limit before any
+           counts, so a failure still counts nowhere. */
+        sluice_limit last[3] = {small[SLUICE_FIXED],
+                                small[SLUICE_SLIDING_COUNTER], big};
+        sluice_limit last_c[3] = {small[SLUICE_GCRA], big,
+                                  limit_of(SLUICE_COMPACT_LOG, 1000, 1000)};
+
         memset(key, 'h', sizeof(key));
         for (int i = 0; i < 3; i++)
             hit_all(all, 3, key, i == 1 ? 2 : sizeof(key));
+        for (int i = 0; i < 3; i++) {
+            at(6000 + (uint64_t)i); /* a new instant: the logs grow */
+            hit_all(last, 3, "last", 4);
+            hit_all(last_c, 3, "last", 4);
+        }
+        CHECK_OK(sluice_reset_all(store, last, 3, "last", 4));
+        CHECK_OK(sluice_reset_all(store, last_c, 3, "last", 4));
+        CHECK_OK(sluice_reset_all(shadow, last, 3, "last", 4));
+        CHECK_OK(sluice_reset_all(shadow, last_c, 3, "last", 4));
         /* A short id's reset needs no memory; a long one's key is copied
            to the heap, so it may fail, forgetting nothing, and is done
            again. */

@@ -136,6 +136,12 @@ static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
         s->head = (s->head + gone) & (s->cap - 1);
         s->len -= gone;
     }
+}
+
+/* Gives back what the ring no longer needs (after the decision has
+   appended): all of it when empty, half when an eighth full. */
+static void clog_settle(clog_state *s)
+{
     if (s->len == 0 && s->t != NULL) {
         free(s->t);
         clog_init(s);
@@ -189,8 +195,10 @@ static int clog_decide(void *state, const sluice_limit *limit,
         out->retry_after_ms = 0;
         used = s->len + cost;
         out->reset_after_ms = w; /* the new units' life */
-        if (consume && (err = clog_append(s, now_ms, cost)) < 0)
+        if (consume && (err = clog_append(s, now_ms, cost)) < 0) {
+            clog_settle(s);
             return err;
+        }
     } else {
         /* The (len + cost - max)'th oldest unit is the last that must
            leave; len + cost > max >= cost, so it is a live one. */
@@ -202,7 +210,29 @@ static int clog_decide(void *state, const sluice_limit *limit,
         out->reset_after_ms = clog_at(s, s->len - 1) + w - now_ms;
     }
     out->remaining = used >= limit->max ? 0 : limit->max - used;
+    clog_settle(s);
     return SLUICE_OK;
+}
+
+/*
+ * Makes room, so that a hit of 'cost' at 'now' that is admitted cannot fail
+ * for memory (sluice_hit_all() reserves every limit before counting in
+ * any). Changes no decision.
+ */
+static int clog_reserve(void *state, const sluice_limit *limit,
+                        uint64_t now_ms, uint64_t cost)
+{
+    clog_state *s = state;
+    uint32_t need, cap;
+
+    clog_trim(s, limit->window_ms, now_ms);
+    if (s->len + cost > limit->max)
+        return SLUICE_OK; /* refused: nothing will be appended */
+    need = s->len + (uint32_t)cost;
+    cap = s->cap == 0 ? CLOG_MIN_CAP : s->cap;
+    while (cap < need)
+        cap *= 2;
+    return cap == s->cap ? SLUICE_OK : clog_resize(s, cap);
 }
 
 static uint64_t clog_idle_at(const void *state, const sluice_limit *limit)
@@ -242,4 +272,5 @@ const sluice__algo sluice__algo_compact_log = {
     .idle_at = clog_idle_at,
     .bytes = clog_bytes,
     .release = clog_release,
+    .reserve = clog_reserve,
 };

@@ -67,7 +67,8 @@ static int log_resize(log_state *s, uint32_t cap)
     return SLUICE_OK;
 }
 
-/* Drops the runs that have left the span: t + window <= now. */
+/* Drops the runs that have left the span: t + window <= now. Frees
+   nothing (log_settle() does, once the decision has appended). */
 static void log_trim(log_state *s, uint64_t window_ms, uint64_t now_ms)
 {
     while (s->len > 0) {
@@ -79,6 +80,12 @@ static void log_trim(log_state *s, uint64_t window_ms, uint64_t now_ms)
         s->head = (s->head + 1) & (s->cap - 1);
         s->len--;
     }
+}
+
+/* Gives back what the runs no longer need: all of it when none is left, half
+   when they fill an eighth. */
+static void log_settle(log_state *s)
+{
     if (s->len == 0 && s->runs != NULL) {
         free(s->runs);
         log_init(s);
@@ -144,10 +151,9 @@ static int log_decide(void *state, const sluice_limit *limit, uint64_t now_ms,
         out->retry_after_ms = 0;
         used = s->total + cost;
         out->reset_after_ms = limit->window_ms; /* the new entries' life */
-        if (consume) {
-            err = log_append(s, now_ms, cost);
-            if (err < 0)
-                return err;
+        if (consume && (err = log_append(s, now_ms, cost)) < 0) {
+            log_settle(s);
+            return err;
         }
     } else {
         out->allowed = 0;
@@ -158,7 +164,29 @@ static int log_decide(void *state, const sluice_limit *limit, uint64_t now_ms,
                               now_ms;
     }
     out->remaining = used >= limit->max ? 0 : limit->max - used;
+    log_settle(s);
     return SLUICE_OK;
+}
+
+/*
+ * Makes room, so that a hit of 'cost' at 'now' that is admitted cannot fail
+ * for memory (sluice_hit_all() reserves every limit before counting in
+ * any). Changes no decision.
+ */
+static int log_reserve(void *state, const sluice_limit *limit,
+                       uint64_t now_ms, uint64_t cost)
+{
+    log_state *s = state;
+
+    log_trim(s, limit->window_ms, now_ms);
+    if (s->total + cost > limit->max || /* refused: nothing appended */
+        (s->len > 0 && log_at(s, s->len - 1)->t == now_ms) ||
+        s->len < s->cap)
+        return SLUICE_OK;
+    if (s->cap == LOG_MAX_CAP)
+        return sluice__error(SLUICE_ENOMEM, "a sliding log cannot hold more "
+                             "than %u distinct times", LOG_MAX_CAP);
+    return log_resize(s, s->cap == 0 ? LOG_MIN_CAP : s->cap * 2);
 }
 
 static uint64_t log_idle_at(const void *state, const sluice_limit *limit)
@@ -197,4 +225,5 @@ const sluice__algo sluice__algo_sliding_log = {
     .idle_at = log_idle_at,
     .bytes = log_bytes,
     .release = log_release,
+    .reserve = log_reserve,
 };
