@@ -19,15 +19,10 @@ static int all_check(const sluice_store *store, const sluice_limit *limits,
                      size_t n, const char *key, size_t key_len, uint64_t cost,
                      bool reset)
 {
-    int err;
+    int err = sluice__key_check(store, key, key_len);
 
-    if (store == NULL)
-        return sluice__error(SLUICE_EINVAL, "store is NULL");
-    if (key == NULL && key_len > 0)
-        return sluice__error(SLUICE_EINVAL, "key is NULL");
-    if (key_len > UINT32_MAX)
-        return sluice__error(SLUICE_ERANGE, "key of %zu bytes is too long",
-                             key_len);
+    if (err < 0)
+        return err;
     if (limits == NULL || n == 0 || n > SLUICE_HIT_ALL_MAX)
         return sluice__error(SLUICE_EINVAL, "%zu limits: an all-or-nothing "
                              "call takes 1 to %d", limits == NULL ? 0 : n,

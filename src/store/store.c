@@ -152,8 +152,8 @@ void sluice__url_shown(char *out, size_t cap, const char *url)
 
 /* ---- Deciding ------------------------------------------------------------------ */
 
-static int key_check(const sluice_store *store, const char *key,
-                     size_t key_len)
+int sluice__key_check(const sluice_store *store, const char *key,
+                      size_t key_len)
 {
     if (store == NULL)
         return sluice__error(SLUICE_EINVAL, "store is NULL");
@@ -174,7 +174,7 @@ static int decide(sluice_decision *out, sluice_store *store,
     if (out == NULL)
         return sluice__error(SLUICE_EINVAL, "decision is NULL");
     memset(out, 0, sizeof(*out));
-    if ((err = key_check(store, key, key_len)) < 0 ||
+    if ((err = sluice__key_check(store, key, key_len)) < 0 ||
         (err = sluice__request_check(limit, cost)) < 0)
         return err;
     err = store->ops->decide(store->impl, limit, key, key_len, cost, consume,
@@ -245,7 +245,7 @@ int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
         sluice_request *q = &reqs[i];
 
         memset(&q->decision, 0, sizeof(q->decision));
-        if ((q->err = key_check(store, q->key, q->key_len)) == 0 &&
+        if ((q->err = sluice__key_check(store, q->key, q->key_len)) == 0 &&
             (q->err = sluice__request_check(limit, q->cost)) == 0)
             todo[ntodo++] = i;
     }
@@ -289,7 +289,7 @@ int sluice_reset(sluice_store *store, const sluice_limit *limit,
 {
     int err;
 
-    if ((err = key_check(store, key, key_len)) < 0 ||
+    if ((err = sluice__key_check(store, key, key_len)) < 0 ||
         (err = sluice_limit_check(limit)) < 0)
         return err;
     return store->ops->reset(store->impl, limit, key, key_len);

@@ -125,6 +125,11 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *o,
 
 /* The embedded store's entries of sluice_hit_all(), held under their shards'
    locks (mem.c), and the call that uses them (mem_all.c). */
+/* A store and key fit for a call: else SLUICE_EINVAL (NULL store, NULL key
+   with a length) or SLUICE_ERANGE (a key over 2^32 - 1 bytes). */
+int sluice__key_check(const sluice_store *store, const char *key,
+                      size_t key_len);
+
 typedef enum sluice__hold {
     SLUICE__HOLD,       /* lock */
     SLUICE__HOLD_GIVE,  /* unlock */
