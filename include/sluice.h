@@ -142,9 +142,8 @@ typedef struct sluice_limit {
     uint64_t window_ms; /* window length in milliseconds */
     /* Room for algorithms with a burst: 0 means the algorithm's default.
        gcra takes 1..max (default max: the most units admitted at once; a
-       cost above it is SLUICE_ECOST). fixed, sliding-counter and
-       sliding-log have no burst and take only 0 (anything else is
-       SLUICE_EINVAL). */
+       cost above it is SLUICE_ECOST). The others have no burst and take
+       only 0 (anything else is SLUICE_EINVAL). */
     uint64_t burst;
 } sluice_limit;
 
