@@ -106,7 +106,7 @@ int sluice__request_check(const sluice_limit *limit, uint64_t cost)
                              (unsigned long long)limit->max);
     /* A burst below max is the most a bucket ever holds (limit checked:
        only an algorithm with a burst has one). */
-    if (limit->burst != 0 && cost > limit->burst)
+    if (cost > sluice__limit_burst(limit))
         return sluice__error(SLUICE_ECOST,
                              "cost %llu exceeds burst %llu: it can never be "
                              "admitted",

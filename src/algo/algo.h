@@ -137,6 +137,13 @@ int sluice__word_decide(const sluice__algo *algo, uint64_t word,
  */
 int sluice__request_check(const sluice_limit *limit, uint64_t cost);
 
+/* The most units 'limit' admits at once: its burst, 0 meaning max (every
+   algorithm without a burst has 0). */
+static inline uint64_t sluice__limit_burst(const sluice_limit *limit)
+{
+    return limit->burst != 0 ? limit->burst : limit->max;
+}
+
 /*
  * For an algorithm whose figures reach max x window_ms (in units of 1/max
  * ms, or a count weighted by ms): SLUICE_OK if that product is at most 2^53,

@@ -5,6 +5,7 @@
  */
 #include "store/store.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,22 +21,30 @@ const char *sluice_functions_text(size_t *len)
 
 /*
  * The version in the library's text ("local VERSION = '0.1.0+3f2a..'"),
- * read once into a static buffer: what FCALL sluice_version answers.
+ * read once (by whichever thread asks first) into a static buffer: what
+ * FCALL sluice_version answers.
  */
-const char *sluice_functions_version(void)
+static char version[64];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void version_read(void)
 {
     static const char mark[] = "local VERSION = '";
-    static char version[64];
     const char *p = strstr(sluice__script_functions.text, mark);
     size_t n = 0;
 
-    if (version[0] != '\0' || p == NULL)
-        return version;
+    if (p == NULL)
+        return;
     p += sizeof(mark) - 1;
     while (p[n] != '\0' && p[n] != '\'' && n < sizeof(version) - 1)
         n++;
     memcpy(version, p, n);
     version[n] = '\0';
+}
+
+const char *sluice_functions_version(void)
+{
+    pthread_once(&version_once, version_read);
     return version;
 }
 

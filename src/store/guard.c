@@ -176,10 +176,8 @@ static int guard_decide_all(void *impl, const sluice_limit *limits, size_t n,
         how == SLUICE__ALL_RESET || (err = fall_back(g, &limits[0], err,
                                                      &each[0])) < 0)
         return err;
-    for (size_t i = 1; i < n; i++) {
-        each[i] = each[0];
-        each[i].limit = limits[i].max;
-    }
+    for (size_t i = 1; i < n; i++)
+        each[i] = each[0]; /* 'limit' is set by the caller (hit_all.c) */
     return SLUICE_OK;
 }
 

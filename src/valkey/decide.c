@@ -199,8 +199,7 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
     j += 2;
     for (size_t i = 0; i < n; i++)
         group_arg_u64(g, j++, g->nums[5 + i], reqs[todo[i]].cost);
-    group_arg_u64(g, j, g->nums[4],
-                  limit->burst != 0 ? limit->burst : limit->max);
+    group_arg_u64(g, j, g->nums[4], sluice__limit_burst(limit));
     return SLUICE_OK;
 }
 

@@ -113,7 +113,6 @@ static int read_reply(const all_args *a, const redisReply *r,
                                  "%s, as sluice writes it there",
                                  (int)a->lens[3 + i], a->argv[3 + i],
                                  sluice__algos[limits[i].algo]->server_value);
-        each[i].limit = limits[i].max;
     }
     return SLUICE_OK;
 }

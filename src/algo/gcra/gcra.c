@@ -105,7 +105,7 @@ static int gcra_decide(void *state, const sluice_limit *limit,
 {
     gcra_state *s = state;
     uint64_t max = limit->max, w = limit->window_ms;
-    uint64_t b = limit->burst != 0 ? limit->burst : max;
+    uint64_t b = sluice__limit_burst(limit);
     uint64_t debt = gcra_debt(s, max, w, now_ms);
 
     out->limit = max;
