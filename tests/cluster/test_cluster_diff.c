@@ -261,19 +261,11 @@ static void diff_open(diff_run *r)
 {
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
 
-    CHECK_OK(sluice_vclock_new(&r->clock, r->now));
-    if (r->clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = r->clock;
+    r->clock = test_vclock_opts(&opts, r->now);
     r->mem = test_store_open("mem://", "", &opts);
     /* The scripts are compared: no local memory of refusals in between. */
-    r->one = test_store_open(single.url,
-                             "clock=caller&timeout=5000&refused_cache=off",
-                             &opts);
-    r->cl = test_store_open(cluster.url,
-                            "clock=caller&timeout=5000&refused_cache=off",
-                            &opts);
+    r->one = test_store_open(single.url, TEST_CALLER_QUERY, &opts);
+    r->cl = test_store_open(cluster.url, TEST_CALLER_QUERY, &opts);
 }
 
 static void diff_close(diff_run *r)

@@ -219,15 +219,9 @@ static void trio_open(trio *t, uint64_t start_ms)
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
 
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    CHECK_OK(sluice_vclock_new(&t->clock, start_ms));
-    if (t->clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = t->clock;
+    t->clock = test_vclock_opts(&opts, start_ms);
     t->mem = test_store_open("mem://", "", &opts);
-    t->vk = test_store_open(server.url,
-                            "clock=caller&timeout=5000&refused_cache=off",
-                            &opts);
+    t->vk = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
     t->now = start_ms;
 }
 

@@ -173,15 +173,9 @@ static void diff_open(diff_state *ds, const diff_run *run, uint64_t seed,
     ds->tot = tot;
     rng_state = seed;
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    CHECK_OK(sluice_vclock_new(&ds->clock, run->start_ms));
-    if (ds->clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = ds->clock;
+    ds->clock = test_vclock_opts(&opts, run->start_ms);
     ds->mem = test_store_open("mem://", "", &opts);
-    ds->vk = test_store_open(server.url,
-                             "clock=caller&timeout=5000&refused_cache=off",
-                             &opts);
+    ds->vk = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
     ds->now = run->start_ms;
 }
 
@@ -517,20 +511,11 @@ static void test_large_costs(void)
     sluice_store *st[2] = {NULL, NULL};
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_decision d[2];
-    char url[160];
 
     test_context("costs of 2^50");
-    CHECK_OK(sluice_vclock_new(&clock, 5000000));
-    if (clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = clock;
-    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
-             server.url);
-    CHECK_OK(sluice_store_open(&st[0], "mem://", &opts));
-    CHECK_OK(sluice_store_open(&st[1], url, &opts));
-    if (st[0] == NULL || st[1] == NULL)
-        exit(2);
+    clock = test_vclock_opts(&opts, 5000000);
+    st[0] = test_store_open("mem://", "", &opts);
+    st[1] = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
     for (int l = 0; l < 2; l++) {
         test_context("costs of 2^50, %s", sluice_algo_name(lims[l].algo));
         for (int i = 0; i < 2; i++)
@@ -572,20 +557,11 @@ static void test_log_top_of_range(void)
     sluice_store *st[2] = {NULL, NULL};
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_decision d;
-    char url[160];
 
     test_context("sliding-log at the top of the documented range");
-    CHECK_OK(sluice_vclock_new(&clock, T));
-    if (clock == NULL)
-        exit(2);
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = clock;
-    snprintf(url, sizeof(url), "%s?clock=caller&timeout=5000&refused_cache=off",
-             server.url);
-    CHECK_OK(sluice_store_open(&st[0], "mem://", &opts));
-    CHECK_OK(sluice_store_open(&st[1], url, &opts));
-    if (st[0] == NULL || st[1] == NULL)
-        exit(2);
+    clock = test_vclock_opts(&opts, T);
+    st[0] = test_store_open("mem://", "", &opts);
+    st[1] = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
     for (int i = 0; i < 2; i++) {
         const char *name = i == 0 ? "embedded" : "valkey";
 

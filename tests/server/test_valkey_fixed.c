@@ -59,15 +59,7 @@ static int hit_then_pttl(sluice_decision *d, sluice_store *st,
    fixed window must not care. */
 static sluice_store *still_clock_store(sluice_vclock **clock)
 {
-    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
-
-    *clock = NULL;
-    CHECK_OK(sluice_vclock_new(clock, 5));
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = *clock;
-    return test_store_open(server.url,
-                           "clock=caller&timeout=5000&refused_cache=off",
-                           &opts);
+    return test_caller_store(clock, server.url, 5);
 }
 
 /* Three hits of a max of 3: the first arms the window (PTTL = window, as

@@ -64,15 +64,7 @@ static void check_encoding(const char *key, const char *want)
 
 static sluice_store *caller_clock_store(sluice_vclock **clock, uint64_t at)
 {
-    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
-
-    *clock = NULL;
-    CHECK_OK(sluice_vclock_new(clock, at));
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = *clock;
-    return test_store_open(server.url,
-                           "clock=caller&timeout=5000&refused_cache=off",
-                           &opts);
+    return test_caller_store(clock, server.url, at);
 }
 
 /*

@@ -237,12 +237,9 @@ static void diff_pair(sluice_algo a, sluice_algo b, uint64_t seed)
 
     rng_state = seed;
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
-    CHECK_OK(sluice_vclock_new(&clock, now));
-    opts.clock_ms = sluice_vclock_now_ms;
-    opts.clock_payload = clock;
+    clock = test_vclock_opts(&opts, now);
     mem = test_store_open("mem://", "", &opts);
-    vk = test_store_open(server.url,
-                         "clock=caller&timeout=5000&refused_cache=off", &opts);
+    vk = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
     for (int step = 0; step < 300; step++) {
         sluice_decision dm, dv, em[2], ev[2];
         uint64_t cost = rng_pct(80) ? 1 : rng_range(1, 4);

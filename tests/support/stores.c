@@ -22,6 +22,27 @@ sluice_store *test_store_open(const char *base, const char *query,
     return st;
 }
 
+sluice_vclock *test_vclock_opts(sluice_store_opts *opts, uint64_t start_ms)
+{
+    sluice_vclock *clock = NULL;
+
+    CHECK_OK(sluice_vclock_new(&clock, start_ms));
+    if (clock == NULL)
+        exit(2);
+    opts->clock_ms = sluice_vclock_now_ms;
+    opts->clock_payload = clock;
+    return clock;
+}
+
+sluice_store *test_caller_store(sluice_vclock **clock, const char *url,
+                                uint64_t start_ms)
+{
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+
+    *clock = test_vclock_opts(&opts, start_ms);
+    return test_store_open(url, TEST_CALLER_QUERY, &opts);
+}
+
 size_t test_key_of(char *out, size_t cap, const char *prefix, const char *id,
                    size_t id_len, const char *suffix)
 {

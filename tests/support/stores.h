@@ -18,6 +18,20 @@
 sluice_store *test_store_open(const char *base, const char *query,
                               const sluice_store_opts *opts);
 
+/* The URL query of a server store to compare decisions with: its scripts
+   on the caller's clock (as the embedded store's), time to spare, and no
+   refused cache answering in between. */
+#define TEST_CALLER_QUERY "clock=caller&timeout=5000&refused_cache=off"
+
+/* A new virtual clock at 'start_ms', set as 'opts's clock (the program
+   exits if it cannot be made). */
+sluice_vclock *test_vclock_opts(sluice_store_opts *opts, uint64_t start_ms);
+
+/* A store on the server at 'url' with TEST_CALLER_QUERY, on a new virtual
+   clock at 'start_ms', put in '*clock'. */
+sluice_store *test_caller_store(sluice_vclock **clock, const char *url,
+                                uint64_t start_ms);
+
 /*
  * The server key of 'id' (of 'id_len' bytes) under 'prefix' ("sluice" for
  * the algorithms, "emq" for a queue) for 'suffix' (an algorithm's name,
