@@ -1,0 +1,65 @@
+/*
+ * glue.h - what an algorithm gives the server module (sluice.so): its
+ * decision made inside the server, on the very key and value its Lua mirror
+ * keeps (src/algo/NAME/NAME.lua), so that module, script and Functions
+ * clients of one fleet share one budget.
+ *
+ * Each algorithm's glue is one file in its own folder, src/algo/NAME/module.c,
+ * defining 'const sluice__module_glue sluice__module_NAME' (NAME as in
+ * SLUICE_ALGO_MAP). It is compiled into sluice.so only: libsluice never
+ * depends on the module API. The glue reads the key with the module API's
+ * key functions, decides -- with the algorithm's pure C code where its state
+ * maps onto the key, else mirroring its script step for step --, writes what
+ * changed, and replicates it.
+ *
+ * Replication: what a decision wrote reaches replicas and the AOF as its
+ * effects -- commands that set the key's value and its absolute expiry
+ * (SET ... PXAT, PEXPIREAT, ZADD, ZREMRANGEBYSCORE, HSET ...) through
+ * RedisModule_Replicate() -- never the SLUICE.* command itself, which a
+ * replica or a reload would decide again on another clock.
+ */
+#ifndef SLUICE_MODULE_GLUE_H
+#define SLUICE_MODULE_GLUE_H
+
+#include "module/redismodule_api.h"
+#include "algo/algo.h"
+
+/* A glue's answer when the key holds something its algorithm never writes
+   there: nothing was changed (the scripts answer allowed = -1). */
+#define SLUICE__MODULE_FOREIGN 1
+
+/* One request of a SLUICE.* call, for one key. */
+typedef struct sluice__mod_call {
+    RedisModuleCtx *ctx;
+    RedisModuleString *key;     /* the key's name, as the caller sent it */
+    const sluice_limit *limit;  /* checked (sluice__request_check()) */
+    uint64_t cost;              /* checked: 1 <= cost <= max, <= burst */
+    bool consume;               /* false for PEEK: nothing is written */
+    /* The call's clock, read once for every request of the call: NOW when
+       the caller sent one (as the scripts' clock=caller), else the server's
+       own time in ms (as the scripts' TIME). The fixed window keeps the
+       server's expiry clock (PTTL), as its script does. */
+    uint64_t now_ms;
+    /* What makes this request's writes unique, where an algorithm needs it
+       (the sliding log's members): a token unique to the call, and the
+       request's place in the call (1, 2, ...). */
+    const char *token;
+    size_t token_len;
+    unsigned place;
+} sluice__mod_call;
+
+typedef struct sluice__module_glue {
+    /* Decides 'call' as the algorithm's script does, every field of 'out'
+       (allowed, remaining, retry_after_ms, reset_after_ms) equal to what the
+       script answers on the same key and clock. Returns 0;
+       SLUICE__MODULE_FOREIGN (nothing changed); or a negative SLUICE_E*. */
+    int (*decide)(const sluice__mod_call *call, sluice_decision *out);
+} sluice__module_glue;
+
+/* Each algorithm's glue, named after its folder. */
+#define SLUICE__MODULE_DECLARE(name, val, folder) \
+    extern const sluice__module_glue sluice__module_##folder;
+SLUICE_ALGO_MAP(SLUICE__MODULE_DECLARE)
+#undef SLUICE__MODULE_DECLARE
+
+#endif /* SLUICE_MODULE_GLUE_H */
