@@ -17,10 +17,9 @@
  * whose c or p is not a number, so Lua's arithmetic fails on nil), the glue
  * answers SLUICE_EPROTO and writes nothing.
  */
-#include "module/glue.h"
+#include "module/module.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 /* ---- The script's numbers ------------------------------------------------ */
 
@@ -57,39 +56,30 @@ static double cdiv(double a, double b)
 }
 
 /*
- * Lua 5.1's tonumber() of a field: false when the field is missing or is not
- * a number (strtod, then only spaces). 'value' may be NULL (no such field).
+ * Lua's tonumber() of a field (sluice__mod_lua_tonumber()), plain digits
+ * read here at once: false when the field is missing (NULL) or is not a
+ * number.
  */
 static bool lua_tonumber(RedisModuleString *value, double *out)
 {
     size_t len;
-    const char *s, *end;
-    char *stop;
+    const char *s;
 
     if (value == NULL)
         return false;
     s = RedisModule_StringPtrLen(value, &len);
-    end = s + len;
-    if (len > 0 && len <= 15) { /* the common case: plain digits */
+    if (len > 0 && len <= 15) {
         double d = 0;
-        const char *p = s;
+        size_t i = 0;
 
-        while (p < end && *p >= '0' && *p <= '9')
-            d = d * 10 + (*p++ - '0');
-        if (p == end) {
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            d = d * 10 + (s[i++] - '0');
+        if (i == len) {
             *out = d;
             return true;
         }
     }
-    /* A module string is NUL-terminated; Lua, too, stops at a NUL. */
-    *out = strtod(s, &stop);
-    if (stop == s)
-        return false;
-    if (*stop == 'x' || *stop == 'X')
-        *out = (double)strtoul(s, &stop, 16);
-    while (*stop == ' ' || (*stop >= '\t' && *stop <= '\r'))
-        stop++;
-    return *stop == '\0';
+    return sluice__mod_lua_tonumber(s, len, out);
 }
 
 /* The script's str(): '%.0f'. Returns the length written into 'buf'. */
@@ -115,7 +105,7 @@ static size_t lua_str(char *buf, size_t size, double d)
 /* A Lua number as the server replies it: truncated to an integer. */
 static uint64_t lua_reply(double d)
 {
-    return (uint64_t)(long long)d;
+    return (uint64_t)sluice__mod_lua_int(d);
 }
 
 /* ---- The decision -------------------------------------------------------- */
@@ -224,7 +214,8 @@ static int counter_decide(const sluice__mod_call *call, sluice_decision *out)
         return SLUICE__MODULE_FOREIGN;
     }
     st.idx = fdiv(st.now, w);
-    rc = type == REDISMODULE_KEYTYPE_HASH ? read_state(call->ctx, key, w, &st) : 0;
+    rc = type == REDISMODULE_KEYTYPE_HASH ? read_state(call->ctx, key, w, &st)
+                                          : 0;
     if (rc != 0) {
         RedisModule_CloseKey(key);
         return rc;

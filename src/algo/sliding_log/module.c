@@ -23,7 +23,7 @@
  * ZREMRANGEBYSCORE with the bound used (never a clock-relative one), the
  * ZADD of the exact members, and PEXPIREAT with the absolute expiry.
  */
-#include "module/glue.h"
+#include "module/module.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,7 +70,7 @@ static double as_written(double d)
 /* A Lua number as the server replies it: truncated to an integer. */
 static uint64_t lua_reply(double d)
 {
-    return (uint64_t)(long long)d;
+    return (uint64_t)sluice__mod_lua_int(d);
 }
 
 /* ---- Reading the set ----------------------------------------------------- */
