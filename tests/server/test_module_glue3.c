@@ -301,11 +301,15 @@ static bool check_twins(rs_server *s, const char *ka, const char *kb)
 enum { TRACE_KEYS = 4, TRACE_STEPS = 300, PAST = 8, PRINTED = 5 };
 
 static const uint64_t maxes[] = {1, 2, 3, 5, 10, 64};
+/* Big logs: refusals whose rank is far from both ends, ZADDs of more than
+   one batch. */
+static const uint64_t big_maxes[] = {300, 1000, 2000};
 static const uint64_t windows[] = {60000, 100000, 3600000};
 
 typedef struct trace {
     const algo_case *algo;
     bool mixed;       /* module and script take turns on one key */
+    bool big;         /* big_maxes, and costs up to max more often */
     uint64_t now;
     uint64_t past[PAST]; /* times of recent admissions, any key */
     uint64_t max[TRACE_KEYS], window[TRACE_KEYS];
@@ -338,6 +342,12 @@ static uint64_t next_now(trace *t, uint64_t w)
     return now + rng_range(2 * w, 5 * w);
 }
 
+static uint64_t pick_max(const trace *t)
+{
+    return t->big ? big_maxes[rng_below(NELEM(big_maxes))]
+                  : maxes[rng_below(NELEM(maxes))];
+}
+
 /* The next call: one key (HIT) or two or three, a key maybe twice
    (HITMANY), under the first key's limit. */
 static void next_call(trace *t, call *c)
@@ -345,7 +355,7 @@ static void next_call(trace *t, call *c)
     unsigned k = (unsigned)rng_below(TRACE_KEYS);
 
     if (rng_pct(4)) { /* this key's limit changes */
-        t->max[k] = maxes[rng_below(NELEM(maxes))];
+        t->max[k] = pick_max(t);
         t->window[k] = windows[rng_below(NELEM(windows))];
     }
     memset(c, 0, sizeof(*c));
@@ -359,9 +369,10 @@ static void next_call(trace *t, call *c)
     for (size_t i = 0; i < c->n; i++) {
         unsigned ki = i == 0 ? k : (unsigned)rng_below(TRACE_KEYS);
 
-        snprintf(c->reqs[i].key, sizeof(c->reqs[i].key), "%s:%u",
-                 t->algo->name, ki);
-        c->reqs[i].cost = rng_pct(70) ? 1 : rng_range(1, c->max);
+        snprintf(c->reqs[i].key, sizeof(c->reqs[i].key), "%s%s:%u",
+                 t->big ? "big:" : "", t->algo->name, ki);
+        c->reqs[i].cost = rng_pct(t->big ? 30 : 70) ? 1
+                                                     : rng_range(1, c->max);
     }
 }
 
@@ -405,25 +416,28 @@ static bool step(trace *t, const call *c, long i)
     return ok;
 }
 
-static void run_trace(const algo_case *algo, bool mixed, uint64_t seed)
+static void run_trace(const algo_case *algo, bool mixed, bool big,
+                      uint64_t seed)
 {
+    const char *kind = big ? "big" : mixed ? "mixed" : "twins";
     trace t;
     call c;
 
     memset(&t, 0, sizeof(t));
     t.algo = algo;
     t.mixed = mixed;
+    t.big = big;
     t.now = 1700000000000ULL + rng_below(1000000);
     for (unsigned k = 0; k < TRACE_KEYS; k++) {
-        t.max[k] = maxes[rng_below(NELEM(maxes))];
+        t.max[k] = pick_max(&t);
         t.window[k] = windows[rng_below(NELEM(windows))];
     }
     for (long i = 0; i < TRACE_STEPS && t.mismatches < PRINTED; i++) {
         next_call(&t, &c);
         test_context("%s %s seed %" PRIu64 " step %ld: %zu key(s), %s:%s "
                      "max %" PRIu64 " window %" PRIu64 " now %" PRIu64
-                     " cost %" PRIu64 "%s", algo->name,
-                     mixed ? "mixed" : "twins", seed, i, c.n, "key",
+                     " cost %" PRIu64 "%s", algo->name, kind, seed, i,
+                     c.n, "key",
                      c.reqs[0].key, c.max, c.window_ms, c.now_ms,
                      c.reqs[0].cost, c.peek ? " peek" : "");
         if (!step(&t, &c, i))
@@ -431,7 +445,7 @@ static void run_trace(const algo_case *algo, bool mixed, uint64_t seed)
     }
     test_context(NULL);
     printf("%s %s: %ld admitted, %ld refused, %ld mismatches\n", algo->name,
-           mixed ? "mixed" : "twins", t.admitted, t.refused, t.mismatches);
+           kind, t.admitted, t.refused, t.mismatches);
     CHECK(t.admitted > 20 && t.refused > 20);
 }
 
@@ -663,7 +677,7 @@ static void effects_trace(rs_server *master, const algo_case *algo, int steps)
     t.algo = algo;
     t.now = 1700000000000ULL;
     for (unsigned k = 0; k < TRACE_KEYS; k++) {
-        t.max[k] = maxes[rng_below(NELEM(maxes))];
+        t.max[k] = pick_max(&t);
         t.window[k] = windows[rng_below(NELEM(windows))];
     }
     for (int i = 0; i < steps; i++) {
@@ -760,9 +774,11 @@ int main(int argc, char **argv)
         return 2;
     for (size_t i = 0; i < NELEM(cases); i++) {
         rng_state = seed + i;
-        run_trace(&cases[i], false, seed);
+        run_trace(&cases[i], false, false, seed);
         rng_state = seed + 100 + i;
-        run_trace(&cases[i], true, seed);
+        run_trace(&cases[i], true, false, seed);
+        rng_state = seed + 300 + i;
+        run_trace(&cases[i], false, true, seed);
         test_foreign(&cases[i]);
     }
     test_counter_bad_count();
