@@ -15,6 +15,13 @@
  *     left out), and PTTL within a small margin.
  *   - Mixed: module and script take turns on one key, a script alone keeps
  *     a twin: one budget, the same figures and keys.
+ *   - Big logs: max up to 2000 and costs up to max, so that a refusal's
+ *     rank is far from both ends of the set and a ZADD takes two batches.
+ *   - Odd values the scripts take as theirs (extra hash fields, numbers as
+ *     Lua reads them, "6e4", "0x2"; a window ahead of the clock; fractional
+ *     scores, one ahead of the clock; an empty string with a TTL; a ring
+ *     with bytes past its slots, or a cap above max, wrapping) on twin
+ *     keys, then a few calls: the same figures and keys.
  *   - Foreign: a key holding what the algorithm never writes (another type;
  *     for the compact log, strings that are not a ring) is a WRONGTYPE
  *     error from SLUICE.HIT, -1 0 0 0 from SLUICE.HITMANY, as the script
@@ -546,6 +553,92 @@ static void test_foreign(const algo_case *algo)
     test_context(NULL);
 }
 
+/* ---- Odd values ---------------------------------------------------------- */
+
+#define ODD_T 1700000000000ULL
+
+/*
+ * Sets 'key' to odd value number 'v' of 'algo': what sluice never writes
+ * but its script takes as its own (extra fields, numbers as Lua reads
+ * them, a window ahead of the clock, fractional scores, an empty string,
+ * a ring with bytes past its slots or a cap above max). False past the
+ * last.
+ */
+static bool odd_value(const char *algo, const char *key, int v)
+{
+    uint64_t idx = ODD_T / 60000;
+    char ring[16 + 8 * 10];
+
+    rs_ok(&server, "DEL %s", key);
+    if (strcmp(algo, "sliding-counter") == 0) {
+        switch (v) {
+        case 0: return rs_ok(&server, "HSET %s w 60000 i %" PRIu64
+                             " c 2 p 1 x other", key, idx) == 0;
+        case 1: return rs_ok(&server, "HSET %s w 6e4 i %s c 0x2 p 1.0", key,
+                             " 28333333 ") == 0;
+        case 2: return rs_ok(&server, "HSET %s w 60000 i %" PRIu64
+                             " c 3 p 0", key, idx + 1) == 0;
+        case 3: return rs_ok(&server, "HSET %s w 30000 i %" PRIu64
+                             " c 2 p 1", key, idx) == 0;
+        }
+        return false;
+    }
+    if (strcmp(algo, "sliding-log") == 0) {
+        switch (v) {
+        case 0: return rs_ok(&server, "ZADD %s %" PRIu64 ".5 a %" PRIu64
+                             " b", key, ODD_T - 10, ODD_T - 5) == 0;
+        case 1: return rs_ok(&server, "ZADD %s %" PRIu64 ".5 c", key,
+                             ODD_T + 500) == 0;
+        case 2: return rs_ok(&server, "ZADD %s %" PRIu64 " old %" PRIu64
+                             " new", key, ODD_T - 70000, ODD_T - 100) == 0;
+        }
+        return false;
+    }
+    switch (v) {
+    case 0: return rs_ok(&server, "SET %s %b PX 500000", key, "",
+                         (size_t)0) == 0;
+    case 1: /* two units and a slot past them */
+        ring_bytes(ring, 0, 2, 8, 3, ODD_T - 100);
+        return rs_ok(&server, "SET %s %b", key, ring, (size_t)40) == 0;
+    case 2: /* a ring of 10 (a larger max made it), wrapping */
+        ring_bytes(ring, 8, 4, 10, 10, ODD_T - 100);
+        return rs_ok(&server, "SET %s %b", key, ring, (size_t)96) == 0;
+    }
+    return false;
+}
+
+/* Each odd value on twin keys, then a few calls: the same figures and
+   keys from the module and the script. */
+static void test_odd(const algo_case *algo)
+{
+    static const struct { uint64_t at, cost; bool peek; } calls[] = {
+        {ODD_T, 1, false},          {ODD_T, 5, true},
+        {ODD_T + 1000, 2, false},   {ODD_T + 60000, 3, false},
+        {ODD_T + 120100, 1, false},
+    };
+    trace t = {.algo = algo};
+    call c = {.algo = algo, .max = 5, .window_ms = 60000, .n = 1};
+
+    snprintf(c.reqs[0].key, sizeof(c.reqs[0].key), "odd:%s", algo->name);
+    for (int v = 0;; v++) {
+        char km[80], kl[80];
+
+        snprintf(km, sizeof(km), "m:%s", c.reqs[0].key);
+        snprintf(kl, sizeof(kl), "l:%s", c.reqs[0].key);
+        if (!odd_value(algo->name, km, v) || !odd_value(algo->name, kl, v))
+            break;
+        for (size_t i = 0; i < NELEM(calls); i++) {
+            test_context("%s odd value %d, call %zu", algo->name, v, i);
+            c.now_ms = calls[i].at;
+            c.reqs[0].cost = calls[i].cost;
+            c.peek = calls[i].peek;
+            if (!step(&t, &c, (long)i))
+                break;
+        }
+    }
+    test_context(NULL);
+}
+
 /* A counter hash whose w and i match but whose count is not a number: the
    script's arithmetic fails, the module answers an error too, and neither
    writes. */
@@ -780,6 +873,7 @@ int main(int argc, char **argv)
         rng_state = seed + 300 + i;
         run_trace(&cases[i], false, true, seed);
         test_foreign(&cases[i]);
+        test_odd(&cases[i]);
     }
     test_counter_bad_count();
     rng_state = seed + 200;
