@@ -30,7 +30,8 @@
  *   - Effects: a replica started without the module, following a master
  *     with it, ends with the same keys and the same absolute expiries
  *     (PEXPIRETIME); the master's AOF holds no SLUICE command, and a
- *     restart from it gives the same keys and expiries.
+ *     restart from it gives the same keys and expiries. A refusal or a peek
+ *     that trims nothing moves the replication offset not at all.
  *
  * Usage: test_module_glue3 [SEED] (or SLUICE_TEST_SEED=N).
  */
@@ -807,6 +808,34 @@ static void effects_edge(rs_server *master, const algo_case *algo)
     }
 }
 
+/* A refusal and a peek that trim nothing write nothing: the replication
+   offset does not move. */
+static void effects_silent(rs_server *master, const algo_case *algo)
+{
+    call c = {.algo = algo, .max = 1, .window_ms = 60000, .n = 1,
+              .now_ms = 1700000000000ULL, .reqs = {{"", 1}}};
+    long long before, f[4];
+    redisReply *r;
+
+    snprintf(c.reqs[0].key, sizeof(c.reqs[0].key), "silent:%s", algo->name);
+    r = by_module(master, &c, "");
+    CHECK(figures(r, 1, f) == 0 && f[0] == 1);
+    freeReplyObject(r);
+    CHECK(rs_int(master, "WAIT 1 5000") == 1);
+    before = rs_info_count(master, "replication", "master_repl_offset:");
+    for (int i = 0; i < 2; i++) {
+        c.peek = i == 1;
+        c.now_ms += 1000;
+        r = by_module(master, &c, "");
+        CHECK(figures(r, 1, f) == 0 && f[0] == 0);
+        freeReplyObject(r);
+    }
+    test_context("%s: refusal and peek", algo->name);
+    CHECK_EQ_U64(rs_info_count(master, "replication", "master_repl_offset:"),
+                 before);
+    test_context(NULL);
+}
+
 /*
  * A master with the module and an AOF written at every command, and a
  * replica without the module: after traces of the three algorithms the
@@ -835,6 +864,7 @@ static void test_effects(void)
     for (size_t i = 0; i < NELEM(cases); i++) {
         effects_trace(&master, &cases[i], 200);
         effects_edge(&master, &cases[i]);
+        effects_silent(&master, &cases[i]);
     }
     CHECK(rs_int(&master, "WAIT 1 5000") == 1);
     take_all(&master, a);
