@@ -150,13 +150,16 @@ static int read_state(RedisModuleCtx *ctx, RedisModuleKey *key, double w,
     return rc;
 }
 
-/* HSET of the four fields and PEXPIRE 'ttl_ms', and their effects. */
+/* HSET of the four fields and PEXPIRE 'ttl_ms', and their effects (the
+   expiry as PEXPIREAT). */
 static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
                         const double v[4], double ttl_ms)
 {
     static const char *const names[4] = {"w", "i", "c", "p"};
     RedisModuleString *s[4];
     char buf[64];
+    /* PEXPIRE's ttl counts from the server's clock of this call. */
+    long long at = (long long)call->server_ms + (long long)ttl_ms;
 
     for (int i = 0; i < 4; i++) {
         size_t n = lua_str(buf, sizeof(buf), v[i]);
@@ -165,11 +168,10 @@ static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
     }
     RedisModule_HashSet(key, REDISMODULE_HASH_CFIELDS, names[0], s[0],
                         names[1], s[1], names[2], s[2], names[3], s[3], NULL);
-    RedisModule_SetExpire(key, (long long)ttl_ms);
+    RedisModule_SetAbsExpire(key, at);
     RedisModule_Replicate(call->ctx, "HSET", "scscscscs", call->key, names[0],
                           s[0], names[1], s[1], names[2], s[2], names[3], s[3]);
-    RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
-                          (long long)RedisModule_GetAbsExpire(key));
+    RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);
     for (int i = 0; i < 4; i++)
         RedisModule_FreeString(call->ctx, s[i]);
 }
