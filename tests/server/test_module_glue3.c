@@ -19,7 +19,7 @@
  *     rank is far from both ends of the set and a ZADD takes two batches.
  *   - Odd values the scripts take as theirs (extra hash fields, numbers as
  *     Lua reads them, "6e4", "0x2"; a window ahead of the clock; fractional
- *     scores, one ahead of the clock; an empty string with a TTL; a ring
+ *     scores, one ahead of the clock, infinite ones; an empty string with a TTL; a ring
  *     with bytes past its slots, or a cap above max, wrapping) on twin
  *     keys, then a few calls: the same figures and keys.
  *   - Foreign: a key holding what the algorithm never writes (another type;
@@ -592,6 +592,7 @@ static bool odd_value(const char *algo, const char *key, int v)
                              ODD_T + 500) == 0;
         case 2: return rs_ok(&server, "ZADD %s %" PRIu64 " old %" PRIu64
                              " new", key, ODD_T - 70000, ODD_T - 100) == 0;
+        case 3: return rs_ok(&server, "ZADD %s +inf far -inf near", key) == 0;
         }
         return false;
     }

@@ -62,7 +62,7 @@ static double as_written(double d)
 {
     char buf[512];
 
-    if ((double)(long long)d == d && d > -9e18 && d < 9e18)
+    if (d > -9e18 && d < 9e18 && (double)(long long)d == d)
         return d;
     lua_str(buf, sizeof(buf), d);
     return strtod(buf, NULL);
