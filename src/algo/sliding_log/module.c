@@ -5,7 +5,8 @@
  * keeps, with the key API instead of commands:
  *
  *   script                                  here
- *   ZRANGE key -1 -1 WITHSCORES (newest)    ZsetLastInScoreRange
+ *   ZRANGE key -1 -1 WITHSCORES (newest)    ZsetFirstInScoreRange(now, +inf)
+ *                                           (held clock), ZsetLastInScoreRange
  *   ZREMRANGEBYSCORE key -inf now-w         ZsetFirstInScoreRange + ZsetRem
  *   ZCARD key                               ValueLength
  *   ZADD key at member ...                  ZsetAdd, member at:token:place:i
@@ -88,6 +89,18 @@ static double newest_score(RedisModuleCtx *ctx, RedisModuleKey *key)
         RedisModule_FreeString(ctx, m);
     RedisModule_ZsetRangeStop(key);
     return score;
+}
+
+/* Whether the set holds a member scored above 'now' (the clock is then
+   held at the newest): no member is read, so nothing is allocated. */
+static bool any_after(RedisModuleKey *key, double now)
+{
+    bool yes = RedisModule_ZsetFirstInScoreRange(key, now, INFINITY, 1, 0) ==
+                   REDISMODULE_OK &&
+               !RedisModule_ZsetRangeEndReached(key);
+
+    RedisModule_ZsetRangeStop(key);
+    return yes;
 }
 
 /* The score of the member of 'rank' (0: the lowest) in a set of 'total'. */
@@ -252,9 +265,8 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
         return SLUICE__MODULE_FOREIGN;
     }
     if (type == REDISMODULE_KEYTYPE_ZSET) {
-        newest = newest_score(call->ctx, key);
-        if (newest > now)
-            now = newest;
+        if (any_after(key, now))
+            now = newest_score(call->ctx, key);
         trim(call, key, as_written(now - w));
         total = (double)RedisModule_ValueLength(key);
         /* As ZREMRANGEBYSCORE, leave no empty set behind. */
@@ -272,7 +284,8 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
         out->reset_after_ms = call->limit->window_ms;
         return 0;
     }
-    /* Refused: the set is not empty, and its newest member is 'newest'. */
+    /* Refused: the set is not empty, and its newest member stayed. */
+    newest = newest_score(call->ctx, key);
     must = total - (max - cost);
     leaving = rank_score(call, key, (long long)must - 1, (long long)total);
     RedisModule_CloseKey(key);
