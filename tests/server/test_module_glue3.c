@@ -443,10 +443,9 @@ static void run_trace(const algo_case *algo, bool mixed, bool big,
     }
     for (long i = 0; i < TRACE_STEPS && t.mismatches < PRINTED; i++) {
         next_call(&t, &c);
-        test_context("%s %s seed %" PRIu64 " step %ld: %zu key(s), %s:%s "
-                     "max %" PRIu64 " window %" PRIu64 " now %" PRIu64
-                     " cost %" PRIu64 "%s", algo->name, kind, seed, i,
-                     c.n, "key",
+        test_context("%s %s seed %" PRIu64 " step %ld: %zu key(s), first "
+                     "%s, max %" PRIu64 " window %" PRIu64 " now %" PRIu64
+                     " cost %" PRIu64 "%s", algo->name, kind, seed, i, c.n,
                      c.reqs[0].key, c.max, c.window_ms, c.now_ms,
                      c.reqs[0].cost, c.peek ? " peek" : "");
         if (!step(&t, &c, i))
