@@ -122,14 +122,14 @@ static int parse_algo(RedisModuleCtx *ctx, const RedisModuleString *arg,
 {
     char known[160] = "", got[48];
 
-    for (unsigned i = 0; i < SLUICE__ALGO_N; i++) {
+    for (unsigned i = 0; i < SLUICE__ALGO_N; i++)
         if (sluice__mod_is(arg, sluice__algos[i]->name)) {
             *out = (sluice_algo)i;
             return 0;
         }
+    for (unsigned i = 0; i < SLUICE__ALGO_N; i++)
         snprintf(known + strlen(known), sizeof(known) - strlen(known),
                  "%s%s", i == 0 ? "" : ", ", sluice__algos[i]->name);
-    }
     shown(got, sizeof(got), arg);
     sluice__mod_error(ctx, "unknown algorithm '%s' (expected one of %s)", got,
                       known);

@@ -48,6 +48,9 @@ static const setup setups[] = {
     {"tonumber only", " 1e0 ", 50000},
     {"leading zero", "01", 50000},
     {"hexadecimal", "0x2", 0},
+    {"long, tonumber only",
+     "                                                                    "
+     "                                        1   ", 50000},
     {"past 2^53", "9007199254740993", 50000},
     {"INCRBY overflows", "9223372036854775807", 50000},
     {"a list", "<list>", 0},

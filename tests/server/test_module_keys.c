@@ -96,8 +96,49 @@ static void has_flags(const char *name, const char *flags)
     freeReplyObject(r);
 }
 
+/* The first key spec of 'name' (COMMAND INFO's ninth field) has every
+   flag of 'flags' and no other. */
+static void spec_flags(const char *name, const char *flags)
+{
+    redisReply *r = rs_cmd(&server, "COMMAND INFO %s", name);
+    const redisReply *spec, *got = NULL;
+    char buf[128];
+    int want = 0;
+
+    test_context("key spec of %s", name);
+    if (!CHECK(r != NULL && r->type == REDIS_REPLY_ARRAY &&
+               r->element[0]->type == REDIS_REPLY_ARRAY &&
+               r->element[0]->elements >= 9 &&
+               r->element[0]->element[8]->elements >= 1)) {
+        if (r != NULL)
+            freeReplyObject(r);
+        return;
+    }
+    spec = r->element[0]->element[8]->element[0];
+    for (size_t i = 0; i + 1 < spec->elements; i += 2)
+        if (strcmp(spec->element[i]->str, "flags") == 0)
+            got = spec->element[i + 1];
+    snprintf(buf, sizeof(buf), "%s", flags);
+    for (char *f = strtok(buf, " "); f != NULL; f = strtok(NULL, " ")) {
+        int found = 0;
+
+        want++;
+        for (size_t i = 0; got != NULL && i < got->elements; i++)
+            found |= strcmp(got->element[i]->str, f) == 0;
+        CHECK(found);
+    }
+    CHECK(got != NULL && got->elements == (size_t)want);
+    test_context(NULL);
+    freeReplyObject(r);
+}
+
 static void test_flags(void)
 {
+    spec_flags("sluice.hit", "RW access update");
+    spec_flags("sluice.hitmany", "RW access update");
+    spec_flags("sluice.reset", "RW delete");
+    spec_flags("sluice.emqincr", "RW access update");
+    spec_flags("sluice.emqttl", "RO access");
     has_flags("sluice.hit", "write denyoom");
     has_flags("sluice.hitmany", "write denyoom movablekeys");
     has_flags("sluice.reset", "write");

@@ -193,7 +193,7 @@ static int start_all(void)
 
 int main(void)
 {
-    static char m[1 << 16], p[1 << 16], l[1 << 16], again[1 << 16];
+    static char m[1 << 19], p[1 << 19], l[1 << 19], again[1 << 19];
     int algos = 0;
 
     if (start_all() < 0)

@@ -65,10 +65,11 @@ int mf_script_hitmany(rs_server *s, const char *const *keys,
                       size_t cap);
 
 /* What a key holds, for comparing two keys: TYPE, a dump of its value
-   (GET, HGETALL or ZRANGE ... WITHSCORES, flattened), PTTL. */
+   (GET, HGETALL sorted or ZRANGE ... WITHSCORES, flattened; a byte that is
+   not printable as \xHH, so binary values compare whole), PTTL. */
 typedef struct mf_state {
     char type[16];
-    char value[2048];
+    char value[8192];
     long long pttl;
 } mf_state;
 
