@@ -51,6 +51,9 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
         "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
         "ASK"};
 
+    if (sluice__vk_module_missing(n, r))
+        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
+                             "no sluice module: %s", n->name, doing, r->str);
     for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
         if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
             return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
@@ -129,7 +132,8 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
     return SLUICE_OK;
 }
 
-/* Opens 'c' if it is closed: connect, AUTH, SELECT, scripts. */
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, the engine (engine.c),
+   scripts. */
 int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
 {
     int err;
@@ -141,7 +145,8 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
                                     v->connect_timeout_ms, v->max_reply_bytes,
                                     v->max_reply_elements)) < 0)
         return err;
-    if ((err = conn_login(v, n, c)) < 0)
+    if ((err = conn_login(v, n, c)) < 0 ||
+        (err = sluice__vk_engine_detect(v, n, c)) < 0)
         goto fail;
     if (!atomic_load(&v->scripts_loaded)) {
         if ((err = sluice__vk_scripts_load(v, n, c)) < 0)

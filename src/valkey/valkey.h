@@ -22,6 +22,9 @@
  *   combine.c  one server: threads deciding at once share script calls
  *   store.c    the store's table, its server interface (for the queue), and
  *              opening and freeing it
+ *   engine.c   the engine: whether a node has the native module (asked at
+ *              each connect), and the SLUICE.* commands sent in place of
+ *              the scripts where it does
  *
  * Nodes and connections. A node is one server and a pool of 'pool_size'
  * hiredis connections to it. A call is dealt one of them in turn and queues
@@ -132,6 +135,7 @@ typedef struct vk_node {
     char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
+    _Atomic int module;         /* VK_MODULE_*: its last connect's answer */
     unsigned nconns;
     vk_conn conns[];
 } vk_node;
@@ -150,6 +154,8 @@ typedef struct vk_store {
     uint64_t max_reply_elements;
     unsigned pool_size;
     int caller_clock;
+    sluice_engine engine;
+    _Atomic uint64_t module_calls; /* SLUICE.* calls answered */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
 
@@ -281,6 +287,35 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
                          uint64_t deadline_ms, const sluice__script *script,
                          int argc, const char **argv, const size_t *lens,
                          redisReply **out);
+
+/* ---- The engine (engine.c) ------------------------------------------------------ */
+
+/* What a node's connects found: not asked yet, the module of this
+   library's version, or none (no module, another version, an error). */
+enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
+
+/*
+ * Asks the new connection 'c' of 'n' for the module (SLUICE.VERSION) and
+ * notes the answer on 'n'; engine=lua asks nothing. Answers 0, a
+ * connection's error, or, for engine=module on a server without the
+ * module, SLUICE_ENOTSUP.
+ */
+int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c);
+/* Whether a call to node 'n' (NULL: not known yet) is sent to the module
+   rather than to the script. */
+bool sluice__vk_engine_module(const vk_store *v, vk_node *n);
+/* True for the reply of a server that has no SLUICE.* command: 'n' is
+   noted as without the module. */
+bool sluice__vk_module_missing(vk_node *n, const redisReply *r);
+/*
+ * Runs a queue script's twin on the module when node 'n' of 'key' has it
+ * ('*done' set; the reply is the caller's), else leaves '*done' false.
+ * 'args' are the script's keys then its arguments, as vk_eval() takes them.
+ */
+int sluice__vk_engine_eval(vk_store *v, const sluice__script *script,
+                           int argc, const char *const *args,
+                           const size_t *arglens, redisReply **out,
+                           bool *done);
 
 /* ---- Subscriptions (pubsub.c): the server interface's ------------------------------ */
 
