@@ -692,3 +692,16 @@ int rs_ok(rs_server *s, const char *fmt, ...)
     freeReplyObject(r);
     return ok;
 }
+
+const char *rs_module_path(void)
+{
+    const char *env = getenv("SLUICE_MODULE");
+
+    if (env != NULL && env[0] != '\0')
+        return env;
+#ifdef SLUICE_MODULE_PATH
+    return SLUICE_MODULE_PATH;
+#else
+    return NULL;
+#endif
+}

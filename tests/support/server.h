@@ -160,4 +160,14 @@ long long rs_info_count(rs_server *s, const char *section, const char *field);
  */
 long long rs_calls(rs_server *s, const char *command);
 
+/* ---- The module ---------------------------------------------------------- */
+
+/*
+ * The built server module (sluice.so), for a server started with
+ * {"--loadmodule", rs_module_path(), NULL}: $SLUICE_MODULE when set, else
+ * the path the build gave; NULL when the build has no module
+ * (SLUICE_MODULE=OFF).
+ */
+const char *rs_module_path(void);
+
 #endif /* SLUICE_TEST_SERVER_H */

@@ -1,0 +1,186 @@
+/*
+ * module.c - the fixed window's glue for sluice.so (src/module/glue.h).
+ *
+ * The key is fixed.lua's: a string holding the count, whose expiry is the
+ * window. The decision mirrors the script step for step (fixed.lua and
+ * counter.lua), on the server's expiry clock as the script's PTTL -- NOW
+ * does not move it, as ARGV[4] does not move the script -- and with the
+ * script's own readings of odd values: a hit reads the count as INCRBY does
+ * (a key at "0" arms a new window; a negative count counts up from there),
+ * a peek as Lua's tonumber(); figures are computed in doubles as the script
+ * computes them.
+ *
+ * What it leaves on the key is what the script leaves: an admitted hit the
+ * count plus cost, a refusal the count unchanged (the script's INCRBY and
+ * DECRBY cancel), a key met at PTTL 0 a fresh window, a count without a TTL
+ * the window as its TTL (even on a refusal or a peek). Replicas and the AOF
+ * get SET key count PXAT expiry for a new count, PEXPIREAT for a new TTL
+ * alone, nothing for a decision that changes nothing.
+ */
+#include "module/module.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The counter as one decision sees it. */
+typedef struct counter {
+    RedisModuleKey *key;
+    const char *raw; /* its value; NULL when there is no key */
+    size_t raw_len;
+} counter;
+
+/* Opens the key for writing; SLUICE__MODULE_FOREIGN if it is not a string. */
+static int counter_open(const sluice__mod_call *call, counter *c)
+{
+    int type;
+
+    c->key = RedisModule_OpenKey(call->ctx, call->key,
+                                 REDISMODULE_READ | REDISMODULE_WRITE);
+    c->raw = NULL;
+    c->raw_len = 0;
+    type = RedisModule_KeyType(c->key);
+    if (type == REDISMODULE_KEYTYPE_EMPTY)
+        return 0;
+    if (type != REDISMODULE_KEYTYPE_STRING ||
+        (c->raw = RedisModule_StringDMA(c->key, &c->raw_len,
+                                        REDISMODULE_READ)) == NULL) {
+        RedisModule_CloseKey(c->key);
+        return SLUICE__MODULE_FOREIGN;
+    }
+    return 0;
+}
+
+/* Writes 'n' as the key's value, in place: its TTL stays. */
+static void counter_write(counter *c, const char *text, size_t len)
+{
+    size_t have;
+    char *p = RedisModule_StringDMA(c->key, &have, REDISMODULE_WRITE);
+
+    if (p == NULL || have != len) {
+        RedisModule_StringTruncate(c->key, len);
+        p = RedisModule_StringDMA(c->key, &have, REDISMODULE_WRITE);
+    }
+    memcpy(p, text, len);
+}
+
+/*
+ * Sends replicas and the AOF what changed: the count ('text', when
+ * 'written') and its absolute expiry, or the expiry alone.
+ */
+static void counter_replicate(const sluice__mod_call *call, counter *c,
+                              bool written, const char *text, size_t len)
+{
+    long long at = RedisModule_GetAbsExpire(c->key);
+
+    if (written)
+        RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text, len,
+                              "PXAT", at);
+    else
+        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);
+}
+
+/* The script's figures, from its doubles. */
+static void answer(sluice_decision *out, bool allowed, double remaining,
+                   double ttl)
+{
+    out->allowed = allowed ? 1 : 0;
+    out->remaining = (uint64_t)sluice__mod_lua_int(remaining);
+    out->retry_after_ms = allowed ? 0 : (uint64_t)sluice__mod_lua_int(ttl);
+    out->reset_after_ms = (uint64_t)sluice__mod_lua_int(ttl);
+}
+
+/* hit(): INCRBY, arm or read the window, take a refusal back. */
+static int fixed_hit(const sluice__mod_call *call, counter *c,
+                     sluice_decision *out)
+{
+    long long by = (long long)call->cost, w = (long long)call->limit->window_ms;
+    double max = (double)call->limit->max;
+    long long v = 0, n, ttl = w;
+    bool arm = false, admit;
+    char text[24];
+    size_t len;
+
+    if (c->raw != NULL && (!sluice__mod_strict_ll(c->raw, c->raw_len, &v) ||
+                           v > LLONG_MAX - by)) {
+        RedisModule_CloseKey(c->key); /* INCRBY's error: nothing changed */
+        return SLUICE__MODULE_FOREIGN;
+    }
+    n = v + by;
+    if (n == by) { /* created (or was "0"): arm the window */
+        arm = true;
+    } else if ((ttl = RedisModule_GetExpire(c->key)) == 0) {
+        n = by; /* the old window is over: this one starts anew */
+        ttl = w;
+        arm = true;
+    } else if (ttl < 0) { /* no TTL: give it one, so it never blocks */
+        ttl = w;
+        arm = true;
+    }
+    admit = !((double)n > max);
+    len = (size_t)snprintf(text, sizeof(text), "%lld", n);
+    if (admit)
+        counter_write(c, text, len);
+    if (arm)
+        RedisModule_SetExpire(c->key, w);
+    if (admit || arm)
+        counter_replicate(call, c, admit, text, len);
+    RedisModule_CloseKey(c->key);
+    if (admit) {
+        answer(out, true, max - (double)n, (double)ttl);
+    } else {
+        double count = (double)n - (double)by;
+
+        answer(out, false, count < max ? max - count : 0, (double)ttl);
+    }
+    return 0;
+}
+
+/* peek(): GET and PTTL, giving a TTL to a count found without one. */
+static int fixed_peek(const sluice__mod_call *call, counter *c,
+                      sluice_decision *out)
+{
+    double max = (double)call->limit->max, cost = (double)call->cost;
+    double count = 0, ttl = (double)call->limit->window_ms;
+
+    if (c->raw != NULL) {
+        long long pttl;
+
+        if (!sluice__mod_lua_tonumber(c->raw, c->raw_len, &count)) {
+            RedisModule_CloseKey(c->key);
+            return SLUICE__MODULE_FOREIGN;
+        }
+        pttl = RedisModule_GetExpire(c->key);
+        if (pttl == 0) {
+            count = 0;
+        } else if (pttl < 0) {
+            RedisModule_SetExpire(c->key, (long long)call->limit->window_ms);
+            counter_replicate(call, c, false, NULL, 0);
+        } else {
+            ttl = (double)pttl;
+        }
+    }
+    RedisModule_CloseKey(c->key);
+    if (count + cost > max)
+        answer(out, false, count < max ? max - count : 0, ttl);
+    else
+        answer(out, true, max - count - cost, ttl);
+    return 0;
+}
+
+static int fixed_module_decide(const sluice__mod_call *call,
+                               sluice_decision *out)
+{
+    counter c;
+    int rc = counter_open(call, &c);
+
+    out->limit = call->limit->max;
+    if (rc != 0)
+        return rc;
+    return call->consume ? fixed_hit(call, &c, out)
+                         : fixed_peek(call, &c, out);
+}
+
+const sluice__module_glue sluice__module_fixed = {
+    .decide = fixed_module_decide,
+};
