@@ -211,15 +211,6 @@ static void unregister_server(rs_server *s)
 
 /* ---- The native module --------------------------------------------------- */
 
-const char *rs_module_path(void)
-{
-#ifdef SLUICE_MODULE_PATH
-    return SLUICE_MODULE_PATH;
-#else
-    return NULL;
-#endif
-}
-
 const char *const *rs_module_args(void)
 {
     static const char *args[3];

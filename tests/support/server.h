@@ -80,11 +80,8 @@ void rs_print_log(const rs_server *s);
 
 /* ---- The native module --------------------------------------------------- */
 
-/* The path of the native module (sluice.so) this build made, for
-   --loadmodule; NULL when the build made none. */
-const char *rs_module_path(void);
 /*
- * 'extra' arguments that load the module: {"--loadmodule", path, NULL}, or
+ * 'extra' arguments that load the module (rs_module_path(), below): {"--loadmodule", path, NULL}, or
  * {NULL} when the build made none. Pass to rs_start() and the like.
  */
 const char *const *rs_module_args(void);
