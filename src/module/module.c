@@ -63,6 +63,25 @@ static RedisModuleCommandKeySpec reset_keys[] = {
     KEY_SPEC_END,
 };
 
+/* SLUICE.EMQINCR limiter window_ms: the limiter, incremented. */
+static RedisModuleCommandKeySpec emqincr_keys[] = {
+    {.flags = REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS |
+              REDISMODULE_CMD_KEY_UPDATE,
+     .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,
+     .find_keys_type = REDISMODULE_KSPEC_FK_RANGE,
+     .fk.range = {.lastkey = 0, .keystep = 1, .limit = 0}},
+    KEY_SPEC_END,
+};
+
+/* SLUICE.EMQTTL limiter meta [max]: two keys, read. */
+static RedisModuleCommandKeySpec emqttl_keys[] = {
+    {.flags = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
+     .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,
+     .find_keys_type = REDISMODULE_KSPEC_FK_RANGE,
+     .fk.range = {.lastkey = 1, .keystep = 1, .limit = 0}},
+    KEY_SPEC_END,
+};
+
 typedef struct command {
     const char *name;
     RedisModuleCmdFunc func;
@@ -79,6 +98,10 @@ static const command commands[] = {
      hitmany_keys, "Decides requests of one limit on several keys, in turn"},
     {"sluice.reset", sluice__mod_reset, "write", 1, -1, 1, reset_keys,
      "Deletes rate-limit keys"},
+    {"sluice.emqincr", sluice__mod_emqincr, "write deny-oom", 1, 1, 1,
+     emqincr_keys, "Counts a job in a queue's fixed-window limiter"},
+    {"sluice.emqttl", sluice__mod_emqttl, "readonly", 1, 2, 1, emqttl_keys,
+     "The wait before a queue's limiter admits a job"},
     {"sluice.version", version_command, "readonly fast", 0, 0, 0, NULL,
      "The module's version"},
 };

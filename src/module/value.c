@@ -84,3 +84,17 @@ long long sluice__mod_lua_int(double d)
         return (long long)d;
     return LLONG_MIN;
 }
+
+void sluice__mod_string_write(RedisModuleKey *key, const char *text,
+                              size_t len)
+{
+    size_t have;
+    char *p = RedisModule_StringDMA(key, &have, REDISMODULE_WRITE);
+
+    if (p == NULL || have != len) {
+        RedisModule_StringTruncate(key, len);
+        p = RedisModule_StringDMA(key, &have, REDISMODULE_WRITE);
+    }
+    if (p != NULL && have == len)
+        memcpy(p, text, len);
+}

@@ -51,19 +51,6 @@ static int counter_open(const sluice__mod_call *call, counter *c)
     return 0;
 }
 
-/* Writes 'n' as the key's value, in place: its TTL stays. */
-static void counter_write(counter *c, const char *text, size_t len)
-{
-    size_t have;
-    char *p = RedisModule_StringDMA(c->key, &have, REDISMODULE_WRITE);
-
-    if (p == NULL || have != len) {
-        RedisModule_StringTruncate(c->key, len);
-        p = RedisModule_StringDMA(c->key, &have, REDISMODULE_WRITE);
-    }
-    memcpy(p, text, len);
-}
-
 /*
  * Sends replicas and the AOF what changed: the count ('text', when
  * 'written') and its absolute expiry, or the expiry alone.
@@ -90,58 +77,83 @@ static void answer(sluice_decision *out, bool allowed, double remaining,
     out->reset_after_ms = (uint64_t)sluice__mod_lua_int(ttl);
 }
 
-/* hit(): INCRBY, arm or read the window, take a refusal back. */
-static int fixed_hit(const sluice__mod_call *call, counter *c,
-                     sluice_decision *out)
+/*
+ * counter.lua's counter_incr(), and fixed.lua's taking back of a refused
+ * increment: see module.h.
+ */
+int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
+                             long long cap, long long *n, long long *ttl)
 {
-    long long by = (long long)call->cost, w = (long long)call->limit->window_ms;
-    double max = (double)call->limit->max;
-    long long v = 0, n, ttl = w;
+    long long w = (long long)call->limit->window_ms, v = 0;
     bool arm = false, admit;
     char text[24];
     size_t len;
+    counter c;
+    int rc = counter_open(call, &c);
 
-    if (c->raw != NULL && (!sluice__mod_strict_ll(c->raw, c->raw_len, &v) ||
-                           v > LLONG_MAX - by)) {
-        RedisModule_CloseKey(c->key); /* INCRBY's error: nothing changed */
-        return SLUICE__MODULE_FOREIGN;
+    if (rc != 0)
+        return SLUICE__MODULE_WRONGTYPE;
+    if (c.raw != NULL && !sluice__mod_strict_ll(c.raw, c.raw_len, &v)) {
+        RedisModule_CloseKey(c.key); /* INCRBY's errors: nothing changed */
+        return SLUICE__MODULE_NOT_INTEGER;
     }
-    n = v + by;
-    if (n == by) { /* created (or was "0"): arm the window */
+    if (c.raw != NULL && v > LLONG_MAX - by) {
+        RedisModule_CloseKey(c.key);
+        return SLUICE__MODULE_OVERFLOW;
+    }
+    *n = v + by;
+    *ttl = w;
+    if (*n == by) { /* created (or was "0"): arm the window */
         arm = true;
-    } else if ((ttl = RedisModule_GetExpire(c->key)) == 0) {
-        n = by; /* the old window is over: this one starts anew */
-        ttl = w;
+    } else if ((*ttl = RedisModule_GetExpire(c.key)) == 0) {
+        *n = by; /* the old window is over: this one starts anew */
+        *ttl = w;
         arm = true;
-    } else if (ttl < 0) { /* no TTL: give it one, so it never blocks */
-        ttl = w;
+    } else if (*ttl < 0) { /* no TTL: give it one, so it never blocks */
+        *ttl = w;
         arm = true;
     }
-    admit = !((double)n > max);
-    len = (size_t)snprintf(text, sizeof(text), "%lld", n);
+    /* As the script compares: its count is a double. */
+    admit = !((double)*n > (double)cap);
+    len = (size_t)snprintf(text, sizeof(text), "%lld", *n);
     if (admit)
-        counter_write(c, text, len);
+        sluice__mod_string_write(c.key, text, len);
     if (arm)
-        RedisModule_SetExpire(c->key, w);
+        RedisModule_SetExpire(c.key, w);
     if (admit || arm)
-        counter_replicate(call, c, admit, text, len);
-    RedisModule_CloseKey(c->key);
-    if (admit) {
-        answer(out, true, max - (double)n, (double)ttl);
-    } else {
-        double count = (double)n - (double)by;
+        counter_replicate(call, &c, admit, text, len);
+    RedisModule_CloseKey(c.key);
+    return 0;
+}
 
-        answer(out, false, count < max ? max - count : 0, (double)ttl);
+/* hit(): INCRBY, arm or read the window, take a refusal back. */
+static int fixed_hit(const sluice__mod_call *call, sluice_decision *out)
+{
+    long long by = (long long)call->cost, n, ttl;
+    double max = (double)call->limit->max, count;
+    int rc = sluice__mod_counter_incr(call, by, (long long)call->limit->max,
+                                      &n, &ttl);
+
+    if (rc != 0)
+        return SLUICE__MODULE_FOREIGN;
+    if (!((double)n > max)) {
+        answer(out, true, max - (double)n, (double)ttl);
+        return 0;
     }
+    count = (double)n - (double)by;
+    answer(out, false, count < max ? max - count : 0, (double)ttl);
     return 0;
 }
 
 /* peek(): GET and PTTL, giving a TTL to a count found without one. */
-static int fixed_peek(const sluice__mod_call *call, counter *c,
-                      sluice_decision *out)
+static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
 {
     double max = (double)call->limit->max, cost = (double)call->cost;
     double count = 0, ttl = (double)call->limit->window_ms;
+    counter cs, *c = &cs;
+
+    if (counter_open(call, c) != 0)
+        return SLUICE__MODULE_FOREIGN;
 
     if (c->raw != NULL) {
         long long pttl;
@@ -171,14 +183,8 @@ static int fixed_peek(const sluice__mod_call *call, counter *c,
 static int fixed_module_decide(const sluice__mod_call *call,
                                sluice_decision *out)
 {
-    counter c;
-    int rc = counter_open(call, &c);
-
     out->limit = call->limit->max;
-    if (rc != 0)
-        return rc;
-    return call->consume ? fixed_hit(call, &c, out)
-                         : fixed_peek(call, &c, out);
+    return call->consume ? fixed_hit(call, out) : fixed_peek(call, out);
 }
 
 const sluice__module_glue sluice__module_fixed = {

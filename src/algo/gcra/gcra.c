@@ -44,11 +44,9 @@
  * (below), decided on with a compare-and-swap and no lock.
  */
 #include "algo/algo.h"
+#include "algo/gcra/gcra.h"
 
-typedef struct gcra_state {
-    uint64_t tat_ms; /* TAT's whole ms; 0 and 0: fresh */
-    uint64_t rem;    /* TAT's remainder, in 1/max ms */
-} gcra_state;
+typedef sluice__gcra_state gcra_state;
 
 /* Every figure, up to max x window, must stay exact in a double. */
 static int gcra_check(const sluice_limit *limit)

@@ -1,0 +1,202 @@
+/*
+ * test_module_emq.c - the queue limiter's module commands against its
+ * scripts on a real redis-server with sluice.so loaded: SLUICE.EMQINCR
+ * against emq_incr.lua and SLUICE.EMQTTL against emq_ttl.lua, from the same
+ * states of the limiter (absent; a count with a TTL; "0"; without a TTL,
+ * where the increment arms one and the read sees no wait; not a number; at
+ * INCRBY's overflow; a list) and of the meta hash (absent; a cap; a cap of
+ * 0, below 0, not a number; not a hash), with the cap given or not. Replies
+ * must be equal (a wait within the moment between the calls; an error the
+ * same kind of error) and the limiter each leaves the same.
+ */
+#include "module_fixture.h"
+#include "test.h"
+
+#include "queue/queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rs_server server;
+
+#define MARGIN_MS 60
+
+static const struct {
+    const char *what, *value;
+    long long px;
+} limiters[] = {
+    {"none", NULL, 0},        {"a count", "2", 50000},
+    {"at cap", "3", 50000},   {"past cap", "9", 50000},
+    {"zero", "0", 50000},     {"no TTL", "5", 0},
+    {"not a number", "x", 0}, {"overflow", "9223372036854775807", 50000},
+    {"tonumber", " 4 ", 50000}, {"a list", "<list>", 0},
+};
+
+static const struct {
+    const char *what, *max; /* NULL: no hash; "<string>": not a hash */
+} metas[] = {
+    {"none", NULL},       {"cap 3", "3"},    {"cap 0", "0"},
+    {"cap -1", "-1"},     {"cap x", "x"},    {"cap 3.5", "3.5"},
+    {"no cap field", ""}, {"a string", "<string>"},
+};
+
+static void put_limiter(const char *key, int i)
+{
+    rs_ok(&server, "DEL %s", key);
+    if (limiters[i].value == NULL)
+        return;
+    if (strcmp(limiters[i].value, "<list>") == 0)
+        rs_ok(&server, "RPUSH %s x", key);
+    else if (limiters[i].px > 0)
+        rs_ok(&server, "SET %s %s PX %lld", key, limiters[i].value,
+              limiters[i].px);
+    else
+        rs_ok(&server, "SET %s %s", key, limiters[i].value);
+}
+
+static void put_meta(const char *key, int j)
+{
+    rs_ok(&server, "DEL %s", key);
+    if (metas[j].max == NULL)
+        return;
+    if (strcmp(metas[j].max, "<string>") == 0)
+        rs_ok(&server, "SET %s 3", key);
+    else if (metas[j].max[0] == '\0')
+        rs_ok(&server, "HSET %s duration 1000", key);
+    else
+        rs_ok(&server, "HSET %s max %s duration 1000", key, metas[j].max);
+}
+
+/* Two replies to the same call: equal integers (or arrays of them, the
+   last a PTTL), or errors of the same kind. */
+static void same_reply(const redisReply *m, const redisReply *l)
+{
+    CHECK(m != NULL && l != NULL);
+    if (m == NULL || l == NULL)
+        return;
+    CHECK(m->type == l->type);
+    if (m->type != l->type) {
+        fprintf(stderr, "  module: %s / script: %s\n",
+                m->type == REDIS_REPLY_ERROR ? m->str : "(not an error)",
+                l->type == REDIS_REPLY_ERROR ? l->str : "(not an error)");
+        return;
+    }
+    if (m->type == REDIS_REPLY_ERROR) {
+        /* The script adds where it failed; the server's message leads. */
+        CHECK(strncmp(m->str, l->str, strlen(m->str)) == 0);
+        if (strncmp(m->str, l->str, strlen(m->str)) != 0)
+            fprintf(stderr, "  module: %s / script: %s\n", m->str, l->str);
+    } else if (m->type == REDIS_REPLY_INTEGER) {
+        CHECK(llabs(m->integer - l->integer) <= MARGIN_MS);
+    } else {
+        CHECK(m->type == REDIS_REPLY_ARRAY && m->elements == 2 &&
+              l->elements == 2);
+        if (m->elements == 2 && l->elements == 2) {
+            CHECK_EQ_U64(m->element[0]->integer, l->element[0]->integer);
+            CHECK(llabs(m->element[1]->integer - l->element[1]->integer) <=
+                  MARGIN_MS);
+        }
+    }
+}
+
+static void same_limiter(void)
+{
+    mf_state m, l;
+
+    CHECK(mf_state_of(&server, "m:lim", &m) == 0);
+    CHECK(mf_state_of(&server, "l:lim", &l) == 0);
+    CHECK(strcmp(m.type, l.type) == 0 && strcmp(m.value, l.value) == 0);
+    if (m.pttl < 0 || l.pttl < 0)
+        CHECK_EQ_U64(m.pttl, l.pttl);
+    else
+        CHECK(llabs(m.pttl - l.pttl) <= MARGIN_MS);
+}
+
+static void test_incr(void)
+{
+    const char *sha = sluice__script_emq_incr.sha1;
+
+    for (size_t i = 0; i < sizeof(limiters) / sizeof(limiters[0]); i++) {
+        for (int round = 0; round < 2; round++) {
+            redisReply *m, *l;
+
+            test_context("incr: limiter %s, round %d", limiters[i].what,
+                         round);
+            if (round == 0) {
+                put_limiter("m:lim", (int)i);
+                put_limiter("l:lim", (int)i);
+            }
+            m = rs_cmd(&server, "SLUICE.EMQINCR m:lim 7000");
+            l = rs_cmd(&server, "EVALSHA %s 1 l:lim 7000", sha);
+            same_reply(m, l);
+            same_limiter();
+            freeReplyObject(m);
+            freeReplyObject(l);
+        }
+    }
+    test_context(NULL);
+}
+
+static void test_ttl(void)
+{
+    const char *sha = sluice__script_emq_ttl.sha1;
+    static const char *caps[] = {NULL, "0", "3", "10"};
+
+    for (size_t i = 0; i < sizeof(limiters) / sizeof(limiters[0]); i++)
+        for (size_t j = 0; j < sizeof(metas) / sizeof(metas[0]); j++)
+            for (int k = 0; k < 4; k++) {
+                redisReply *m, *l;
+
+                test_context("ttl: limiter %s, meta %s, cap %s",
+                             limiters[i].what, metas[j].what,
+                             caps[k] ? caps[k] : "absent");
+                put_limiter("m:lim", (int)i);
+                put_limiter("l:lim", (int)i);
+                put_meta("m:meta", (int)j);
+                put_meta("l:meta", (int)j);
+                if (caps[k] == NULL)
+                    m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta");
+                else
+                    m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta %s",
+                               caps[k]);
+                l = rs_cmd(&server, "EVALSHA %s 2 l:lim l:meta %s", sha,
+                           caps[k] ? caps[k] : "0");
+                same_reply(m, l);
+                same_limiter();
+                freeReplyObject(m);
+                freeReplyObject(l);
+            }
+    test_context(NULL);
+}
+
+/* A full counter with a TTL answers its PTTL; the read changes nothing. */
+static void test_ttl_wait(void)
+{
+    long long wait;
+
+    rs_ok(&server, "SET m:lim 3 PX 5000");
+    wait = rs_int(&server, "SLUICE.EMQTTL m:lim m:none 3");
+    CHECK(wait > 5000 - MARGIN_MS && wait <= 5000);
+    CHECK_EQ_U64(rs_int(&server, "SLUICE.EMQTTL m:lim m:none 4"), 0);
+    CHECK(rs_int(&server, "PTTL m:lim") > 5000 - MARGIN_MS);
+}
+
+int main(void)
+{
+    if (mf_start(&server, NULL) < 0) {
+        fprintf(stderr, "test_module_emq: cannot start redis-server with the "
+                        "module\n");
+        return 1;
+    }
+    if (!CHECK(rs_ok(&server, "SCRIPT LOAD %s",
+                     sluice__script_emq_incr.text) == 0 &&
+               rs_ok(&server, "SCRIPT LOAD %s",
+                     sluice__script_emq_ttl.text) == 0))
+        return test_summary("test_module_emq");
+    test_incr();
+    test_ttl();
+    test_ttl_wait();
+    rs_stop(&server);
+    return test_summary("test_module_emq");
+}
