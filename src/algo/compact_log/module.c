@@ -1,0 +1,357 @@
+/*
+ * module.c - the compact sliding log inside the server (sluice.so).
+ *
+ * The decision of compact_log.lua, step for step, on the very string it
+ * keeps (its header comment has the layout): a 16-byte header, 'SLCL' then
+ * head, len and cap as little-endian uint32, then a ring of cap slots of
+ * 8 bytes (little-endian uint64 times in ms). The script reads and writes a
+ * few bytes at a time with GETRANGE and SETRANGE; here the string is read
+ * and written in place (StringDMA), and grown as SETRANGE would grow it
+ * (StringTruncate, which keeps the expiry as SETRANGE does):
+ *
+ *   - the header and the newest unit; a clock earlier than it is held at it;
+ *   - the units that left the span (t <= now - window: a prefix, found by
+ *     bisection), dropped by moving head; a key whose units have all left
+ *     is deleted;
+ *   - when refused, the (len + cost - max)'th oldest unit gives the wait;
+ *   - when admitted and counted, 'cost' slots written at the tail, or the
+ *     value laid out again (oldest first, under a larger max than the
+ *     ring's cap, or on a fresh key), and the expiry extended to one window
+ *     if it would end sooner.
+ *
+ * Replicas and the AOF receive the bytes written: SETRANGE key offset bytes
+ * for the slots and the header, or SET key value PXAT expiry when the whole
+ * value was laid out; PEXPIREAT with the absolute expiry; DEL.
+ *
+ * A key holding another type, or a string that is not such a ring (the
+ * script's read_header() checks, byte for byte), is foreign: nothing is
+ * changed.
+ */
+#include "module/glue.h"
+
+#include <string.h>
+
+#define HEAD 16
+
+/* A ring's header. */
+typedef struct ring {
+    uint32_t head, len, cap;
+} ring;
+
+/* ---- Bytes --------------------------------------------------------------- */
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static void put_header(unsigned char *p, const ring *r)
+{
+    memcpy(p, "SLCL", 4);
+    put32(p + 4, r->head);
+    put32(p + 8, r->len);
+    put32(p + 12, r->cap);
+}
+
+/* The time in slot 'j'. */
+static uint64_t slot(const unsigned char *p, uint32_t j)
+{
+    return get64(p + HEAD + 8 * (size_t)j);
+}
+
+/* ---- Reading ------------------------------------------------------------- */
+
+/*
+ * The ring in 'key' (of 'type'), as the script's read_header(): *r is
+ * 0, 0, 0 for no key or an empty string. Sets '*p' to the string (read
+ * only). Returns false when the key holds something else.
+ */
+static bool read_ring(RedisModuleKey *key, int type, ring *r,
+                      const unsigned char **p)
+{
+    size_t slen;
+    uint64_t used;
+
+    r->head = r->len = r->cap = 0;
+    *p = NULL;
+    if (type == REDISMODULE_KEYTYPE_EMPTY)
+        return true;
+    if (type != REDISMODULE_KEYTYPE_STRING)
+        return false;
+    slen = RedisModule_ValueLength(key);
+    if (slen == 0)
+        return true;
+    if (slen < HEAD)
+        return false;
+    *p = (const unsigned char *)RedisModule_StringDMA(key, &slen,
+                                                      REDISMODULE_READ);
+    if (*p == NULL || slen < HEAD || memcmp(*p, "SLCL", 4) != 0)
+        return false;
+    r->head = get32(*p + 4);
+    r->len = get32(*p + 8);
+    r->cap = get32(*p + 12);
+    used = (uint64_t)r->head + r->len;
+    if (used > r->cap)
+        used = r->cap;
+    return !(r->cap < 1 || r->head >= r->cap || r->len > r->cap ||
+             r->len < 1 || slen < HEAD + 8 * used);
+}
+
+/* Has a unit at 't' left the span at 'now' (t <= now - window)? */
+static bool left(uint64_t t, uint64_t w, uint64_t now)
+{
+    return now >= w && t <= now - w;
+}
+
+/* How many of the live units have left (a prefix), the newest not. */
+static uint32_t gone(const unsigned char *p, const ring *r, uint64_t w,
+                     uint64_t now)
+{
+    uint32_t lo = 0, hi = r->len - 1; /* the first unit that stays is in
+                                         [lo, hi] */
+
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+
+        if (left(slot(p, (uint32_t)(((uint64_t)r->head + mid) % r->cap)), w,
+                 now))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* ---- Writing ------------------------------------------------------------- */
+
+/* The string opened for writing, at least 'size' bytes long (grown with
+   zeros, as SETRANGE grows it). */
+static unsigned char *writable(RedisModuleKey *key, size_t size)
+{
+    size_t slen = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY
+                      ? 0 : RedisModule_ValueLength(key);
+
+    if (size > slen && RedisModule_StringTruncate(key, size) != REDISMODULE_OK)
+        return NULL;
+    return (unsigned char *)RedisModule_StringDMA(key, &slen,
+                                                  REDISMODULE_WRITE);
+}
+
+static void fill(unsigned char *p, uint64_t n, uint64_t now)
+{
+    for (uint64_t i = 0; i < n; i++)
+        put64(p + 8 * i, now);
+}
+
+/*
+ * Lays the value out again, oldest first: header (0, len + cost, max),
+ * the live units, then 'cost' units at 'now'. Returns its length, or 0
+ * when the server refused the memory.
+ */
+static size_t rebuild(const sluice__mod_call *call, RedisModuleKey *key,
+                      const ring *r, const unsigned char *old, uint64_t now)
+{
+    size_t size = HEAD + 8 * ((size_t)r->len + call->cost);
+    unsigned char *live = NULL, *p;
+    ring fresh = {0, r->len + (uint32_t)call->cost,
+                  (uint32_t)call->limit->max};
+
+    if (r->len > 0) {
+        uint32_t first = r->cap - r->head < r->len ? r->cap - r->head : r->len;
+
+        live = RedisModule_Alloc(8 * (size_t)r->len);
+        memcpy(live, old + HEAD + 8 * (size_t)r->head, 8 * (size_t)first);
+        memcpy(live + 8 * (size_t)first, old + HEAD,
+               8 * (size_t)(r->len - first));
+    } else if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
+        /* An empty string: SET, not SETRANGE, so no expiry stays. */
+        RedisModule_DeleteKey(key);
+    }
+    if (RedisModule_StringTruncate(key, size) != REDISMODULE_OK ||
+        (p = (unsigned char *)RedisModule_StringDMA(key, &size,
+                                                    REDISMODULE_WRITE)) ==
+            NULL) {
+        RedisModule_Free(live);
+        return 0;
+    }
+    put_header(p, &fresh);
+    if (live != NULL)
+        memcpy(p + HEAD, live, 8 * (size_t)r->len);
+    fill(p + HEAD + 8 * (size_t)r->len, call->cost, now);
+    RedisModule_Free(live);
+    return size;
+}
+
+/*
+ * Writes 'cost' units at 'now' after the live units, as the script's
+ * append(): in place, the slots at the tail (two runs when the ring wraps)
+ * and the header, each replicated as the SETRANGE of the bytes written.
+ * Returns false when the server refused the memory.
+ */
+static bool append_in_place(const sluice__mod_call *call,
+                            RedisModuleKey *key, ring *r, uint64_t now)
+{
+    uint32_t cost = (uint32_t)call->cost;
+    uint32_t tail = (uint32_t)(((uint64_t)r->head + r->len) % r->cap);
+    uint32_t first = r->cap - tail < cost ? r->cap - tail : cost;
+    size_t at = HEAD + 8 * (size_t)tail;
+    unsigned char *p = writable(key, at + 8 * (size_t)first);
+
+    if (p == NULL)
+        return false;
+    fill(p + at, first, now);
+    fill(p + HEAD, cost - first, now);
+    r->len += cost;
+    put_header(p, r);
+    /* The header and what follows it, up to the wrapped units' end or, when
+       the tail is slot 0, the new units' end: one run of bytes. */
+    if (tail == 0) {
+        RedisModule_Replicate(call->ctx, "SETRANGE", "slb", call->key, 0LL,
+                              (const char *)p, at + 8 * (size_t)first);
+        return true;
+    }
+    RedisModule_Replicate(call->ctx, "SETRANGE", "slb", call->key,
+                          (long long)at, (const char *)p + at,
+                          8 * (size_t)first);
+    RedisModule_Replicate(call->ctx, "SETRANGE", "slb", call->key, 0LL,
+                          (const char *)p,
+                          (size_t)HEAD + 8 * (size_t)(cost - first));
+    return true;
+}
+
+/*
+ * The script's append(): 'cost' units at 'now' after the live units, then
+ * the key's life extended to one window if it would end sooner. Returns 0
+ * or SLUICE_ENOMEM (the server refused to grow the string).
+ */
+static int append(const sluice__mod_call *call, RedisModuleKey *key, ring *r,
+                  const unsigned char *p, uint64_t now)
+{
+    long long w = (long long)call->limit->window_ms, ttl;
+    size_t whole = 0;
+
+    if (r->len == 0 || r->len + call->cost > r->cap) {
+        whole = rebuild(call, key, r, p, now);
+        if (whole == 0)
+            return SLUICE_ENOMEM;
+    } else if (!append_in_place(call, key, r, now)) {
+        return SLUICE_ENOMEM;
+    }
+    /* Only ever extend the key's life: a call with a shorter window must not
+       cut short units that a longer one still counts. */
+    ttl = RedisModule_GetExpire(key);
+    if (ttl == REDISMODULE_NO_EXPIRE || ttl < w)
+        RedisModule_SetExpire(key, w);
+    if (whole > 0) {
+        size_t len;
+        const char *v = RedisModule_StringDMA(key, &len, REDISMODULE_READ);
+
+        RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, v, len,
+                              "PXAT", (long long)RedisModule_GetAbsExpire(key));
+    } else if (ttl == REDISMODULE_NO_EXPIRE || ttl < w) {
+        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
+                              (long long)RedisModule_GetAbsExpire(key));
+    }
+    return 0;
+}
+
+/* The header after a trim, written back and replicated. */
+static int write_header(const sluice__mod_call *call, RedisModuleKey *key,
+                        const ring *r)
+{
+    unsigned char *p = writable(key, HEAD);
+
+    if (p == NULL)
+        return SLUICE_ENOMEM;
+    put_header(p, r);
+    RedisModule_Replicate(call->ctx, "SETRANGE", "slb", call->key, 0LL,
+                          (const char *)p, (size_t)HEAD);
+    return 0;
+}
+
+/* ---- The decision -------------------------------------------------------- */
+
+static int clog_decide(const sluice__mod_call *call, sluice_decision *out)
+{
+    uint64_t w = call->limit->window_ms, max = call->limit->max;
+    uint64_t now = call->now_ms, cost = call->cost, newest = 0, leaving = 0;
+    const unsigned char *p;
+    RedisModuleKey *key;
+    ring r;
+    uint32_t live;
+    bool moved = false, admit;
+    int rc = 0;
+
+    key = RedisModule_OpenKey(call->ctx, call->key,
+                              REDISMODULE_READ | REDISMODULE_WRITE);
+    if (!read_ring(key, RedisModule_KeyType(key), &r, &p)) {
+        RedisModule_CloseKey(key);
+        return SLUICE__MODULE_FOREIGN;
+    }
+    if (r.len > 0) {
+        uint32_t n = r.len;
+
+        newest = slot(p, (uint32_t)(((uint64_t)r.head + r.len - 1) % r.cap));
+        if (newest > now)
+            now = newest;
+        if (!left(newest, w, now))
+            n = gone(p, &r, w, now);
+        if (n == r.len) {
+            RedisModule_DeleteKey(key);
+            RedisModule_Replicate(call->ctx, "DEL", "s", call->key);
+            r.head = r.len = r.cap = 0;
+            p = NULL;
+        } else if (n > 0) {
+            r.head = (uint32_t)(((uint64_t)r.head + n) % r.cap);
+            r.len -= n;
+            moved = true;
+        }
+    }
+    live = r.len;
+    admit = live + cost <= max;
+    if (!admit) /* the unit that must leave last, read before any write */
+        leaving = slot(p, (uint32_t)(((uint64_t)r.head + r.len + cost - max -
+                                      1) % r.cap));
+    if (admit && call->consume)
+        rc = append(call, key, &r, p, now);
+    else if (moved)
+        rc = write_header(call, key, &r);
+    RedisModule_CloseKey(key);
+    if (rc != 0)
+        return rc;
+    out->limit = max;
+    if (admit) {
+        out->allowed = 1;
+        out->remaining = max - live - cost;
+        out->retry_after_ms = 0;
+        out->reset_after_ms = w;
+        return 0;
+    }
+    out->allowed = 0;
+    out->remaining = live < max ? max - live : 0;
+    out->retry_after_ms = leaving + w - now;
+    out->reset_after_ms = newest + w - now;
+    return 0;
+}
+
+const sluice__module_glue sluice__module_compact_log = {
+    .decide = clog_decide,
+};
