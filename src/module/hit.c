@@ -311,6 +311,23 @@ static int check_pairs(RedisModuleCtx *ctx, RedisModuleString **argv,
     return 0;
 }
 
+/*
+ * HITMANY's keys for the server's getkeys-api: every other argument after
+ * the first "KEYS" from argv[1] on, as its key spec says. Redis 7.0 routes a
+ * cluster call by this (its cluster code reads no keyword key spec).
+ */
+static int hitmany_keys(RedisModuleCtx *ctx, RedisModuleString **argv,
+                        int argc)
+{
+    int at = 1;
+
+    while (at < argc && !sluice__mod_is(argv[at], "KEYS"))
+        at++;
+    for (int i = at + 1; i < argc; i += 2)
+        RedisModule_KeyAtPos(ctx, i);
+    return REDISMODULE_OK;
+}
+
 int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,
                         int argc)
 {
@@ -320,6 +337,8 @@ int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,
     size_t token_len;
     int at;
 
+    if (RedisModule_IsKeysPositionRequest(ctx))
+        return hitmany_keys(ctx, argv, argc);
     if (argc < 4)
         return sluice__mod_error(ctx, "wrong number of arguments for "
                                  "SLUICE.HITMANY (expected algo max window_ms "

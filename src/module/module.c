@@ -5,7 +5,10 @@
  * Key specs (SetCommandInfo(), Redis 7.0+) tell the server which arguments
  * are keys, so cluster routing (MOVED, CROSSSLOT) and ACL key patterns
  * apply to the module's commands as to the server's own; the legacy
- * (first, last, step) triple is given too where it can say it.
+ * (first, last, step) triple is given too where it can say it. Redis 7.0's
+ * cluster routing reads only that triple or a command's getkeys-api, never
+ * a keyword key spec: SLUICE.HITMANY, whose keys follow KEYS, answers the
+ * getkeys-api too (hit.c).
  */
 #include "module/module.h"
 
@@ -94,7 +97,8 @@ typedef struct command {
 static const command commands[] = {
     {"sluice.hit", sluice__mod_hit, "write deny-oom", 1, 1, 1, hit_keys,
      "Decides one request of a rate limit on its key"},
-    {"sluice.hitmany", sluice__mod_hitmany, "write deny-oom", 0, 0, 0,
+    {"sluice.hitmany", sluice__mod_hitmany, "write deny-oom getkeys-api", 0,
+     0, 0,
      hitmany_keys, "Decides requests of one limit on several keys, in turn"},
     {"sluice.reset", sluice__mod_reset, "write", 1, -1, 1, reset_keys,
      "Deletes rate-limit keys"},
