@@ -33,7 +33,6 @@
 static rs_server plain;  /* no module */
 static rs_server moded;  /* the module loaded */
 static int glue[TEST_ALGO_N]; /* the algorithms the module decides */
-static int has_emq;           /* it has the queue limiter's commands */
 
 /* The calls of every SLUICE.* command 's' counted since CONFIG RESETSTAT. */
 static long long sluice_calls(rs_server *s)
@@ -57,9 +56,8 @@ static uint64_t module_calls(sluice_store *st)
 }
 
 /* A few of every kind of call: hits and a peek of 'algo', a batch, and
-   (when 'emq') the queue limiter's increment and read. Every one must be
-   answered. */
-static void exercise(sluice_store *st, sluice_algo algo, int emq)
+   the queue limiter's increment and read. Every one must be answered. */
+static void exercise(sluice_store *st, sluice_algo algo)
 {
     sluice_limit lim = SLUICE_LIMIT(algo, 5, 60000);
     sluice_request reqs[3] = {{"b1", 2, 1, 0, {0}}, {"b2", 2, 1, 0, {0}},
@@ -78,8 +76,6 @@ static void exercise(sluice_store *st, sluice_algo algo, int emq)
         CHECK_OK(reqs[i].err);
     /* b1 counted twice, in turn */
     CHECK(reqs[2].decision.remaining < reqs[0].decision.remaining);
-    if (!emq)
-        return;
     CHECK_OK(sluice_emq_limiter_incr(&count, &ttl, st, "q", 1, 60000));
     CHECK(count >= 1 && ttl > 0 && ttl <= 60000);
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, "q", 1, 1));
@@ -100,7 +96,7 @@ static void test_no_module(void)
     CHECK(rs_ok(&plain, "FLUSHALL") == 0);
     st = test_store_open(plain.url, "engine=auto", NULL);
     for (int a = 0; a < TEST_ALGO_N; a++)
-        exercise(st, (sluice_algo)a, 1);
+        exercise(st, (sluice_algo)a);
     CHECK_EQ_U64(module_calls(st), 0);
     CHECK(rs_calls(&plain, "evalsha") > 0);
     sluice_store_free(st);
@@ -125,7 +121,7 @@ static void test_no_module(void)
     test_context("no module: engine=lua asks nothing");
     CHECK(rs_ok(&plain, "CONFIG RESETSTAT") == 0);
     st = test_store_open(plain.url, "engine=lua", NULL);
-    exercise(st, SLUICE_SLIDING_LOG, 1);
+    exercise(st, SLUICE_SLIDING_LOG);
     sluice_store_free(st);
     /* SLUICE.VERSION to a server without the module is an unknown
        command, which the server counts as an error. */
@@ -135,22 +131,6 @@ static void test_no_module(void)
 }
 
 /* ---- 2. With the module ----------------------------------------------------- */
-
-/* Whether the module has the queue limiter's commands; a note if not. */
-static int module_has_emq(void)
-{
-    redisReply *r = rs_cmd(&moded, "COMMAND INFO SLUICE.EMQINCR SLUICE.EMQTTL");
-    int has = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-              r->element[0]->type == REDIS_REPLY_ARRAY &&
-              r->element[1]->type == REDIS_REPLY_ARRAY;
-
-    if (!has)
-        printf("  NOTE: the module has no SLUICE.EMQINCR/EMQTTL: the queue "
-               "limiter's module calls are skipped\n");
-    if (r != NULL)
-        freeReplyObject(r);
-    return has;
-}
 
 static void test_engines_on_module(void)
 {
@@ -168,7 +148,7 @@ static void test_engines_on_module(void)
         st = test_store_open(moded.url, query, NULL);
         for (int a = 0; a < TEST_ALGO_N; a++)
             if (glue[a]) {
-                exercise(st, (sluice_algo)a, has_emq);
+                exercise(st, (sluice_algo)a);
                 algos++;
             }
         CHECK(algos > 0);
@@ -179,8 +159,8 @@ static void test_engines_on_module(void)
         } else {
             CHECK(rs_calls(&moded, "sluice.version") >= 1);
             CHECK(rs_calls(&moded, "sluice.hitmany") > 0);
-            CHECK(!has_emq || rs_calls(&moded, "sluice.emqincr") > 0);
-            CHECK(!has_emq || rs_calls(&moded, "sluice.emqttl") > 0);
+            CHECK(rs_calls(&moded, "sluice.emqincr") > 0);
+            CHECK(rs_calls(&moded, "sluice.emqttl") > 0);
             CHECK(module_calls(st) > 0);
         }
         /* engine=module: every decision and queue call by the module. */
@@ -202,8 +182,8 @@ static void shared_budget(sluice_algo algo)
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_vclock *clock = test_vclock_opts(&opts, 1700000000000ULL);
     sluice_store *mem = test_store_open("mem://", "", &opts);
-    sluice_store *lua = test_store_open(moded.url,
-                                        TEST_CALLER_QUERY "&engine=lua", &opts);
+    sluice_store *lua = test_store_open(
+        moded.url, TEST_CALLER_QUERY "&engine=lua", &opts);
     sluice_store *mod = test_store_open(
         moded.url, TEST_CALLER_QUERY "&engine=module", &opts);
     uint64_t admitted = 0;
@@ -311,7 +291,6 @@ int main(void)
     /* What the module has, asked before any count is taken. */
     for (int a = 0; a < TEST_ALGO_N; a++)
         glue[a] = test_module_glue(&moded, (sluice_algo)a);
-    has_emq = module_has_emq();
     test_engines_on_module();
     test_shared_budget();
     test_restarts();
