@@ -37,6 +37,8 @@ int sluice__mod_emqincr(RedisModuleCtx *ctx, RedisModuleString **argv,
                            &limit.window_ms) < 0)
         return REDISMODULE_OK;
     call.key = argv[1];
+    call.server_ms = (uint64_t)RedisModule_Milliseconds();
+    call.now_ms = call.server_ms;
     rc = sluice__mod_counter_incr(&call, 1, LLONG_MAX, &n, &ttl);
     if (rc == SLUICE__MODULE_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);

@@ -40,6 +40,11 @@ typedef struct sluice__mod_call {
        own time in ms (as the scripts' TIME). The fixed window keeps the
        server's expiry clock (PTTL), as its script does. */
     uint64_t now_ms;
+    /* The server's own time in ms (RedisModule_Milliseconds()), read once
+       for the call: what a relative expiry the scripts set (PEXPIRE, PX)
+       counts from, and the fixed window's clock. Equal to 'now_ms' when
+       the caller sent no NOW. */
+    uint64_t server_ms;
     /* What makes this request's writes unique, where an algorithm needs it
        (the sliding log's members): a token unique to the call, and the
        request's place in the call (1, 2, ...). */

@@ -106,6 +106,7 @@ typedef struct hit_args {
     sluice_limit limit;
     uint64_t cost;    /* SLUICE.HIT's COST, 1 when absent */
     uint64_t now_ms;  /* NOW, or the server's clock */
+    uint64_t server_ms; /* the server's clock, read once */
     bool peek;
     bool has_cost, has_burst, has_now;
     int keys_at;      /* SLUICE.HITMANY: argv index of its first key */
@@ -243,7 +244,8 @@ static int decide_one(RedisModuleCtx *ctx, const sluice__module_glue *glue,
 {
     sluice__mod_call call = {
         .ctx = ctx, .key = key, .limit = &a->limit, .cost = cost,
-        .consume = !a->peek, .now_ms = a->now_ms, .token = token,
+        .consume = !a->peek, .now_ms = a->now_ms,
+        .server_ms = a->server_ms, .token = token,
         .token_len = token_len, .place = place,
     };
 
@@ -268,8 +270,9 @@ int sluice__mod_hit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         parse_options(ctx, argv, argc, 5, true, NULL, &a) < 0 ||
         check_request(ctx, &a, a.cost) < 0 || (glue = glue_of(ctx, &a)) == NULL)
         return REDISMODULE_OK;
+    a.server_ms = (uint64_t)RedisModule_Milliseconds();
     if (!a.has_now)
-        a.now_ms = (uint64_t)RedisModule_Milliseconds();
+        a.now_ms = a.server_ms;
     token_len = sluice__mod_token(token);
     rc = decide_one(ctx, glue, &a, argv[1], a.cost, 1, token, token_len, &d);
     if (rc == SLUICE__MODULE_FOREIGN) {
@@ -351,8 +354,9 @@ int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (check_pairs(ctx, argv, argc, &a) < 0 ||
         (glue = glue_of(ctx, &a)) == NULL)
         return REDISMODULE_OK;
+    a.server_ms = (uint64_t)RedisModule_Milliseconds();
     if (!a.has_now)
-        a.now_ms = (uint64_t)RedisModule_Milliseconds();
+        a.now_ms = a.server_ms;
     token_len = sluice__mod_token(token);
     RedisModule_ReplyWithArray(ctx, (long)(argc - a.keys_at) * 2);
     for (int i = a.keys_at; i < argc; i += 2) {

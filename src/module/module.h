@@ -96,6 +96,10 @@ bool sluice__mod_strict_ll(const char *s, size_t len, long long *out);
  */
 bool sluice__mod_lua_tonumber(const char *s, size_t len, double *out);
 
+/* Writes 'v' in decimal into 'buf' (at least 21 bytes, no NUL); answers
+   the length. */
+size_t sluice__mod_ll_text(char *buf, long long v);
+
 /*
  * Sets the string at 'key' (opened for writing; empty or a string) to
  * text[0..len), in place: an expiry it has stays (unlike StringSet()).

@@ -98,3 +98,11 @@ void sluice__mod_string_write(RedisModuleKey *key, const char *text,
     if (p != NULL && have == len)
         memcpy(p, text, len);
 }
+
+size_t sluice__mod_ll_text(char *buf, long long v)
+{
+    if (v >= 0)
+        return sluice__u64_text(buf, (uint64_t)v);
+    buf[0] = '-';
+    return 1 + sluice__u64_text(buf + 1, (uint64_t)0 - (uint64_t)v);
+}

@@ -20,7 +20,6 @@
 #include "module/module.h"
 
 #include <limits.h>
-#include <stdio.h>
 #include <string.h>
 
 /* The counter as one decision sees it. */
@@ -52,14 +51,25 @@ static int counter_open(const sluice__mod_call *call, counter *c)
 }
 
 /*
- * Sends replicas and the AOF what changed: the count ('text', when
- * 'written') and its absolute expiry, or the expiry alone.
+ * The key's PTTL as the server's PTTL answers it (0 from its last ms on, -1
+ * without a TTL), from one read of its absolute expiry, kept in '*at' for
+ * what is replicated. 'now' is the server's time, read once.
  */
-static void counter_replicate(const sluice__mod_call *call, counter *c,
-                              bool written, const char *text, size_t len)
+static long long counter_pttl(counter *c, long long now, long long *at)
 {
-    long long at = RedisModule_GetAbsExpire(c->key);
+    *at = RedisModule_GetAbsExpire(c->key);
+    if (*at == REDISMODULE_NO_EXPIRE)
+        return -1;
+    return *at > now ? *at - now : 0;
+}
 
+/*
+ * Sends replicas and the AOF what changed: the count ('text', when
+ * 'written') and its absolute expiry 'at', or the expiry alone.
+ */
+static void counter_replicate(const sluice__mod_call *call, bool written,
+                              const char *text, size_t len, long long at)
+{
     if (written)
         RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text, len,
                               "PXAT", at);
@@ -84,28 +94,26 @@ static void answer(sluice_decision *out, bool allowed, double remaining,
 int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
                              long long cap, long long *n, long long *ttl)
 {
-    long long w = (long long)call->limit->window_ms, v = 0;
+    long long w = (long long)call->limit->window_ms, v = 0, now, at = 0;
     bool arm = false, admit;
     char text[24];
     size_t len;
     counter c;
-    int rc = counter_open(call, &c);
 
-    if (rc != 0)
+    if (counter_open(call, &c) != 0)
         return SLUICE__MODULE_WRONGTYPE;
-    if (c.raw != NULL && !sluice__mod_strict_ll(c.raw, c.raw_len, &v)) {
+    if (c.raw != NULL && (!sluice__mod_strict_ll(c.raw, c.raw_len, &v) ||
+                          v > LLONG_MAX - by)) {
         RedisModule_CloseKey(c.key); /* INCRBY's errors: nothing changed */
-        return SLUICE__MODULE_NOT_INTEGER;
+        return v > LLONG_MAX - by ? SLUICE__MODULE_OVERFLOW
+                                  : SLUICE__MODULE_NOT_INTEGER;
     }
-    if (c.raw != NULL && v > LLONG_MAX - by) {
-        RedisModule_CloseKey(c.key);
-        return SLUICE__MODULE_OVERFLOW;
-    }
+    now = (long long)call->server_ms;
     *n = v + by;
     *ttl = w;
     if (*n == by) { /* created (or was "0"): arm the window */
         arm = true;
-    } else if ((*ttl = RedisModule_GetExpire(c.key)) == 0) {
+    } else if ((*ttl = counter_pttl(&c, now, &at)) == 0) {
         *n = by; /* the old window is over: this one starts anew */
         *ttl = w;
         arm = true;
@@ -115,13 +123,13 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
     }
     /* As the script compares: its count is a double. */
     admit = !((double)*n > (double)cap);
-    len = (size_t)snprintf(text, sizeof(text), "%lld", *n);
+    len = sluice__mod_ll_text(text, *n);
     if (admit)
         sluice__mod_string_write(c.key, text, len);
     if (arm)
-        RedisModule_SetExpire(c.key, w);
+        RedisModule_SetAbsExpire(c.key, at = now + w);
     if (admit || arm)
-        counter_replicate(call, &c, admit, text, len);
+        counter_replicate(call, admit, text, len, at);
     RedisModule_CloseKey(c.key);
     return 0;
 }
@@ -162,12 +170,15 @@ static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
             RedisModule_CloseKey(c->key);
             return SLUICE__MODULE_FOREIGN;
         }
-        pttl = RedisModule_GetExpire(c->key);
+        long long now = (long long)call->server_ms, at;
+
+        pttl = counter_pttl(c, now, &at);
         if (pttl == 0) {
             count = 0;
         } else if (pttl < 0) {
-            RedisModule_SetExpire(c->key, (long long)call->limit->window_ms);
-            counter_replicate(call, c, false, NULL, 0);
+            at = now + (long long)call->limit->window_ms;
+            RedisModule_SetAbsExpire(c->key, at);
+            counter_replicate(call, false, NULL, 0, at);
         } else {
             ttl = (double)pttl;
         }

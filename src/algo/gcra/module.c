@@ -14,7 +14,6 @@
 #include "module/module.h"
 #include "algo/gcra/gcra.h"
 
-#include <stdio.h>
 
 /* Digits only, 1 to 16 of them (Lua's '%d+' and the script's length cap). */
 static bool read_digits(const char *s, size_t len, uint64_t *out)
@@ -50,21 +49,18 @@ static bool read_tat(const char *raw, size_t len, sluice__gcra_state *s)
 static void write_tat(const sluice__mod_call *call, RedisModuleKey *key,
                       const sluice__gcra_state *s, uint64_t px)
 {
+    long long at = (long long)(call->server_ms + px);
     char text[48];
-    int len;
+    size_t len = sluice__u64_text(text, s->tat_ms);
 
-    if (s->rem > 0)
-        len = snprintf(text, sizeof(text), "%llu:%llu",
-                       (unsigned long long)s->tat_ms,
-                       (unsigned long long)s->rem);
-    else
-        len = snprintf(text, sizeof(text), "%llu",
-                       (unsigned long long)s->tat_ms);
-    sluice__mod_string_write(key, text, (size_t)len);
-    RedisModule_SetExpire(key, (long long)px);
-    RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text,
-                          (size_t)len, "PXAT",
-                          (long long)RedisModule_GetAbsExpire(key));
+    if (s->rem > 0) {
+        text[len++] = ':';
+        len += sluice__u64_text(text + len, s->rem);
+    }
+    sluice__mod_string_write(key, text, len);
+    RedisModule_SetAbsExpire(key, at);
+    RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text, len,
+                          "PXAT", at);
 }
 
 static int gcra_module_decide(const sluice__mod_call *call,
