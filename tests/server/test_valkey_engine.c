@@ -10,7 +10,9 @@
  *   2. A server with the module: engine=lua sends no SLUICE.* command at
  *      all (INFO commandstats); engine=auto and engine=module send the
  *      decisions (SLUICE.HITMANY) and the queue limiter's read and
- *      increment (SLUICE.EMQTTL, SLUICE.EMQINCR) to it.
+ *      increment (SLUICE.EMQTTL, SLUICE.EMQINCR) to it. A user denied
+ *      SLUICE.VERSION (an ACL) counts as a server without the module.
+ *      sluice_hit_all() is a script on every engine.
  *   3. One budget: a Lua client and a module client hitting one key in
  *      turn admit exactly what the embedded store admits, decision by
  *      decision, for every algorithm the module decides.
@@ -171,6 +173,46 @@ static void test_engines_on_module(void)
     test_context(NULL);
 }
 
+/*
+ * Any other answer to SLUICE.VERSION than the module's means no module: a
+ * user the server denies it (NOPERM) decides by script under engine=auto,
+ * and gets SLUICE_ENOTSUP naming the denial under engine=module.
+ * sluice_hit_all() is a script on every engine.
+ */
+static void test_version_denied(void)
+{
+    sluice_limit lims[2] = {SLUICE_LIMIT(SLUICE_FIXED, 5, 60000),
+                            SLUICE_LIMIT(SLUICE_GCRA, 5, 60000)};
+    sluice_limit lim = lims[0];
+    sluice_decision d, each[2];
+    sluice_store *st;
+    char base[128];
+
+    test_context("SLUICE.VERSION denied");
+    CHECK(rs_ok(&moded, "FLUSHALL") == 0);
+    CHECK(rs_ok(&moded, "ACL SETUSER nover on >pw ~* &* +@all "
+                        "-sluice.version") == 0);
+    snprintf(base, sizeof(base), "redis://nover:pw@127.0.0.1:%d", moded.port);
+    st = test_store_open(base, "engine=auto", NULL);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(sluice_hit(&d, st, &lim, "den", 3, 1));
+        CHECK(d.allowed && d.remaining == 4 - (uint64_t)i);
+    }
+    CHECK_EQ_U64(module_calls(st), 0);
+    sluice_store_free(st);
+    st = test_store_open(base, "engine=module", NULL);
+    CHECK_RC(sluice_hit(&d, st, &lim, "den", 3, 1), SLUICE_ENOTSUP);
+    if (!CHECK(strstr(sluice_last_error(), "NOPERM") != NULL))
+        fprintf(stderr, "    message: %s\n", sluice_last_error());
+    sluice_store_free(st);
+    /* hit_all: the script, also with engine=module on a module server. */
+    st = test_store_open(moded.url, "engine=module", NULL);
+    CHECK_OK(sluice_hit_all(&d, each, st, lims, 2, "all", 3, 1));
+    CHECK(d.allowed && each[0].allowed && each[1].allowed);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
 /* ---- 3. One budget ----------------------------------------------------------- */
 
 /* A Lua client and a module client take turns on one key; each decision
@@ -292,6 +334,7 @@ int main(void)
     for (int a = 0; a < TEST_ALGO_N; a++)
         glue[a] = test_module_glue(&moded, (sluice_algo)a);
     test_engines_on_module();
+    test_version_denied();
     test_shared_budget();
     test_restarts();
     rs_stop(&moded);
