@@ -52,9 +52,8 @@ static int module_note(vk_node *n, const redisReply *r)
 static int module_refused(const vk_node *n, const char *why)
 {
     return sluice__error(SLUICE_ENOTSUP, "valkey %s: engine=module, but the "
-                         "server has no sluice module of version %s "
-                         "(SLUICE.VERSION: %s); load it with --loadmodule "
-                         "sluice.so, or use engine=auto or engine=lua",
+                         "server has no sluice module %s (SLUICE.VERSION: "
+                         "%s); load sluice.so or use engine=auto or lua",
                          n->name, SLUICE_VERSION, why);
 }
 
@@ -63,38 +62,56 @@ static void version_shown(char *buf, size_t cap, const redisReply *r)
 {
     if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
         r->type == REDIS_REPLY_ERROR)
-        snprintf(buf, cap, "'%.*s'", r->len > 120 ? 120 : (int)r->len,
-                 r->str);
+        snprintf(buf, cap, "%.*s%s", r->len > 60 ? 60 : (int)r->len, r->str,
+                 r->len > 60 ? "..." : "");
     else
         snprintf(buf, cap, "a reply of type %d", r->type);
 }
 
-int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
+/* Sends SLUICE.VERSION on the new connection 'c' and reads its reply
+   (an error reply too). */
+static int version_ask(vk_store *v, vk_node *n, vk_conn *c, redisReply **out)
 {
     const char *argv[] = {"SLUICE.VERSION"};
     size_t lens[] = {14};
+    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
+    int err;
+
+    if (redisAppendCommandArgv(c->ctx, 1, argv, lens) != REDIS_OK)
+        return sluice__vk_wire_fail(n, c->ctx, NULL, "SLUICE.VERSION");
+    if ((err = sluice__vk_wire_write(n, c->ctx, deadline,
+                                     v->command_timeout_ms)) < 0)
+        return err;
+    return sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
+                                v->command_timeout_ms, out);
+}
+
+/* A connection that fails here is closed by the caller (conn.c). */
+int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
+{
     redisReply *r = NULL;
-    char why[300];
+    char why[80];
     int err;
 
     if (v->engine == SLUICE_ENGINE_LUA)
         return SLUICE_OK;
-    err = sluice__vk_conn_command(v, n, c, &r, "SLUICE.VERSION", 1, argv,
-                                  lens);
-    if (err < 0 && c->ctx == NULL)
-        return err; /* the connection broke: no answer to note */
-    if (err < 0) {  /* an error reply: no module */
-        atomic_store(&n->module, VK_MODULE_NO);
-        snprintf(why, sizeof(why), "%s", sluice_last_error());
-    } else {
-        module_note(n, r);
-        version_shown(why, sizeof(why), r);
+    if ((err = version_ask(v, n, c, &r)) < 0)
+        return err; /* no answer to note */
+    /* A server that cannot answer now (LOADING, BUSY, ...) says nothing
+       of its module: the connect fails as it would on the next command. */
+    if (r->type == REDIS_REPLY_ERROR &&
+        (err = sluice__vk_reply_error(n, r, "SLUICE.VERSION")) ==
+            SLUICE_ECONN) {
         freeReplyObject(r);
+        return err;
     }
-    if (atomic_load(&n->module) == VK_MODULE_NO &&
-        v->engine == SLUICE_ENGINE_MODULE)
-        return module_refused(n, why);
-    return SLUICE_OK;
+    version_shown(why, sizeof(why), r);
+    err = module_note(n, r) == VK_MODULE_NO &&
+                  v->engine == SLUICE_ENGINE_MODULE
+              ? module_refused(n, why)
+              : SLUICE_OK;
+    freeReplyObject(r);
+    return err;
 }
 
 bool sluice__vk_module_missing(vk_node *n, const redisReply *r)
