@@ -487,6 +487,67 @@ static void test_differential(uint64_t seed)
     check_spread();
     diff_close(&r);
 }
+/* ---- 1b. One budget, two engines ----------------------------------------- */
+
+/*
+ * A Lua client and a module client of the cluster take turns on the same
+ * ids (thirty, over the three masters), every algorithm the module
+ * decides: each decision must be the embedded store's for the same hit
+ * (the fixed window: 'allowed' and 'remaining', its waits being the
+ * servers' own PTTL).
+ */
+static void test_shared_budget(void)
+{
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = test_vclock_opts(&opts, 1700000000000ULL);
+    sluice_store *mem = test_store_open("mem://", "", &opts), *st[2];
+    long admitted = 0, bad = 0;
+
+    test_context("one budget: Lua and module clients of the cluster");
+    flush_all();
+    st[0] = test_store_open(cluster.url, TEST_CALLER_QUERY "&engine=lua",
+                            &opts);
+    st[1] = test_store_open(cluster.url, TEST_CALLER_QUERY "&engine=module",
+                            &opts);
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        sluice_limit lim = SLUICE_LIMIT((sluice_algo)a, 4, 600000);
+
+        for (int i = 0; glue[a] && i < 300; i++) {
+            char id[16];
+            size_t n = (size_t)snprintf(id, sizeof(id), "shared:%d", i % 30);
+            sluice_decision dm, dv;
+
+            sluice_vclock_advance(clock, (uint64_t)(i % 7 == 0));
+            CHECK_OK(sluice_hit(&dm, mem, &lim, id, n, 1));
+            CHECK_OK(sluice_hit(&dv, st[i % 2], &lim, id, n, 1));
+            admitted += dv.allowed;
+            if (!CHECK(exact(lim.algo) ? decision_same(&dm, &dv)
+                                       : dm.allowed == dv.allowed &&
+                                             dm.remaining == dv.remaining) &&
+                bad++ < 3) {
+                decision_print("embedded", 0, &dm);
+                decision_print(i % 2 ? "module" : "lua", 0, &dv);
+            }
+        }
+    }
+    CHECK(admitted > 0);
+    {
+        sluice_store_stats lua, mod;
+
+        CHECK_OK(sluice_store_stats_get(&lua, st[0]));
+        CHECK_OK(sluice_store_stats_get(&mod, st[1]));
+        CHECK_EQ_U64(lua.module_calls, 0);
+        CHECK(mod.module_calls > 0);
+    }
+    printf("  one budget: Lua and module clients took turns, %ld admitted, "
+           "%ld mismatches\n", admitted, bad);
+    sluice_store_free(st[1]);
+    sluice_store_free(st[0]);
+    sluice_store_free(mem);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
 /* ---- 2. The queue limiter ------------------------------------------------ */
 
 /* HSET emq:{q}:meta max 'max', on the single server and on the cluster. */
@@ -607,6 +668,8 @@ int main(int argc, char **argv)
         }
         test_differential(seed);
     }
+    if (rs_module_path() != NULL)
+        test_shared_budget();
     /* The queue limiter: by script, then by the module. */
     for (int e = 0; e < 2 && (e == 0 || rs_module_path() != NULL); e++) {
         engine = e == 0 ? "lua" : "module";
