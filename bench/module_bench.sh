@@ -47,26 +47,42 @@ cpu() {
     rcli INFO cpu | tr -d '\r' | awk -F: '
         /^used_cpu_(user|sys):/ { t += $2 } END { printf "%.6f", t }'
 }
-# memory: the mean MEMORY USAGE of up to 200 keys.
+# memory: the mean MEMORY USAGE of up to 200 keys (those that are there).
 memory() {
     rcli --scan --pattern "sluice:*" | head -200 | while read -r k; do
-        rcli MEMORY USAGE "$k"
-    done | awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n; else print "-" }'
+        rcli MEMORY USAGE "$k" </dev/null
+    done | awk '$1 > 0 { s += $1; n++ }
+                END { if (n) printf "%.0f", s / n; else print "-" }'
 }
-# run CMDSTAT ARGS...: one case; prints "us/call cpu-us/call bytes/key rps".
+# with WINDOW ARGS...: ARGS with every @W@ replaced by WINDOW.
+with() {
+    local w=$1 a out=()
+    shift
+    for a in "$@"; do out+=("${a//@W@/$w}"); done
+    printf '%s\0' "${out[@]}"
+}
+# run CMDSTAT ARGS...: one case (@W@ in ARGS: the window): N calls with a
+# 1 s window, timed; then, on a flushed server, 2000 calls with a 1 h
+# window, whose keys stay for MEMORY USAGE. Prints "us/call cpu-us/call
+# bytes/key rps".
 run() {
-    local name=$1 c0 c1 out
+    local name=$1 c0 c1 rps mem args
     shift
     rcli FLUSHALL >/dev/null
     rcli CONFIG RESETSTAT >/dev/null
+    mapfile -d '' -t args < <(with 1000 "$@")
     c0=$(cpu)
-    out=$(redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 -q "$@" 2>&1 |
+    rps=$(redis-benchmark -p "$port" -c 50 -r 1000 -n "$N" "${args[@]}" 2>&1 |
           tr '\r' '\n' | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p' |
           tail -1)
     c1=$(cpu)
     read -r calls usec <<<"$(stat "$name")"
+    rcli FLUSHALL >/dev/null
+    mapfile -d '' -t args < <(with 3600000 "$@")
+    redis-benchmark -p "$port" -c 50 -r 1000 -n 2000 "${args[@]}" >/dev/null 2>&1
+    mem=$(memory)
     awk -v u="$usec" -v c0="$c0" -v c1="$c1" -v n="${calls:-0}" \
-        -v m="$(memory)" -v r="$out" 'BEGIN {
+        -v m="$mem" -v r="$rps" 'BEGIN {
             printf "%8.2f %8.2f %9s %10s", u, n ? (c1 - c0) * 1e6 / n : 0, m, r }'
 }
 
@@ -76,11 +92,11 @@ run() {
     --store "valkey://127.0.0.1:$port" >/dev/null
 echo "$(redis-server --version | cut -d' ' -f1-3), $(rcli SLUICE.VERSION)," \
      "N=$N per case, redis-benchmark -c 50 -r 1000, 100 per 1s"
-read -r _ incr_us _ <<<"$(run incr INCR "sluice:{k__rand_int__}:incr")"
 printf '%-16s %-8s %8s %8s %9s %10s\n' algorithm case "us/call" "cpu us" \
     "bytes/key" rps
-printf '%-16s %-8s %s\n' "INCR (bare)" "" \
-    "$(run incr INCR "sluice:{k__rand_int__}:incr")"
+i=$(run incr INCR "sluice:{k__rand_int__}:incr")
+incr_us=$(echo "$i" | awk '{ print $1 }')
+printf '%-16s %-8s %s\n' "INCR (bare)" "" "$i"
 summary=""
 for algo in fixed sliding-counter sliding-log gcra compact-log; do
     key="sluice:{k__rand_int__}:$algo"
@@ -91,14 +107,14 @@ for algo in fixed sliding-counter sliding-log gcra compact-log; do
         m="no glue"
         printf '%-16s %-8s %s\n' "$algo" module "(no glue in this build)"
     else
-        m=$(run sluice.hit SLUICE.HIT "$key" "$algo" 100 1000)
+        m=$(run sluice.hit SLUICE.HIT "$key" "$algo" 100 @W@)
         printf '%-16s %-8s %s\n' "$algo" module "$m"
     fi
-    l=$(run evalsha EVALSHA "$sha" 1 "$key" 100 1000 1 "" "t__rand_int__" 1)
+    l=$(run evalsha EVALSHA "$sha" 1 "$key" 100 @W@ 1 "" "t__rand_int__" 1)
     printf '%-16s %-8s %s\n' "" EVALSHA "$l"
     printf '%-16s %-8s %s\n' "" FCALL \
-        "$(run fcall FCALL sluice_hit 1 "$key" "$algo" 100 1000)"
-    summary+="$algo|${m%% *}|${l%% *}"$'\n'
+        "$(run fcall FCALL sluice_hit 1 "$key" "$algo" 100 @W@)"
+    summary+="$algo|$(echo "$m" | awk '{ print $1 }')|$(echo "$l" | awk '{ print $1 }')"$'\n'
 done
 echo
 echo "targets (server us/call):"

@@ -76,21 +76,25 @@ bool sluice__mod_is(const RedisModuleString *arg, const char *word)
     return len == strlen(word) && strncasecmp(s, word, len) == 0;
 }
 
-static uint64_t token_seed;
+/* The module's half of every token: a random seed in hex, made once. */
+static char token_prefix[16];
 static uint64_t token_next;
 
 size_t sluice__mod_token(char *buf)
 {
     static const char hex[] = "0123456789abcdef";
     uint64_t n = token_next++;
-    size_t len = 0;
+    size_t len = sizeof(token_prefix);
     char tail[16];
     int k = 0;
 
-    if (token_seed == 0)
-        token_seed = sluice__random_seed() | 1;
-    for (int shift = 60; shift >= 0; shift -= 4)
-        buf[len++] = hex[(token_seed >> shift) & 15];
+    if (token_prefix[0] == '\0') {
+        uint64_t seed = sluice__random_seed();
+
+        for (int i = 0; i < 16; i++)
+            token_prefix[i] = hex[(seed >> (60 - 4 * i)) & 15];
+    }
+    memcpy(buf, token_prefix, len);
     do {
         tail[k++] = hex[n & 15];
         n >>= 4;
