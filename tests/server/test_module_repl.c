@@ -166,7 +166,8 @@ static void test_aof(void)
 static int start_all(void)
 {
     char port[16];
-    const char *m_extra[] = {"--appendonly", "yes", NULL};
+    const char *m_extra[] = {"--appendonly", "yes", "--appendfsync", "always",
+                             NULL};
 
     if (mf_start(&master, m_extra) < 0)
         return -1;

@@ -245,8 +245,9 @@ static bool append_in_place(const sluice__mod_call *call,
 static int append(const sluice__mod_call *call, RedisModuleKey *key, ring *r,
                   const unsigned char *p, uint64_t now)
 {
-    long long w = (long long)call->limit->window_ms, ttl;
+    long long w = (long long)call->limit->window_ms, at;
     size_t whole = 0;
+    bool extend;
 
     if (r->len == 0 || r->len + call->cost > r->cap) {
         whole = rebuild(call, key, r, p, now);
@@ -257,18 +258,21 @@ static int append(const sluice__mod_call *call, RedisModuleKey *key, ring *r,
     }
     /* Only ever extend the key's life: a call with a shorter window must not
        cut short units that a longer one still counts. */
-    ttl = RedisModule_GetExpire(key);
-    if (ttl == REDISMODULE_NO_EXPIRE || ttl < w)
-        RedisModule_SetExpire(key, w);
+    at = RedisModule_GetAbsExpire(key);
+    extend = at == REDISMODULE_NO_EXPIRE ||
+             at - (long long)call->server_ms < w;
+    if (extend) {
+        at = (long long)call->server_ms + w;
+        RedisModule_SetAbsExpire(key, at);
+    }
     if (whole > 0) {
         size_t len;
         const char *v = RedisModule_StringDMA(key, &len, REDISMODULE_READ);
 
         RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, v, len,
-                              "PXAT", (long long)RedisModule_GetAbsExpire(key));
-    } else if (ttl == REDISMODULE_NO_EXPIRE || ttl < w) {
-        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
-                              (long long)RedisModule_GetAbsExpire(key));
+                              "PXAT", at);
+    } else if (extend) {
+        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);
     }
     return 0;
 }

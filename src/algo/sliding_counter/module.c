@@ -17,10 +17,10 @@
  * whose c or p is not a number, so Lua's arithmetic fails on nil), the glue
  * answers SLUICE_EPROTO and writes nothing.
  */
-#include "module/glue.h"
+#include "module/module.h"
 
 #include <stdio.h>
-#include <stdlib.h>
+#include <string.h>
 
 /* ---- The script's numbers ------------------------------------------------ */
 
@@ -57,39 +57,30 @@ static double cdiv(double a, double b)
 }
 
 /*
- * Lua 5.1's tonumber() of a field: false when the field is missing or is not
- * a number (strtod, then only spaces). 'value' may be NULL (no such field).
+ * Lua's tonumber() of a field (sluice__mod_lua_tonumber()), plain digits
+ * read here at once: false when the field is missing (NULL) or is not a
+ * number.
  */
 static bool lua_tonumber(RedisModuleString *value, double *out)
 {
     size_t len;
-    const char *s, *end;
-    char *stop;
+    const char *s;
 
     if (value == NULL)
         return false;
     s = RedisModule_StringPtrLen(value, &len);
-    end = s + len;
-    if (len > 0 && len <= 15) { /* the common case: plain digits */
+    if (len > 0 && len <= 15) {
         double d = 0;
-        const char *p = s;
+        size_t i = 0;
 
-        while (p < end && *p >= '0' && *p <= '9')
-            d = d * 10 + (*p++ - '0');
-        if (p == end) {
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            d = d * 10 + (s[i++] - '0');
+        if (i == len) {
             *out = d;
             return true;
         }
     }
-    /* A module string is NUL-terminated; Lua, too, stops at a NUL. */
-    *out = strtod(s, &stop);
-    if (stop == s)
-        return false;
-    if (*stop == 'x' || *stop == 'X')
-        *out = (double)strtoul(s, &stop, 16);
-    while (*stop == ' ' || (*stop >= '\t' && *stop <= '\r'))
-        stop++;
-    return *stop == '\0';
+    return sluice__mod_lua_tonumber(s, len, out);
 }
 
 /* The script's str(): '%.0f'. Returns the length written into 'buf'. */
@@ -115,32 +106,44 @@ static size_t lua_str(char *buf, size_t size, double d)
 /* A Lua number as the server replies it: truncated to an integer. */
 static uint64_t lua_reply(double d)
 {
-    return (uint64_t)(long long)d;
+    return (uint64_t)sluice__mod_lua_int(d);
 }
 
 /* ---- The decision -------------------------------------------------------- */
 
 /* The hash's state, as the script reads it with HMGET. */
 typedef struct hash_state {
+    RedisModuleString *f[4]; /* the fields w, i, c, p as read; NULL: none */
     double cur, prev;
     double idx, now;
 } hash_state;
 
-/*
- * Reads the four fields and sets the current and previous counts as the
- * script does, moving 'idx' and 'now' to the key's window when the clock
- * reads earlier. Returns 0, or SLUICE_EPROTO where the script's arithmetic
- * would fail on a missing count.
- */
-static int read_state(RedisModuleCtx *ctx, RedisModuleKey *key, double w,
-                      hash_state *st)
-{
-    RedisModuleString *f[4] = {NULL, NULL, NULL, NULL};
-    double sw, si;
-    int rc = 0;
+/* The field names, made once: they live as long as the module. */
+static RedisModuleString *field_names[4];
 
-    RedisModule_HashGet(key, REDISMODULE_HASH_CFIELDS, "w", &f[0], "i", &f[1],
-                        "c", &f[2], "p", &f[3], NULL);
+static void field_names_init(void)
+{
+    static const char names[4] = {'w', 'i', 'c', 'p'};
+
+    if (field_names[0] == NULL)
+        for (int i = 0; i < 4; i++)
+            field_names[i] = RedisModule_CreateString(NULL, &names[i], 1);
+}
+
+/*
+ * Reads the four fields into 'st->f' and sets the current and previous
+ * counts as the script does, moving 'idx' and 'now' to the key's window
+ * when the clock reads earlier. Returns 0, or SLUICE_EPROTO where the
+ * script's arithmetic would fail on a missing count.
+ */
+static int read_state(RedisModuleKey *key, double w, hash_state *st)
+{
+    RedisModuleString **f = st->f;
+    double sw, si;
+
+    RedisModule_HashGet(key, REDISMODULE_HASH_NONE, field_names[0], &f[0],
+                        field_names[1], &f[1], field_names[2], &f[2],
+                        field_names[3], &f[3], NULL);
     if (lua_tonumber(f[0], &sw) && sw == w && lua_tonumber(f[1], &si)) {
         if (st->idx < si) {
             st->idx = si;
@@ -148,40 +151,58 @@ static int read_state(RedisModuleCtx *ctx, RedisModuleKey *key, double w,
         }
         if (si == st->idx) {
             if (!lua_tonumber(f[2], &st->cur) || !lua_tonumber(f[3], &st->prev))
-                rc = SLUICE_EPROTO;
+                return SLUICE_EPROTO;
         } else if (si + 1 == st->idx) {
             if (!lua_tonumber(f[2], &st->prev))
-                rc = SLUICE_EPROTO;
+                return SLUICE_EPROTO;
         }
     }
-    for (int i = 0; i < 4; i++)
-        if (f[i] != NULL)
-            RedisModule_FreeString(ctx, f[i]);
-    return rc;
+    return 0;
 }
 
-/* HSET of the four fields and PEXPIRE 'ttl_ms', and their effects. */
-static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
-                        const double v[4], double ttl_ms)
+/* Whether 'old' (or NULL) is the text buf[0..len). */
+static bool same_text(RedisModuleString *old, const char *buf, size_t len)
 {
-    static const char *const names[4] = {"w", "i", "c", "p"};
-    RedisModuleString *s[4];
+    size_t n;
+    const char *p;
+
+    if (old == NULL)
+        return false;
+    p = RedisModule_StringPtrLen(old, &n);
+    return n == len && memcmp(p, buf, len) == 0;
+}
+
+/*
+ * HSET of the four fields 'v' and PEXPIRE 'ttl_ms', and their effects (the
+ * expiry as PEXPIREAT). A field that already holds its text is not set
+ * again (the hash ends the same); replicas get all four.
+ */
+static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
+                        RedisModuleString *const old[4], const double v[4],
+                        double ttl_ms)
+{
+    RedisModuleString *s[4], *const *n = field_names;
+    bool made[4];
     char buf[64];
+    /* PEXPIRE's ttl counts from the server's clock of this call. */
+    long long at = (long long)call->server_ms + (long long)ttl_ms;
 
     for (int i = 0; i < 4; i++) {
-        size_t n = lua_str(buf, sizeof(buf), v[i]);
+        size_t len = lua_str(buf, sizeof(buf), v[i]);
 
-        s[i] = RedisModule_CreateString(call->ctx, buf, n);
+        made[i] = !same_text(old[i], buf, len);
+        s[i] = made[i] ? RedisModule_CreateString(call->ctx, buf, len)
+                       : old[i];
+        if (made[i]) /* in the order w, i, c, p: as HSET adds them */
+            RedisModule_HashSet(key, REDISMODULE_HASH_NONE, n[i], s[i], NULL);
     }
-    RedisModule_HashSet(key, REDISMODULE_HASH_CFIELDS, names[0], s[0],
-                        names[1], s[1], names[2], s[2], names[3], s[3], NULL);
-    RedisModule_SetExpire(key, (long long)ttl_ms);
-    RedisModule_Replicate(call->ctx, "HSET", "scscscscs", call->key, names[0],
-                          s[0], names[1], s[1], names[2], s[2], names[3], s[3]);
-    RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
-                          (long long)RedisModule_GetAbsExpire(key));
+    RedisModule_SetAbsExpire(key, at);
+    RedisModule_Replicate(call->ctx, "HSET", "sssssssss", call->key, n[0],
+                          s[0], n[1], s[1], n[2], s[2], n[3], s[3]);
+    RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);
     for (int i = 0; i < 4; i++)
-        RedisModule_FreeString(call->ctx, s[i]);
+        if (made[i])
+            RedisModule_FreeString(call->ctx, s[i]);
 }
 
 /* The wait before a refused 'cost' fits: the script's else branch. */
@@ -208,14 +229,46 @@ static double retry_for(double max, double w, double cur, double prev,
     return retry;
 }
 
-static int counter_decide(const sluice__mod_call *call, sluice_decision *out)
+/* The script's decision on the state read: its figures into 'out', and
+   the hash written when an admitted hit counts. */
+static int decide_state(const sluice__mod_call *call, RedisModuleKey *key,
+                        hash_state *st, sluice_decision *out)
 {
     double w = (double)call->limit->window_ms, max = (double)call->limit->max;
-    double cost = (double)call->cost, elapsed, wceil, used;
-    hash_state st = {0, 0, 0, (double)call->now_ms};
+    double cost = (double)call->cost;
+    double elapsed = st->now - st->idx * w;
+    double wceil = cdiv(st->prev * (w - elapsed), w), used;
+
+    out->limit = call->limit->max;
+    out->retry_after_ms = 0;
+    if (st->cur + wceil + cost <= max) {
+        out->allowed = 1;
+        st->cur += cost;
+        if (call->consume) {
+            double v[4] = {w, st->idx, st->cur, st->prev};
+
+            write_state(call, key, st->f, v, 2 * w - elapsed);
+        }
+    } else {
+        out->allowed = 0;
+        out->retry_after_ms =
+            lua_reply(retry_for(max, w, st->cur, st->prev, elapsed, cost));
+    }
+    used = st->cur + wceil;
+    out->remaining = used < max ? lua_reply(max - used) : 0;
+    out->reset_after_ms = st->cur > 0    ? lua_reply(2 * w - elapsed)
+                          : st->prev > 0 ? lua_reply(w - elapsed)
+                                         : 0;
+    return 0;
+}
+
+static int counter_decide(const sluice__mod_call *call, sluice_decision *out)
+{
+    hash_state st = {{NULL, NULL, NULL, NULL}, 0, 0, 0, (double)call->now_ms};
     RedisModuleKey *key;
     int type, rc;
 
+    field_names_init();
     key = RedisModule_OpenKey(call->ctx, call->key,
                               REDISMODULE_READ | REDISMODULE_WRITE);
     type = RedisModule_KeyType(key);
@@ -223,36 +276,17 @@ static int counter_decide(const sluice__mod_call *call, sluice_decision *out)
         RedisModule_CloseKey(key);
         return SLUICE__MODULE_FOREIGN;
     }
-    st.idx = fdiv(st.now, w);
-    rc = type == REDISMODULE_KEYTYPE_HASH ? read_state(call->ctx, key, w, &st) : 0;
-    if (rc != 0) {
-        RedisModule_CloseKey(key);
-        return rc;
-    }
-    elapsed = st.now - st.idx * w;
-    wceil = cdiv(st.prev * (w - elapsed), w);
-    out->limit = call->limit->max;
-    out->retry_after_ms = 0;
-    if (st.cur + wceil + cost <= max) {
-        out->allowed = 1;
-        st.cur += cost;
-        if (call->consume) {
-            double v[4] = {w, st.idx, st.cur, st.prev};
-
-            write_state(call, key, v, 2 * w - elapsed);
-        }
-    } else {
-        out->allowed = 0;
-        out->retry_after_ms =
-            lua_reply(retry_for(max, w, st.cur, st.prev, elapsed, cost));
-    }
+    st.idx = fdiv(st.now, (double)call->limit->window_ms);
+    rc = type == REDISMODULE_KEYTYPE_HASH
+             ? read_state(key, (double)call->limit->window_ms, &st)
+             : 0;
+    if (rc == 0)
+        rc = decide_state(call, key, &st, out);
     RedisModule_CloseKey(key);
-    used = st.cur + wceil;
-    out->remaining = used < max ? lua_reply(max - used) : 0;
-    out->reset_after_ms = st.cur > 0    ? lua_reply(2 * w - elapsed)
-                          : st.prev > 0 ? lua_reply(w - elapsed)
-                                        : 0;
-    return 0;
+    for (int i = 0; i < 4; i++)
+        if (st.f[i] != NULL)
+            RedisModule_FreeString(call->ctx, st.f[i]);
+    return rc;
 }
 
 const sluice__module_glue sluice__module_sliding_counter = {

@@ -9,7 +9,8 @@
  *   ZREMRANGEBYSCORE key -inf now-w         ZsetFirstInScoreRange + ZsetRem
  *   ZCARD key                               ValueLength
  *   ZADD key at member ...                  ZsetAdd, member at:token:place:i
- *   PTTL < w ? PEXPIRE key w                GetExpire, SetExpire
+ *   PTTL < w ? PEXPIRE key w                GetAbsExpire, SetAbsExpire (from
+ *                                           the call's server clock)
  *   ZRANGE key must-1 must-1 WITHSCORES     a walk from the nearer end (a
  *                                           ZRANGE through RM_Call when both
  *                                           ends are far: refusals only)
@@ -23,7 +24,7 @@
  * ZREMRANGEBYSCORE with the bound used (never a clock-relative one), the
  * ZADD of the exact members, and PEXPIREAT with the absolute expiry.
  */
-#include "module/glue.h"
+#include "module/module.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,7 +62,7 @@ static double as_written(double d)
 {
     char buf[512];
 
-    if ((double)(long long)d == d && d > -9e18 && d < 9e18)
+    if (d > -9e18 && d < 9e18 && (double)(long long)d == d)
         return d;
     lua_str(buf, sizeof(buf), d);
     return strtod(buf, NULL);
@@ -70,7 +71,7 @@ static double as_written(double d)
 /* A Lua number as the server replies it: truncated to an integer. */
 static uint64_t lua_reply(double d)
 {
-    return (uint64_t)(long long)d;
+    return (uint64_t)sluice__mod_lua_int(d);
 }
 
 /* ---- Reading the set ----------------------------------------------------- */
@@ -195,7 +196,7 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
     size_t at_len, prefix_len;
     double score = as_written(now);
     uint64_t i = 0;
-    long long ttl, w = (long long)call->limit->window_ms;
+    long long expire_at, w = (long long)call->limit->window_ms;
 
     at_len = lua_str(buf, sizeof(buf), now);
     at = RedisModule_CreateString(call->ctx, buf, at_len);
@@ -223,11 +224,13 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
     RedisModule_FreeString(call->ctx, at);
     /* Only ever extend the key's life: a call with a shorter window must not
        cut short entries that a longer one still counts. */
-    ttl = RedisModule_GetExpire(key);
-    if (ttl == REDISMODULE_NO_EXPIRE || ttl < w) {
-        RedisModule_SetExpire(key, w);
+    expire_at = RedisModule_GetAbsExpire(key);
+    if (expire_at == REDISMODULE_NO_EXPIRE ||
+        expire_at - (long long)call->server_ms < w) {
+        expire_at = (long long)call->server_ms + w;
+        RedisModule_SetAbsExpire(key, expire_at);
         RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
-                              (long long)RedisModule_GetAbsExpire(key));
+                              expire_at);
     }
 }
 
