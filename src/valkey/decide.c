@@ -3,7 +3,10 @@
  *
  * A decision script decides any number of keys in one call (see
  * src/algo/prelude.lua for its arguments), and most of a call's cost on the
- * server is the call itself, not the commands it runs. So a batch
+ * server is the call itself, not the commands it runs. Where the node has
+ * the native module, the call is SLUICE.HITMANY instead of EVALSHA (its
+ * node's engine, engine.c), with the same keys and the same flat reply, so
+ * everything below serves both. So a batch
  * (sluice_hit_many()) is one call per slot among its keys (in a cluster) and
  * per GROUP_MAX requests. The calls of a batch are queued on their nodes'
  * connections together, written to every node before any reply is read, and

@@ -6,7 +6,9 @@
  * The budget lives on the server, so every process and machine that uses
  * the same server and key prefix shares it. Each algorithm is one Lua script
  * (src/algo/NAME/NAME.lua), run with EVALSHA, so a decision is atomic and at
- * most one round trip. The files, from the wire up:
+ * most one round trip; on a server with the native module (sluice.so) the
+ * same call is one SLUICE.HITMANY instead, with the same keys and reply
+ * (engine.c). The files, from the wire up:
  *
  *   url.c      the store's URL and its options
  *   conn.c     a node's connections, shared by every thread: the calls
