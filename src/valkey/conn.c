@@ -45,19 +45,26 @@ static int conn_fail(vk_node *n, vk_conn *c, int err)
  * down or mid-move) count as the server being unavailable, like a broken
  * connection; any other is a protocol error that no policy should paper over.
  */
-int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+bool sluice__vk_unavailable(const redisReply *r)
 {
     static const char *const unavailable[] = {
         "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
         "ASK"};
 
+    for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
+        if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
+            return true;
+    return false;
+}
+
+int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+{
     if (sluice__vk_module_missing(n, r))
         return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
                              "no sluice module: %s", n->name, doing, r->str);
-    for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
-        if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
-            return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
-                                 doing, r->str);
+    if (sluice__vk_unavailable(r))
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                             doing, r->str);
     return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
                          r->str);
 }

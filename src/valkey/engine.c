@@ -99,9 +99,8 @@ int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
         return err; /* no answer to note */
     /* A server that cannot answer now (LOADING, BUSY, ...) says nothing
        of its module: the connect fails as it would on the next command. */
-    if (r->type == REDIS_REPLY_ERROR &&
-        (err = sluice__vk_reply_error(n, r, "SLUICE.VERSION")) ==
-            SLUICE_ECONN) {
+    if (r->type == REDIS_REPLY_ERROR && sluice__vk_unavailable(r)) {
+        err = sluice__vk_reply_error(n, r, "SLUICE.VERSION");
         freeReplyObject(r);
         return err;
     }

@@ -224,8 +224,11 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
                             redisReply **out, const char *doing, int argc,
                             const char **argv, const size_t *lens);
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
-   answer now) or SLUICE_EPROTO, with its message. */
+   answer now), SLUICE_ENOTSUP (an unknown SLUICE.* command: no module; 'n'
+   is noted so) or SLUICE_EPROTO, with its message. */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+/* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
+bool sluice__vk_unavailable(const redisReply *r);
 
 /*
  * The two arguments every decision script takes after the limit: 'now'
