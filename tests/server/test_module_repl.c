@@ -166,6 +166,9 @@ static void test_aof(void)
 static int start_all(void)
 {
     char port[16];
+    /* appendfsync always: every write is in the file before its reply (with
+       everysec, a write may wait up to 2 s behind a slow fsync, and a
+       SIGKILL loses it, as documented). */
     const char *m_extra[] = {"--appendonly", "yes", "--appendfsync", "always",
                              NULL};
 
