@@ -18,10 +18,11 @@
  *   - Big logs: max up to 2000 and costs up to max, so that a refusal's
  *     rank is far from both ends of the set and a ZADD takes two batches.
  *   - Odd values the scripts take as theirs (extra hash fields, numbers as
- *     Lua reads them, "6e4", "0x2"; a window ahead of the clock; fractional
- *     scores, one ahead of the clock, infinite ones; an empty string with a TTL; a ring
- *     with bytes past its slots, or a cap above max, wrapping) on twin
- *     keys, then a few calls: the same figures and keys.
+ *     Lua reads them, "6e4", "0x2"; a window ahead of the clock, an
+ *     infinite one; fractional scores, one ahead of the clock, infinite
+ *     ones; an empty string with a TTL; a ring with bytes past its slots,
+ *     or a cap above max, wrapping) on twin keys, then a few calls: the
+ *     same figures and keys.
  *   - Foreign: a key holding what the algorithm never writes (another type;
  *     for the compact log, strings that are not a ring) is a WRONGTYPE
  *     error from SLUICE.HIT, -1 0 0 0 from SLUICE.HITMANY, as the script
@@ -581,6 +582,8 @@ static bool odd_value(const char *algo, const char *key, int v)
                              " c 3 p 0", key, idx + 1) == 0;
         case 3: return rs_ok(&server, "HSET %s w 30000 i %" PRIu64
                              " c 2 p 1", key, idx) == 0;
+        case 4: return rs_ok(&server, "HSET %s w 60000 i inf c 1 p 1",
+                             key) == 0;
         }
         return false;
     }

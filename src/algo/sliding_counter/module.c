@@ -247,6 +247,10 @@ static int decide_state(const sluice__mod_call *call, RedisModuleKey *key,
         if (call->consume) {
             double v[4] = {w, st->idx, st->cur, st->prev};
 
+            /* Only a foreign index ("inf") gives no whole TTL: the
+               script's PEXPIRE fails there too. */
+            if (!(2 * w - elapsed >= 1 && 2 * w - elapsed <= 2 * w))
+                return SLUICE_EPROTO;
             write_state(call, key, st->f, v, 2 * w - elapsed);
         }
     } else {
