@@ -237,7 +237,7 @@ typedef struct sluice_store sluice_store;
  * SLUICE_STORE_OPTS_VERSION, reads only that version's fields, and gives
  * the later ones their defaults.
  */
-#define SLUICE_STORE_OPTS_VERSION 2
+#define SLUICE_STORE_OPTS_VERSION 3
 
 /* What a server store's call answers when the server cannot. */
 typedef enum sluice_on_error {
@@ -245,6 +245,15 @@ typedef enum sluice_on_error {
     SLUICE_ON_ERROR_OPEN = 1,   /* admit */
     SLUICE_ON_ERROR_CLOSED = 2  /* refuse */
 } sluice_on_error;
+
+/* How a server store decides (engine): with the server's native module
+   (sluice.so, README "Native module") or with the Lua scripts. */
+typedef enum sluice_engine {
+    SLUICE_ENGINE_AUTO = 0,   /* the module where a server has it, else Lua */
+    SLUICE_ENGINE_MODULE = 1, /* the module; a server without it answers
+                                 SLUICE_ENOTSUP */
+    SLUICE_ENGINE_LUA = 2     /* the scripts; never a SLUICE.* command */
+} sluice_engine;
 
 /* Which algorithms' refusals a server store remembers (refused_cache). */
 typedef enum sluice_refused_cache {
@@ -311,6 +320,18 @@ typedef struct sluice_store_opts {
        max_reply_bytes=N, max_reply_elements=N. */
     uint64_t max_reply_bytes;
     uint64_t max_reply_elements;
+
+    /* ---- Since version 3 ---- */
+    /* Server stores: each server is asked at connect (every connection,
+       again after a reconnect; each cluster node on its own) whether it
+       has the native module of this library's version (SLUICE.VERSION).
+       SLUICE_ENGINE_AUTO (the default) decides with the module where a
+       server has it and with the scripts elsewhere, silently;
+       SLUICE_ENGINE_MODULE fails with SLUICE_ENOTSUP on a server without
+       it; SLUICE_ENGINE_LUA never sends a SLUICE.* command. Decisions are
+       the same either way. sluice_hit_all() is a script on every engine.
+       URL: engine=auto|module|lua. */
+    sluice_engine engine;
 } sluice_store_opts;
 
 #define SLUICE_STORE_OPTS_INIT {.version = SLUICE_STORE_OPTS_VERSION}
@@ -484,6 +505,8 @@ typedef struct sluice_store_stats {
     uint64_t fell_closed;/* of those, refused by the fail-closed policy */
     uint64_t redirects;  /* cluster MOVED and ASK replies followed */
     uint64_t local_refusals; /* refused here, without asking the server */
+    uint64_t module_calls; /* server calls the native module answered
+                              (SLUICE.*); 0 while every server runs Lua */
 } sluice_store_stats;
 
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);

@@ -128,7 +128,8 @@ typedef struct bench_case {
     unsigned threads;     /* in-process: the threads making the calls */
     unsigned connections; /* to the server */
     unsigned pool;        /* sluice: the store's pool */
-    const char *url_extra;/* sluice: more URL options, or NULL */
+    const char *url_extra;/* sluice: more URL options, or NULL (the
+                             scripts: engine=lua) */
     unsigned depth;       /* per thread: raw pipelined calls in flight, or
                              the requests of a sluice_hit_many() batch */
     uint64_t max;         /* the limit: ADMIT_MAX, or REFUSED_MAX */
@@ -223,6 +224,9 @@ typedef struct report {
        2 threads, fixed window */
     int many_case[NWORKLOADS][BENCH_ALGO_N], many2_case[NWORKLOADS];
     int refused_case, refused_off_case; /* the hot refused key */
+    /* The native module's rows (fixed window, C callers, 10,000 keys):
+       sluice_hit() by engine=module, and by engine=lua; -1: none. */
+    int module_case, lua_case;
 } report;
 
 /* ---- In-process callers (threads.c, raw.c) ------------------------------- */
@@ -311,7 +315,7 @@ int best_many_fixed(const report *rp);
 enum {
     TARGET_FIXED_INCR, TARGET_FIXED_RLF, TARGET_FIXED_LIMITS,
     TARGET_PIPED_INCR, TARGET_PIPED_RLF, TARGET_PIPED_LIMITS,
-    TARGET_REFUSED, NTARGETS
+    TARGET_REFUSED, TARGET_MODULE_INCR, NTARGETS
 };
 
 typedef struct target {

@@ -161,6 +161,40 @@ static void refused_add(report *rp)
     }
 }
 
+/*
+ * The native module's rows, shown with C callers and 10,000 keys: the
+ * fixed window by sluice_hit() with engine=module (unavailable when the
+ * server has no module of this library) and with engine=lua, beside the
+ * workload's redis-benchmark INCR -c C, all in one run.
+ */
+static void engines_add(report *rp, size_t keys)
+{
+    redisReply *r = ctl_cmd(&rp->srv, "SLUICE.VERSION");
+    bool has = r != NULL && r->type == REDIS_REPLY_STRING &&
+               strncmp(r->str, "sluice.so " SLUICE_VERSION " ",
+                       strlen("sluice.so " SLUICE_VERSION " ")) == 0;
+    bench_case *c;
+
+    c = sluice_add(rp, HOW_SLUICE, "sluice_fixed_engine_module",
+                   "sluice fixed, engine=module", rp->o.callers, keys,
+                   SLUICE_FIXED, rp->o.pool);
+    c->url_extra = "engine=module";
+    c->cmd = "sluice.hitmany";
+    if (!has)
+        snprintf(c->unavailable, sizeof(c->unavailable), "the server has no "
+                 "sluice module %s (SLUICE.VERSION: %s)", SLUICE_VERSION,
+                 r == NULL ? "no answer"
+                 : r->type == REDIS_REPLY_ERROR ? r->str : "another answer");
+    rp->module_case = rp->ncases - 1;
+    c = sluice_add(rp, HOW_SLUICE, "sluice_fixed_engine_lua",
+                   "sluice fixed, engine=lua", rp->o.callers, keys,
+                   SLUICE_FIXED, rp->o.pool);
+    c->url_extra = "engine=lua";
+    rp->lua_case = rp->ncases - 1;
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
 /* The rows of workload 'w' in the main table. */
 static void workload_add(report *rp, int w)
 {
@@ -184,6 +218,8 @@ static void workload_add(report *rp, int w)
         batches_add(rp, w, keys);
     if (callers > 1 && keys == 1)
         refused_add(rp);
+    if (callers > 1 && keys > 1)
+        engines_add(rp, keys);
     for (int i = first; i < rp->ncases; i++)
         rp->cases[i].section = w;
 }
@@ -260,6 +296,7 @@ static void diag_add(report *rp)
 void cases_build(report *rp)
 {
     rp->refused_case = rp->refused_off_case = -1;
+    rp->module_case = rp->lua_case = -1;
     for (int w = 0; w < NWORKLOADS; w++)
         workload_add(rp, w);
     if (rp->o.diag)

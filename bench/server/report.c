@@ -14,6 +14,8 @@
 #define TARGET_PIPELINED_VS_LIMITS 10.0
 /* A hot refused key (C callers): the cache of refused keys on / off. */
 #define TARGET_REFUSED_CACHE 10.0
+/* The native module (C callers, 10,000 keys) over redis-benchmark INCR. */
+#define TARGET_MODULE_VS_INCR 1.5
 
 /* The median rate of case 'num' over that of case 'den'; -1 if unknown. */
 double ratio(const report *rp, int num, int den)
@@ -104,4 +106,10 @@ void targets_get(const report *rp, target t[NTARGETS])
     t[TARGET_REFUSED] = (target){"refused_hot_cache_on_over_off",
                                  "refused_cache on / off", rp->refused_case,
                                  rp->refused_off_case, TARGET_REFUSED_CACHE};
+    t[TARGET_MODULE_INCR] = (target){"module_fixed_over_redis_benchmark_incr",
+                                     "", rp->module_case,
+                                     rp->ref_case[3][REF_RB],
+                                     TARGET_MODULE_VS_INCR};
+    snprintf(t[TARGET_MODULE_INCR].label, sizeof(t[0].label),
+             "/ redis-benchmark INCR -c %u", rp->o.callers);
 }

@@ -267,7 +267,9 @@ void server_close(server *s)
 void sluice_url_for(const server *s, unsigned pool, const char *extra,
                     char *out, size_t cap)
 {
-    snprintf(out, cap, "%s%spool=%u%s%s", s->sluice_url,
+    /* The scripts, unless 'extra' names another engine (it comes later,
+       and a later option wins). */
+    snprintf(out, cap, "%s%spool=%u&engine=lua%s%s", s->sluice_url,
              strchr(s->sluice_url, '?') ? "&" : "?", pool,
              extra != NULL ? "&" : "", extra != NULL ? extra : "");
 }

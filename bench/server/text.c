@@ -118,8 +118,11 @@ static void print_case_row(const report *rp, int i, bool diag, int width)
         sep = "; ";
     }
     if (shows_cmd_calls(c) && m->cmd_calls >= 0) {
-        printf("%s%.3g EVALSHA", sep, m->cmd_calls);
-        if (m->key_calls >= 0)
+        bool module = strcmp(c->cmd, "evalsha") != 0; /* SLUICE.HITMANY */
+
+        printf("%s%.3g %s", sep, m->cmd_calls,
+               module ? "SLUICE.HITMANY" : "EVALSHA");
+        if (m->key_calls >= 0 && !module)
             printf(", %.3g INCRBY", m->key_calls);
         printf(" per decision");
         sep = "; ";
@@ -229,6 +232,27 @@ static void text_target(const report *rp, const target *t, const char *what,
                t->min, q >= t->min ? "met" : "not met");
 }
 
+/*
+ * The native module: C callers of sluice_hit() on 10,000 keys (fixed
+ * window), engine=module and engine=lua, and redis-benchmark INCR -c C, in
+ * the same run; their ratios, and the target.
+ */
+static void text_module(const report *rp, const target *t)
+{
+    int m = rp->module_case, l = rp->lua_case, rb = t->ref;
+    double ml = ratio(rp, m, l), lrb = ratio(rp, l, rb);
+
+    printf("  native module: %u callers, 10,000 keys, sluice_hit() "
+           "(SLUICE.HITMANY with engine=module)\n", rp->o.callers);
+    text_target(rp, t, "sluice fixed, engine=module", 26);
+    if (lrb >= 0)
+        printf("    sluice fixed, engine=lua / redis-benchmark INCR -c %u: "
+               "%.2f\u00d7\n", rp->o.callers, lrb);
+    if (ml >= 0)
+        printf("    sluice fixed, engine=module / engine=lua: %.2f\u00d7\n",
+               ml);
+}
+
 static void text_targets(const report *rp)
 {
     unsigned n = rp->o.callers;
@@ -252,6 +276,7 @@ static void text_targets(const report *rp)
            "window, every timed call refused\n", n, REFUSED_MAX,
            REFUSED_WINDOW_MS / 60000);
     text_target(rp, &t[TARGET_REFUSED], "hot refused key:", 23);
+    text_module(rp, &t[TARGET_MODULE_INCR]);
     if (ratio(rp, rp->refused_case, rp->refused_off_case) >= 0) {
         const run_result *on = &rp->cases[rp->refused_case].med,
                          *off = &rp->cases[rp->refused_off_case].med;

@@ -16,7 +16,8 @@
 /* The leading bytes of sluice_store_opts that each version has. */
 static const size_t store_opts_size[SLUICE_STORE_OPTS_VERSION + 1] = {
     [1] = offsetof(sluice_store_opts, max_reply_bytes),
-    [2] = sizeof(sluice_store_opts),
+    [2] = offsetof(sluice_store_opts, engine),
+    [3] = sizeof(sluice_store_opts),
 };
 
 /* The stores, by the start of their URL: a new store is one line here. */

@@ -45,7 +45,7 @@ static int conn_fail(vk_node *n, vk_conn *c, int err)
  * down or mid-move) count as the server being unavailable, like a broken
  * connection; any other is a protocol error that no policy should paper over.
  */
-int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+bool sluice__vk_unavailable(const redisReply *r)
 {
     static const char *const unavailable[] = {
         "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
@@ -53,8 +53,18 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 
     for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
         if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
-            return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
-                                 doing, r->str);
+            return true;
+    return false;
+}
+
+int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+{
+    if (sluice__vk_module_missing(n, r))
+        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
+                             "no sluice module: %s", n->name, doing, r->str);
+    if (sluice__vk_unavailable(r))
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                             doing, r->str);
     return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
                          r->str);
 }
@@ -129,7 +139,8 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
     return SLUICE_OK;
 }
 
-/* Opens 'c' if it is closed: connect, AUTH, SELECT, scripts. */
+/* Opens 'c' if it is closed: connect, AUTH, SELECT, the engine (engine.c),
+   scripts. */
 int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
 {
     int err;
@@ -141,7 +152,8 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
                                     v->connect_timeout_ms, v->max_reply_bytes,
                                     v->max_reply_elements)) < 0)
         return err;
-    if ((err = conn_login(v, n, c)) < 0)
+    if ((err = conn_login(v, n, c)) < 0 ||
+        (err = sluice__vk_engine_detect(v, n, c)) < 0)
         goto fail;
     if (!atomic_load(&v->scripts_loaded)) {
         if ((err = sluice__vk_scripts_load(v, n, c)) < 0)

@@ -3,7 +3,10 @@
  *
  * A decision script decides any number of keys in one call (see
  * src/algo/prelude.lua for its arguments), and most of a call's cost on the
- * server is the call itself, not the commands it runs. So a batch
+ * server is the call itself, not the commands it runs. Where the node has
+ * the native module, the call is SLUICE.HITMANY instead of EVALSHA (its
+ * node's engine, engine.c), with the same keys and the same flat reply, so
+ * everything below serves both. So a batch
  * (sluice_hit_many()) is one call per slot among its keys (in a cluster) and
  * per GROUP_MAX requests. The calls of a batch are queued on their nodes'
  * connections together, written to every node before any reply is read, and
@@ -108,14 +111,16 @@ int sluice__vk_reply_decision(const redisReply *r, size_t i,
 }
 
 /*
- * The arguments of one script call for 'n' requests: EVALSHA, the SHA1,
- * NUMKEYS, the n keys, then max, window, consume, now and token, then the
- * n costs, then the burst (src/algo/prelude.lua). One block holds them
- * (the caller's 'stack' when they fit), unless a key is too long for its
- * VK_KEY_BUF slot.
+ * The arguments of one call for 'n' requests. To a script: EVALSHA, the
+ * SHA1, NUMKEYS, the n keys, then max, window, consume, now and token, then
+ * the n costs, then the burst (src/algo/prelude.lua). To the module:
+ * SLUICE.HITMANY algo max window [BURST b] [PEEK] [NOW ms] KEYS, then each
+ * key and its cost. One block holds them (the caller's 'stack' when they
+ * fit), unless a key is too long for its VK_KEY_BUF slot.
  */
 typedef struct group_args {
     int argc;
+    size_t key0, kstep; /* key i is argv[key0 + kstep * i] */
     const char **argv;
     size_t *lens;
     char (*keys)[VK_KEY_BUF];
@@ -127,9 +132,12 @@ typedef struct group_args {
 
 static void group_args_free(group_args *g, size_t n)
 {
-    for (size_t i = 0; i < n && g->block != NULL; i++)
-        if (g->argv[3 + i] != NULL && g->argv[3 + i] != g->keys[i])
-            free((char *)g->argv[3 + i]);
+    for (size_t i = 0; i < n && g->block != NULL; i++) {
+        const char *k = g->argv[g->key0 + g->kstep * i];
+
+        if (k != NULL && k != g->keys[i])
+            free((char *)k);
+    }
     if (g->on_heap)
         free(g->block);
 }
@@ -139,11 +147,13 @@ static void group_args_free(group_args *g, size_t n)
 static int group_args_alloc(group_args *g, void *stack, size_t stack_cap,
                             size_t n)
 {
-    size_t argc = 3 + n + 5 + n + 1;
+    size_t argc = 10 + 2 * n; /* the module's, at most; a script's 9 + 2n */
     size_t need = argc * (sizeof(char *) + sizeof(size_t)) +
                   n * VK_KEY_BUF + (5 + n) * 24;
 
     g->argc = (int)argc;
+    g->key0 = 3;
+    g->kstep = 1;
     g->on_heap = need > stack_cap;
     g->block = g->on_heap ? calloc(1, need) : memset(stack, 0, need);
     if (g->block == NULL)
@@ -162,10 +172,72 @@ static void group_arg_u64(group_args *g, size_t j, char *buf, uint64_t v)
     g->lens[j] = sluice__u64_text(buf, v);
 }
 
+/* Sets argument 'j' of 'g' to the literal 'text'. */
+static void group_arg_text(group_args *g, size_t j, const char *text)
+{
+    g->argv[j] = text;
+    g->lens[j] = strlen(text);
+}
+
+/* Sets key i of 'g' to request q's key name. */
+static int group_arg_key(group_args *g, size_t i, vk_store *v,
+                         const sluice__algo *algo, const sluice_request *q)
+{
+    size_t j = g->key0 + g->kstep * i;
+
+    g->argv[j] = sluice__key_build(g->keys[i], VK_KEY_BUF, &g->lens[j],
+                                   v->prefix, q->key, q->key_len, algo->name);
+    if (g->argv[j] == NULL)
+        return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
+    return SLUICE_OK;
+}
+
+/* The arguments of SLUICE.HITMANY (see group_args), in the laid out 'g'. */
+static int group_args_module(group_args *g, vk_store *v,
+                             const sluice_limit *limit, bool consume,
+                             const sluice_request *reqs, const size_t *todo,
+                             size_t n)
+{
+    const sluice__algo *algo = sluice__algos[limit->algo];
+    size_t j = 0, now_len = 0, token_len = 0;
+    int err;
+
+    group_arg_text(g, j++, "SLUICE.HITMANY");
+    group_arg_text(g, j++, algo->name);
+    group_arg_u64(g, j++, g->nums[1], limit->max);
+    group_arg_u64(g, j++, g->nums[2], limit->window_ms);
+    if (limit->burst != 0) {
+        group_arg_text(g, j++, "BURST");
+        group_arg_u64(g, j++, g->nums[4], limit->burst);
+    }
+    if (!consume)
+        group_arg_text(g, j++, "PEEK");
+    if ((err = sluice__vk_now_token(v, g->nums[3], &now_len, g->token,
+                                    &token_len)) < 0)
+        return err;
+    if (now_len > 0) { /* clock=caller */
+        group_arg_text(g, j++, "NOW");
+        g->argv[j] = g->nums[3];
+        g->lens[j++] = now_len;
+    }
+    group_arg_text(g, j++, "KEYS");
+    g->key0 = j;
+    g->kstep = 2;
+    for (size_t i = 0; i < n; i++) {
+        if ((err = group_arg_key(g, i, v, algo, &reqs[todo[i]])) < 0)
+            return err;
+        group_arg_u64(g, j + 2 * i + 1, g->nums[5 + i], reqs[todo[i]].cost);
+    }
+    g->argc = (int)(j + 2 * n);
+    return SLUICE_OK;
+}
+
+/* The arguments of one call: to the module when 'module', else to the
+   algorithm's script. */
 static int group_args_build(group_args *g, void *stack, size_t stack_cap,
                             vk_store *v, const sluice_limit *limit,
                             bool consume, const sluice_request *reqs,
-                            const size_t *todo, size_t n)
+                            const size_t *todo, size_t n, bool module)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     size_t j = 3 + n;
@@ -173,20 +245,17 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
 
     if (err < 0)
         return err;
+    if (module)
+        return group_args_module(g, v, limit, consume, reqs, todo, n);
+    g->argc = (int)(9 + 2 * n);
     g->argv[0] = "EVALSHA";
     g->lens[0] = 7;
     g->argv[1] = algo->script->sha1;
     g->lens[1] = 40;
     group_arg_u64(g, 2, g->nums[0], n);
-    for (size_t i = 0; i < n; i++) {
-        const sluice_request *q = &reqs[todo[i]];
-
-        g->argv[3 + i] = sluice__key_build(g->keys[i], VK_KEY_BUF,
-                                           &g->lens[3 + i], v->prefix, q->key,
-                                           q->key_len, algo->name);
-        if (g->argv[3 + i] == NULL)
-            return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
-    }
+    for (size_t i = 0; i < n; i++)
+        if ((err = group_arg_key(g, i, v, algo, &reqs[todo[i]])) < 0)
+            return err;
     group_arg_u64(g, j++, g->nums[1], limit->max);
     group_arg_u64(g, j++, g->nums[2], limit->window_ms);
     g->argv[j] = consume ? "1" : "0";
@@ -231,7 +300,8 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
         if (q->err == 0 && foreign)
             q->err = sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
                                    "%s, as sluice writes it there",
-                                   (int)g->lens[3 + i], g->argv[3 + i],
+                                   (int)g->lens[g->key0 + g->kstep * i],
+                                   g->argv[g->key0 + g->kstep * i],
                                    sluice__algos[limit->algo]->server_value);
         if (q->err < 0 && msgs != NULL)
             snprintf(msgs[todo[i]], sizeof(vk_msg), "%s", sluice_last_error());
@@ -240,34 +310,78 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
         freeReplyObject(r);
 }
 
+/* The cluster slot of request q's key under 'limit' (0 for one server;
+   out of memory, 0 too, and the call itself will say so). */
+static unsigned request_slot(vk_store *v, const sluice_limit *limit,
+                             const sluice_request *q)
+{
+    char kbuf[VK_KEY_BUF];
+    size_t klen = 0;
+    char *k;
+    unsigned slot;
+
+    if (!v->cluster)
+        return 0;
+    k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, q->key,
+                          q->key_len, sluice__algos[limit->algo]->name);
+    slot = k != NULL ? sluice__key_slot(k, klen) : 0;
+    if (k != NULL && k != kbuf)
+        free(k);
+    return slot;
+}
+
+/* Whether the call on route 'rt' goes to the module (engine.c). */
+static bool route_engine(vk_store *v, const vk_route *rt)
+{
+    vk_node *n = rt->ask;
+
+    if (n == NULL && v->cluster)
+        sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
+    if (n == NULL)
+        n = sluice__vk_node_for_slot(v, rt->slot);
+    return sluice__vk_engine_module(v, n);
+}
+
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
- * script call on 'rt' (NULL: the route of the first key, answered by
- * 'deadline_ms'), and sets each one's 'err' and 'decision' (and
- * msgs[todo[i]] as group_answer() does).
+ * call on 'rt' (NULL: the route of the first key, answered by
+ * 'deadline_ms'), to the module where its node has it (never when
+ * 'lua_only'), and sets each one's 'err' and 'decision' (and msgs[todo[i]]
+ * as group_answer() does). A server that lost the module since it was
+ * asked gets the script at once (engine=auto).
  */
 static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
                          const sluice_limit *limit, bool consume,
                          sluice_request *reqs, const size_t *todo, size_t n,
-                         vk_msg *msgs)
+                         vk_msg *msgs, bool lua_only)
 {
     _Alignas(max_align_t) char stack[1024];
     group_args g = {0};
     redisReply *r = NULL;
     vk_route own;
-    int err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
-                               reqs, todo, n);
+    bool module;
+    int err;
 
-    if (err == 0 && rt == NULL) {
+    if (rt == NULL) {
         rt = &own;
-        sluice__vk_route_init(rt, v->cluster ? sluice__key_slot(g.argv[3],
-                                                                g.lens[3])
-                                             : 0,
+        sluice__vk_route_init(rt, request_slot(v, limit, &reqs[todo[0]]),
                               deadline_ms);
     }
+    module = !lua_only && route_engine(v, rt);
+    err = group_args_build(&g, stack, sizeof(stack), v, limit, consume, reqs,
+                           todo, n, module);
     if (err == 0)
-        err = sluice__vk_call_routed(v, rt, sluice__algos[limit->algo]->script,
-                                     g.argc, g.argv, g.lens, &r);
+        err = sluice__vk_call_routed(
+            v, rt, module ? NULL : sluice__algos[limit->algo]->script,
+            g.argc, g.argv, g.lens, &r);
+    if (module && err == SLUICE_ENOTSUP && v->engine == SLUICE_ENGINE_AUTO) {
+        group_args_free(&g, n);
+        decide_group(v, rt, deadline_ms, limit, consume, reqs, todo, n, msgs,
+                     true);
+        return;
+    }
+    if (module && err == 0)
+        atomic_fetch_add(&v->module_calls, 1);
     group_answer(limit, reqs, todo, n, msgs, &g, err, err == 0 ? r : NULL);
     group_args_free(&g, n);
 }
@@ -301,6 +415,7 @@ typedef struct slot_call {
     vk_conn *conn;
     vk_request *led;    /* the batch this call's set wrote on 'conn' */
     int led_err;        /* and what writing it answered */
+    bool module;        /* sent to the module, not to the script */
     group_args g;
     char *cmd;
     vk_request e;
@@ -330,7 +445,7 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
 
     if (c == NULL) {
         decide_group(v, NULL, cs->deadline_ms, limit, consume, cs->reqs, todo,
-                     n, cs->msgs);
+                     n, cs->msgs, false);
         return;
     }
     if (cs->tail == NULL)
@@ -342,12 +457,17 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     c->todo = todo;
     c->n = n;
     c->slot = slot;
-    if (group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,
-                         n) < 0)
+    /* Not queued (decided alone when awaited) if any step fails here. */
+    c->node = sluice__vk_node_for_slot(v, slot);
+    c->module = sluice__vk_engine_module(v, c->node);
+    if (c->node == NULL ||
+        group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,
+                         n, c->module) < 0 ||
+        (len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv,
+                                      c->g.lens)) < 0) {
+        c->node = NULL;
         return;
-    len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv, c->g.lens);
-    if (len < 0 || (c->node = sluice__vk_node_for_slot(v, slot)) == NULL)
-        return;
+    }
     c->e.cmd = c->cmd;
     c->e.len = (size_t)len;
     c->e.ncmds = 1;
@@ -366,18 +486,8 @@ static slot_place *by_slot(const vk_calls *cs, const sluice_limit *limit,
     if (sp == NULL)
         return NULL;
     for (size_t i = 0; i < m; i++) {
-        char kbuf[VK_KEY_BUF];
-        size_t klen = 0;
-        const sluice_request *q = &cs->reqs[send[i]];
-        char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, cs->v->prefix,
-                                    q->key, q->key_len,
-                                    sluice__algos[limit->algo]->name);
-
-        /* Out of memory: slot 0, and the call itself will say so. */
-        sp[i].slot = k != NULL ? sluice__key_slot(k, klen) : 0;
+        sp[i].slot = request_slot(cs->v, limit, &cs->reqs[send[i]]);
         sp[i].place = send[i];
-        if (k != kbuf)
-            free(k);
     }
     qsort(sp, m, sizeof(*sp), slot_place_cmp);
     for (size_t i = 0; i < m; i++)
@@ -462,8 +572,8 @@ static void calls_write_all(vk_calls *cs)
 
 /*
  * Answers call 'c' of the set from its reply: as it is, or, when it did not
- * run (a redirection, a server without the script), by sending it again
- * alone on its route.
+ * run (a redirection, a server without the script, or without the module
+ * since it was asked), by sending it again alone on its route.
  */
 static void call_answer(vk_calls *cs, slot_call *c)
 {
@@ -475,18 +585,24 @@ static void call_answer(vk_calls *cs, slot_call *c)
 
     sluice__vk_node_noted(v, c->node, err);
     if (err == 0 && r->type == REDIS_REPLY_ERROR) {
+        bool lost = c->module && v->engine == SLUICE_ENGINE_AUTO &&
+                    sluice__vk_module_missing(c->node, r);
+
         sluice__vk_route_init(&rt, c->slot, cs->deadline_ms);
         rt.sends = 1;
-        again = sluice__vk_noscript(r) ? 1 : sluice__vk_follow(v, &rt, r);
+        again = sluice__vk_noscript(r) || lost ? 1
+                                               : sluice__vk_follow(v, &rt, r);
         if (again > 0) {
             freeReplyObject(r);
             decide_group(v, &rt, 0, c->limit, c->consume, cs->reqs, c->todo,
-                         c->n, cs->msgs);
+                         c->n, cs->msgs, lost);
             return;
         }
         err = again < 0 ? again
-                        : sluice__vk_reply_error(c->node, r, "EVALSHA");
+                        : sluice__vk_reply_error(c->node, r, c->g.argv[0]);
         freeReplyObject(r);
+    } else if (err == 0 && c->module) {
+        atomic_fetch_add(&v->module_calls, 1);
     }
     group_answer(c->limit, cs->reqs, c->todo, c->n, cs->msgs, &c->g, err,
                  err == 0 ? r : NULL);
@@ -501,7 +617,7 @@ void sluice__vk_calls_finish(vk_calls *cs)
         next = c->next;
         if (c->node == NULL)
             decide_group(cs->v, NULL, cs->deadline_ms, c->limit, c->consume,
-                         cs->reqs, c->todo, c->n, cs->msgs);
+                         cs->reqs, c->todo, c->n, cs->msgs, false);
         else
             call_answer(cs, c);
         if (c->cmd != NULL)
@@ -548,7 +664,7 @@ int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
     const size_t only = 0;
 
     decide_group(v, NULL, sluice__monotonic_ms() + v->command_timeout_ms,
-                 limit, consume, &q, &only, 1, NULL);
+                 limit, consume, &q, &only, 1, NULL, false);
     *out = q.decision;
     return q.err;
 }

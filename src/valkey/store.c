@@ -51,6 +51,7 @@ static int vk_stats(void *impl, sluice_store_stats *out)
     vk_store *v = impl;
 
     out->redirects = atomic_load(&v->redirects);
+    out->module_calls = atomic_load(&v->module_calls);
     return SLUICE_OK;
 }
 
@@ -100,11 +101,16 @@ static int vk_eval(void *impl, const sluice__script *script, int nkeys,
     const char *stack_argv[EVAL_ARGS_STACK], **argv = stack_argv;
     size_t stack_lens[EVAL_ARGS_STACK], *lens = stack_lens;
     char numkeys[24];
+    bool done = false;
     int err;
 
     if (nkeys < 1 || nkeys > argc)
         return sluice__error(SLUICE_EINVAL, "a script call takes at least "
                              "one key, and its keys first");
+    /* The queue limiter's scripts have twins in the module. */
+    if ((err = sluice__vk_engine_eval(impl, script, argc, args, arglens, out,
+                                      &done)) < 0 || done)
+        return err;
     if (argc + 3 > EVAL_ARGS_STACK &&
         ((argv = malloc((size_t)(argc + 3) * sizeof(*argv))) == NULL ||
          (lens = malloc((size_t)(argc + 3) * sizeof(*lens))) == NULL)) {
@@ -251,6 +257,7 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
     v->max_reply_elements = o->max_reply_elements;
     v->pool_size = o->pool_size;
     v->caller_clock = o->caller_clock;
+    v->engine = o->engine;
     v->clock_ms = o->clock_ms;
     v->clock_payload = o->clock_payload;
     v->token_seed = sluice__random_seed();
@@ -292,7 +299,9 @@ static int opts_settle(sluice_store_opts *o)
                               2 * VK_REPLY_ROOM)) < 0) ||
         (err = opt_at_most("max_reply_elements", o->max_reply_elements,
                            VK_MAX_REPLY_ELEMENTS)) < 0 ||
-        (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0)
+        (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0 ||
+        (err = opt_at_most("engine", (uint64_t)o->engine,
+                           SLUICE_ENGINE_LUA)) < 0)
         return err;
     if (o->clock_ms == NULL) { /* clock=caller: the wall clock, which
                                   every process shares */

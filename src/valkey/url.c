@@ -203,6 +203,18 @@ static int set_clock(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return url_word(&o->caller_clock, words, ov);
 }
 
+static int set_engine(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    /* In the order of SLUICE_ENGINE_AUTO, _MODULE, _LUA. */
+    static const char *const words[] = {"auto", "module", "lua", NULL};
+    int i, err = url_word(&i, words, ov);
+
+    (void)u;
+    if (err == 0)
+        o->engine = (sluice_engine)i;
+    return err;
+}
+
 static int set_on_error(vk_url *u, sluice_store_opts *o, const opt_value *ov)
 {
     /* In the order of SLUICE_ON_ERROR_FAIL, _OPEN, _CLOSED. */
@@ -258,6 +270,7 @@ static const struct url_option {
     {"refused_cache", set_refused_cache},
     {"max_reply_bytes", set_reply_cap},
     {"max_reply_elements", set_reply_cap},
+    {"engine", set_engine},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))

@@ -6,7 +6,9 @@
  * The budget lives on the server, so every process and machine that uses
  * the same server and key prefix shares it. Each algorithm is one Lua script
  * (src/algo/NAME/NAME.lua), run with EVALSHA, so a decision is atomic and at
- * most one round trip. The files, from the wire up:
+ * most one round trip; on a server with the native module (sluice.so) the
+ * same call is one SLUICE.HITMANY instead, with the same keys and reply
+ * (engine.c). The files, from the wire up:
  *
  *   url.c      the store's URL and its options
  *   conn.c     a node's connections, shared by every thread: the calls
@@ -22,6 +24,9 @@
  *   combine.c  one server: threads deciding at once share script calls
  *   store.c    the store's table, its server interface (for the queue), and
  *              opening and freeing it
+ *   engine.c   the engine: whether a node has the native module (asked at
+ *              each connect), and the SLUICE.* commands sent in place of
+ *              the scripts where it does
  *
  * Nodes and connections. A node is one server and a pool of 'pool_size'
  * hiredis connections to it. A call is dealt one of them in turn and queues
@@ -132,6 +137,7 @@ typedef struct vk_node {
     char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
+    _Atomic int module;         /* VK_MODULE_*: its last connect's answer */
     unsigned nconns;
     vk_conn conns[];
 } vk_node;
@@ -150,6 +156,8 @@ typedef struct vk_store {
     uint64_t max_reply_elements;
     unsigned pool_size;
     int caller_clock;
+    sluice_engine engine;
+    _Atomic uint64_t module_calls; /* SLUICE.* calls answered */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
 
@@ -216,8 +224,11 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
                             redisReply **out, const char *doing, int argc,
                             const char **argv, const size_t *lens);
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
-   answer now) or SLUICE_EPROTO, with its message. */
+   answer now), SLUICE_ENOTSUP (an unknown SLUICE.* command: no module; 'n'
+   is noted so) or SLUICE_EPROTO, with its message. */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+/* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
+bool sluice__vk_unavailable(const redisReply *r);
 
 /*
  * The two arguments every decision script takes after the limit: 'now'
@@ -281,6 +292,35 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
                          uint64_t deadline_ms, const sluice__script *script,
                          int argc, const char **argv, const size_t *lens,
                          redisReply **out);
+
+/* ---- The engine (engine.c) ------------------------------------------------------ */
+
+/* What a node's connects found: not asked yet, the module of this
+   library's version, or none (no module, another version, an error). */
+enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
+
+/*
+ * Asks the new connection 'c' of 'n' for the module (SLUICE.VERSION) and
+ * notes the answer on 'n'; engine=lua asks nothing. Answers 0, a
+ * connection's error, or, for engine=module on a server without the
+ * module, SLUICE_ENOTSUP.
+ */
+int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c);
+/* Whether a call to node 'n' (NULL: not known yet) is sent to the module
+   rather than to the script. */
+bool sluice__vk_engine_module(const vk_store *v, vk_node *n);
+/* True for the reply of a server that has no SLUICE.* command: 'n' is
+   noted as without the module. */
+bool sluice__vk_module_missing(vk_node *n, const redisReply *r);
+/*
+ * Runs a queue script's twin on the module when node 'n' of 'key' has it
+ * ('*done' set; the reply is the caller's), else leaves '*done' false.
+ * 'args' are the script's keys then its arguments, as vk_eval() takes them.
+ */
+int sluice__vk_engine_eval(vk_store *v, const sluice__script *script,
+                           int argc, const char *const *args,
+                           const size_t *arglens, redisReply **out,
+                           bool *done);
 
 /* ---- Subscriptions (pubsub.c): the server interface's ------------------------------ */
 

@@ -101,7 +101,9 @@ static int keep(const char *state, pid_t ctest, int ready_fd)
     rc_cluster c;
     int pidfd = watch_process(ctest);
 
-    if (rc_start(&c, 3, 1, NULL) < 0)
+    /* Every node loads the native module when the build made one: the
+       cluster tests' stores (engine=auto) then decide by it. */
+    if (rc_start(&c, 3, 1, rs_module_args()) < 0)
         return 1;
     if (rc_save(&c, state) < 0) {
         rc_stop(&c);

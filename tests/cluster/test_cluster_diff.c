@@ -22,7 +22,12 @@
  *      time. Afterwards each master must hold keys, each key on the master
  *      that serves its slot (by the server's own CLUSTER KEYSLOT), and the
  *      masters together exactly the keys the single server holds.
- *   2. Queue limiter. emq:{q}:limiter and emq:{q}:meta share a slot; the
+ *      The whole trace runs once for each engine of the server stores
+ *      (engine=lua, then engine=module: every node of the cluster and the
+ *      single server have the native module loaded); the module pass skips,
+ *      with a printed note, the steps of an algorithm it does not decide
+ *      yet, and must have gone by the module (stats module_calls).
+ *   2. Queue limiter (by script, then by the module). emq:{q}:limiter and emq:{q}:meta share a slot; the
  *      cap is written with HSET through a cluster-aware raw command, and
  *      sluice_emq_rate_limit_ttl() / sluice_emq_limiter_incr() answer on
  *      the cluster as on the single server.
@@ -59,6 +64,39 @@ static int exact(sluice_algo algo)
 
 static rc_cluster cluster;
 static rs_server single;
+
+/* The engine of this pass (engine=lua, engine=module), and the algorithms
+   the module decides (asked of the single server, which loads the same
+   module as every node). */
+static const char *engine = "lua";
+static int glue[TEST_ALGO_N];
+
+static int engine_runs(sluice_algo algo)
+{
+    return strcmp(engine, "module") != 0 || glue[algo];
+}
+
+/* 'base' (a query without the engine) and this pass's engine. */
+static const char *engine_query(const char *base)
+{
+    static char query[160];
+
+    snprintf(query, sizeof(query), "%s&engine=%s", base, engine);
+    return query;
+}
+
+/* The module answered some of store st's calls in a module pass, none in
+   a Lua pass. */
+static void check_engine_used(sluice_store *st)
+{
+    sluice_store_stats stats;
+
+    CHECK_OK(sluice_store_stats_get(&stats, st));
+    if (strcmp(engine, "module") == 0)
+        CHECK(stats.module_calls > 0);
+    else
+        CHECK_EQ_U64(stats.module_calls, 0);
+}
 
 /* Empties the single server and every live master. */
 static void flush_all(void)
@@ -264,12 +302,16 @@ static void diff_open(diff_run *r)
     r->clock = test_vclock_opts(&opts, r->now);
     r->mem = test_store_open("mem://", "", &opts);
     /* The scripts are compared: no local memory of refusals in between. */
-    r->one = test_store_open(single.url, TEST_CALLER_QUERY, &opts);
-    r->cl = test_store_open(cluster.url, TEST_CALLER_QUERY, &opts);
+    r->one = test_store_open(single.url, engine_query(TEST_CALLER_QUERY),
+                             &opts);
+    r->cl = test_store_open(cluster.url, engine_query(TEST_CALLER_QUERY),
+                            &opts);
 }
 
 static void diff_close(diff_run *r)
 {
+    check_engine_used(r->one);
+    check_engine_used(r->cl);
     sluice_store_free(r->cl);
     sluice_store_free(r->one);
     sluice_store_free(r->mem);
@@ -408,8 +450,10 @@ static void diff_step(diff_run *r, int step)
     c.cost = rng_next() % 100 < 70
                  ? 1
                  : rng_range(1, c.lim.burst != 0 ? c.lim.burst : c.lim.max);
-    test_context("differential step %d: %s %s cost %" PRIu64, step,
-                 sluice_algo_name(algo), c.key, c.cost);
+    test_context("differential step %d (engine=%s): %s %s cost %" PRIu64,
+                 step, engine, sluice_algo_name(algo), c.key, c.cost);
+    if (!engine_runs(algo))
+        return;
     if (op >= 95) {
         r->mismatches += batch_step(r, algo, step);
         r->batches++;
@@ -433,7 +477,7 @@ static void test_differential(uint64_t seed)
     diff_open(&r);
     for (int step = 0; step < DIFF_STEPS; step++)
         diff_step(&r, step);
-    printf("  differential: %d steps (", DIFF_STEPS);
+    printf("  differential, engine=%s: %d steps (", engine, DIFF_STEPS);
     for (int a = 0; a < TEST_ALGO_N; a++)
         printf("%s %ld, ", sluice_algo_name((sluice_algo)a), r.steps[a]);
     printf("hit_many batches %ld), %ld admitted, %ld refused, %ld "
@@ -443,6 +487,67 @@ static void test_differential(uint64_t seed)
     check_spread();
     diff_close(&r);
 }
+/* ---- 1b. One budget, two engines ----------------------------------------- */
+
+/*
+ * A Lua client and a module client of the cluster take turns on the same
+ * ids (thirty, over the three masters), every algorithm the module
+ * decides: each decision must be the embedded store's for the same hit
+ * (the fixed window: 'allowed' and 'remaining', its waits being the
+ * servers' own PTTL).
+ */
+static void test_shared_budget(void)
+{
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = test_vclock_opts(&opts, 1700000000000ULL);
+    sluice_store *mem = test_store_open("mem://", "", &opts), *st[2];
+    long admitted = 0, bad = 0;
+
+    test_context("one budget: Lua and module clients of the cluster");
+    flush_all();
+    st[0] = test_store_open(cluster.url, TEST_CALLER_QUERY "&engine=lua",
+                            &opts);
+    st[1] = test_store_open(cluster.url, TEST_CALLER_QUERY "&engine=module",
+                            &opts);
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        sluice_limit lim = SLUICE_LIMIT((sluice_algo)a, 4, 600000);
+
+        for (int i = 0; glue[a] && i < 300; i++) {
+            char id[16];
+            size_t n = (size_t)snprintf(id, sizeof(id), "shared:%d", i % 30);
+            sluice_decision dm, dv;
+
+            sluice_vclock_advance(clock, (uint64_t)(i % 7 == 0));
+            CHECK_OK(sluice_hit(&dm, mem, &lim, id, n, 1));
+            CHECK_OK(sluice_hit(&dv, st[i % 2], &lim, id, n, 1));
+            admitted += dv.allowed;
+            if (!CHECK(exact(lim.algo) ? decision_same(&dm, &dv)
+                                       : dm.allowed == dv.allowed &&
+                                             dm.remaining == dv.remaining) &&
+                bad++ < 3) {
+                decision_print("embedded", 0, &dm);
+                decision_print(i % 2 ? "module" : "lua", 0, &dv);
+            }
+        }
+    }
+    CHECK(admitted > 0);
+    {
+        sluice_store_stats lua, mod;
+
+        CHECK_OK(sluice_store_stats_get(&lua, st[0]));
+        CHECK_OK(sluice_store_stats_get(&mod, st[1]));
+        CHECK_EQ_U64(lua.module_calls, 0);
+        CHECK(mod.module_calls > 0);
+    }
+    printf("  one budget: Lua and module clients took turns, %ld admitted, "
+           "%ld mismatches\n", admitted, bad);
+    sluice_store_free(st[1]);
+    sluice_store_free(st[0]);
+    sluice_store_free(mem);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
 /* ---- 2. The queue limiter ------------------------------------------------ */
 
 /* HSET emq:{q}:meta max 'max', on the single server and on the cluster. */
@@ -477,8 +582,8 @@ static void test_queue_limiter(void)
     int used[RC_MAX_NODES] = {0}, nused = 0;
 
     test_context("the queue limiter on the cluster");
-    one = test_store_open(single.url, "timeout=5000", NULL);
-    cl = test_store_open(cluster.url, "timeout=5000", NULL);
+    one = test_store_open(single.url, engine_query("timeout=5000"), NULL);
+    cl = test_store_open(cluster.url, engine_query("timeout=5000"), NULL);
     for (size_t i = 0; i < nq; i++) {
         const char *q = queues[i].name;
         size_t qlen = queues[i].len;
@@ -526,8 +631,10 @@ static void test_queue_limiter(void)
         CHECK_EQ_U64(rc_key_intn(&cluster, "EXISTS", meta, mlen), 1);
     }
     CHECK(nused >= 2);
-    printf("  queue limiter: %zu queues over %d masters agree with the "
-           "single server\n", nq, nused);
+    printf("  queue limiter, engine=%s: %zu queues over %d masters agree "
+           "with the single server\n", engine, nq, nused);
+    check_engine_used(one);
+    check_engine_used(cl);
     sluice_store_free(cl);
     sluice_store_free(one);
     test_context(NULL);
@@ -540,7 +647,7 @@ int main(int argc, char **argv)
 
     printf("test_cluster_diff: seed %" PRIu64 "\n", seed);
     fflush(stdout);
-    if (rs_start(&single, NULL) < 0) {
+    if (rs_start(&single, rs_module_args()) < 0) {
         fprintf(stderr, "test_cluster_diff: cannot start redis-server\n");
         return 1;
     }
@@ -549,8 +656,26 @@ int main(int argc, char **argv)
         return 1;
     }
     test_seed_down();
-    test_differential(seed);
-    test_queue_limiter();
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        glue[a] = rs_module_path() != NULL &&
+                  test_module_glue(&single, (sluice_algo)a);
+    for (int e = 0; e < 2; e++) {
+        engine = e == 0 ? "lua" : "module";
+        if (e == 1 && rs_module_path() == NULL) {
+            printf("  NOTE: this build made no module: engine=module is not "
+                   "compared\n");
+            break;
+        }
+        test_differential(seed);
+    }
+    if (rs_module_path() != NULL)
+        test_shared_budget();
+    /* The queue limiter: by script, then by the module. */
+    for (int e = 0; e < 2 && (e == 0 || rs_module_path() != NULL); e++) {
+        engine = e == 0 ? "lua" : "module";
+        flush_all();
+        test_queue_limiter();
+    }
     rc_shared_close(&cluster);
     rs_stop(&single);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);

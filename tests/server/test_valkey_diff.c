@@ -24,6 +24,12 @@
  * real time before the test could look, both stores forget that key and the
  * trace goes on (counted as a resync; it is not a library fault).
  *
+ * Every trace runs once for each engine of the server store (engine=lua:
+ * the scripts; engine=module: the native module, loaded into the server
+ * with --loadmodule), each against the embedded store, so all three agree
+ * on every decision. An algorithm the module does not decide yet is
+ * skipped for the module engine with a printed note.
+ *
  * The fixed window runs on the server's own clock: test_valkey_fixed.c.
  *
  * Usage: test_valkey_diff [SEED] (or SLUICE_TEST_SEED=N); the seed is printed.
@@ -42,6 +48,38 @@
 #include <string.h>
 
 static rs_server server;
+
+/* The engines a server store is compared on, and the one of this pass. */
+static const char *const engines[] = {"lua", "module"};
+static const char *engine = "lua";
+static int glue[TEST_ALGO_N]; /* the algorithms the module decides */
+
+/* Whether this pass runs 'algo' (the module pass: where it has glue). */
+static int engine_runs(sluice_algo algo)
+{
+    return strcmp(engine, "module") != 0 || glue[algo];
+}
+
+/* The server store's query for this pass: TEST_CALLER_QUERY and the engine. */
+static const char *engine_query(void)
+{
+    static char query[128];
+
+    snprintf(query, sizeof(query), "%s&engine=%s", TEST_CALLER_QUERY, engine);
+    return query;
+}
+
+/* The module answered every decision of a module pass's store 'st'. */
+static void check_engine_used(sluice_store *st)
+{
+    sluice_store_stats stats;
+
+    CHECK_OK(sluice_store_stats_get(&stats, st));
+    if (strcmp(engine, "module") == 0)
+        CHECK(stats.module_calls > 0);
+    else
+        CHECK_EQ_U64(stats.module_calls, 0);
+}
 
 /* ---- The differential run ------------------------------------------------ */
 
@@ -175,12 +213,14 @@ static void diff_open(diff_state *ds, const diff_run *run, uint64_t seed,
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
     ds->clock = test_vclock_opts(&opts, run->start_ms);
     ds->mem = test_store_open("mem://", "", &opts);
-    ds->vk = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
+    ds->vk = test_store_open(server.url, engine_query(), &opts);
     ds->now = run->start_ms;
 }
 
 static void diff_close(diff_state *ds)
 {
+    if (ds->tot->hits > 0)
+        check_engine_used(ds->vk);
     sluice_store_free(ds->vk);
     sluice_store_free(ds->mem);
     sluice_vclock_free(ds->clock);
@@ -382,13 +422,16 @@ static void run_and_check(const diff_run *run, uint64_t seed)
     diff_totals tot;
     uint64_t t0 = rs_mono_ms();
 
+    if (!engine_runs(run->algo))
+        return;
     memset(&tot, 0, sizeof(tot));
-    test_context("differential run %s, seed %" PRIu64, run->label, seed);
+    test_context("differential run %s, engine=%s, seed %" PRIu64, run->label,
+                 engine, seed);
     do_diff_run(run, seed, &tot);
-    printf("  %-18s %5ld steps: %ld hits, %ld peeks, %ld resets; "
+    printf("  %-6s %-18s %5ld steps: %ld hits, %ld peeks, %ld resets; "
            "%ld admitted, %ld refused, %ld errors (invalid requests), "
            "%ld resyncs; %" PRIu64 " ms\n",
-           run->label, tot.steps, tot.hits, tot.peeks, tot.resets,
+           engine, run->label, tot.steps, tot.hits, tot.peeks, tot.resets,
            tot.admitted, tot.refused, tot.errors, tot.resyncs,
            rs_mono_ms() - t0);
     /* Both outcomes must have been seen, or the trace tested little. */
@@ -515,9 +558,12 @@ static void test_large_costs(void)
     test_context("costs of 2^50");
     clock = test_vclock_opts(&opts, 5000000);
     st[0] = test_store_open("mem://", "", &opts);
-    st[1] = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
+    st[1] = test_store_open(server.url, engine_query(), &opts);
     for (int l = 0; l < 2; l++) {
-        test_context("costs of 2^50, %s", sluice_algo_name(lims[l].algo));
+        if (!engine_runs(lims[l].algo))
+            continue;
+        test_context("costs of 2^50, %s, engine=%s",
+                     sluice_algo_name(lims[l].algo), engine);
         for (int i = 0; i < 2; i++)
             CHECK_OK(sluice_reset(st[i], &lims[l], "big", 3));
         /* 7 x 2^50 fit in 2^53 - 1; the 8th does not. */
@@ -558,14 +604,17 @@ static void test_log_top_of_range(void)
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_decision d;
 
+    if (!engine_runs(SLUICE_SLIDING_LOG))
+        return;
     test_context("sliding-log at the top of the documented range");
     clock = test_vclock_opts(&opts, T);
     st[0] = test_store_open("mem://", "", &opts);
-    st[1] = test_store_open(server.url, TEST_CALLER_QUERY, &opts);
+    st[1] = test_store_open(server.url, engine_query(), &opts);
     for (int i = 0; i < 2; i++) {
         const char *name = i == 0 ? "embedded" : "valkey";
 
-        test_context("sliding-log at the top of the range, %s store", name);
+        test_context("sliding-log at the top of the range, %s store, "
+                     "engine=%s", name, engine);
         sluice_vclock_set(clock, T);
         CHECK_OK(sluice_reset(st[i], &lim, "top", 3));
         CHECK_OK(sluice_hit(&d, st[i], &lim, "top", 3, 1));
@@ -619,14 +668,25 @@ int main(int argc, char **argv)
 
     printf("test_valkey_diff: seed %" PRIu64 "\n", seed);
     fflush(stdout);
-    if (rs_start(&server, NULL) < 0) {
+    if (rs_start(&server, rs_module_args()) < 0) {
         fprintf(stderr, "test_valkey_diff: cannot start redis-server\n");
         return 1;
     }
     printf("  server %s (pid %d)\n", server.url, (int)server.pid);
-    test_differential(seed);
-    test_log_top_of_range();
-    test_large_costs();
+    for (int a = 0; a < TEST_ALGO_N; a++)
+        glue[a] = rs_module_path() != NULL &&
+                  test_module_glue(&server, (sluice_algo)a);
+    for (size_t e = 0; e < sizeof(engines) / sizeof(engines[0]); e++) {
+        engine = engines[e];
+        if (strcmp(engine, "module") == 0 && rs_module_path() == NULL) {
+            printf("  NOTE: this build made no module: engine=module is not "
+                   "compared\n");
+            continue;
+        }
+        test_differential(seed);
+        test_log_top_of_range();
+        test_large_costs();
+    }
     rs_stop(&server);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_valkey_diff");

@@ -8,7 +8,9 @@
  * 1 are admitted across the seam in a short span, the very millisecond of
  * expiry is never a refusal with a wait of 0, a counter left without a TTL
  * gets one, and a key holding something that is not a counter (or another
- * algorithm's key holding a string) answers SLUICE_EPROTO.
+ * algorithm's key holding a string) answers SLUICE_EPROTO. All of it
+ * twice: by the script (engine=lua) and by the native module
+ * (engine=module, loaded into the server), which must behave alike.
  */
 #include "server.h"
 #include "stores.h"
@@ -21,6 +23,19 @@
 #include <string.h>
 
 static rs_server server;
+
+/* The engine of this pass: "lua", then "module". */
+static const char *engine = "lua";
+
+/* 'base' (a URL query) with this pass's engine. */
+static const char *engine_query(const char *base)
+{
+    static char query[160];
+
+    snprintf(query, sizeof(query), "%s%sengine=%s", base,
+             base[0] != '\0' ? "&" : "", engine);
+    return query;
+}
 
 /* The fixed counter's key for 'id'. */
 static void fixed_key(char *buf, size_t cap, const char *id)
@@ -59,7 +74,11 @@ static int hit_then_pttl(sluice_decision *d, sluice_store *st,
    fixed window must not care. */
 static sluice_store *still_clock_store(sluice_vclock **clock)
 {
-    return test_caller_store(clock, server.url, 5);
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+
+    *clock = test_vclock_opts(&opts, 5);
+    return test_store_open(server.url, engine_query(TEST_CALLER_QUERY),
+                           &opts);
 }
 
 /* Three hits of a max of 3: the first arms the window (PTTL = window, as
@@ -156,7 +175,7 @@ static void test_fixed_server_clock(void)
     long long pttl;
     uint64_t took;
 
-    test_context("fixed window on the server's clock");
+    test_context("fixed window on the server's clock, engine=%s", engine);
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
     st = still_clock_store(&clock);
     fixed_key(key, sizeof(key), "fx");
@@ -191,8 +210,8 @@ static void test_fixed_seam(void)
     uint64_t burst_start, burst_end, deadline;
     int admitted = 0;
 
-    test_context("fixed window: the seam");
-    st = test_store_open(server.url, "timeout=5000", NULL);
+    test_context("fixed window: the seam, engine=%s", engine);
+    st = test_store_open(server.url, engine_query("timeout=5000"), NULL);
     fixed_key(key, sizeof(key), "seam");
     CHECK(rs_ok(&server, "DEL %s", key) == 0);
 
@@ -253,8 +272,9 @@ static void test_fixed_expiry_instant(void)
     long refused = 0, refused_now = 0, calls = 0;
     uint64_t deadline;
 
-    test_context("fixed window: the millisecond of expiry");
-    st = test_store_open(server.url, "timeout=5000", NULL);
+    test_context("fixed window: the millisecond of expiry, engine=%s",
+                 engine);
+    st = test_store_open(server.url, engine_query("timeout=5000"), NULL);
     fixed_key(key, sizeof(key), "instant");
     for (int round = 0; round < 3; round++) {
         CHECK(rs_ok(&server, "SET %s 4 PX 120", key) == 0);
@@ -364,8 +384,9 @@ static void test_fixed_foreign_values(void)
     sluice_store *st;
     sluice_decision d;
 
-    test_context("fixed window: values written by hand");
-    st = test_store_open(server.url, "timeout=5000", NULL);
+    test_context("fixed window: values written by hand, engine=%s",
+                 engine);
+    st = test_store_open(server.url, engine_query("timeout=5000"), NULL);
     fixed_without_ttl(st, &lim);
     fixed_not_a_counter(st, &lim);
     /* The store is still fine afterwards. */
@@ -379,16 +400,25 @@ int main(void)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (rs_start(&server, NULL) < 0) {
+    if (rs_start(&server, rs_module_args()) < 0) {
         fprintf(stderr, "test_valkey_fixed: cannot start redis-server\n");
         return 1;
     }
     printf("test_valkey_fixed: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    test_fixed_server_clock();
-    test_fixed_seam();
-    test_fixed_expiry_instant();
-    test_fixed_foreign_values();
+    for (int e = 0; e < 2; e++) {
+        engine = e == 0 ? "lua" : "module";
+        if (e == 1 && rs_module_path() == NULL) {
+            printf("  NOTE: this build made no module: engine=module is not "
+                   "tested\n");
+            break;
+        }
+        printf("  engine=%s\n", engine);
+        test_fixed_server_clock();
+        test_fixed_seam();
+        test_fixed_expiry_instant();
+        test_fixed_foreign_values();
+    }
     rs_stop(&server);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_valkey_fixed");

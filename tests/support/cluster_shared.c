@@ -143,7 +143,7 @@ int rc_shared_open(rc_cluster *c)
 
     if (path != NULL && path[0] != '\0')
         return rc_attach(c, path);
-    return rc_start(c, 3, 1, NULL);
+    return rc_start(c, 3, 1, rs_module_args()); /* as the fixture's */
 }
 
 int rc_shared_begin(rc_cluster *c, const char *name)

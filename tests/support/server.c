@@ -209,6 +209,18 @@ static void unregister_server(rs_server *s)
             servers_to_kill[i] = NULL;
 }
 
+/* ---- The native module --------------------------------------------------- */
+
+const char *const *rs_module_args(void)
+{
+    static const char *args[3];
+
+    args[0] = rs_module_path() != NULL ? "--loadmodule" : NULL;
+    args[1] = rs_module_path();
+    args[2] = NULL;
+    return args;
+}
+
 /* ---- Starting and stopping ----------------------------------------------- */
 
 /* Prints the tail of the server's log, to explain a failed start. */

@@ -78,6 +78,14 @@ void rs_remove_tree(const char *path);
 /* Prints the tail of the server's log, to explain a failed start. */
 void rs_print_log(const rs_server *s);
 
+/* ---- The native module --------------------------------------------------- */
+
+/*
+ * 'extra' arguments that load the module (rs_module_path(), below): {"--loadmodule", path, NULL}, or
+ * {NULL} when the build made none. Pass to rs_start() and the like.
+ */
+const char *const *rs_module_args(void);
+
 /* ---- Starting and stopping ----------------------------------------------- */
 
 /*

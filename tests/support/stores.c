@@ -2,6 +2,7 @@
  * stores.c - stores opened for a test, and the keys they write (stores.h).
  */
 #include "stores.h"
+#include "server.h"
 #include "test.h"
 #include "valkey/valkey.h" /* sluice__key_slot, sluice__key_build */
 
@@ -20,6 +21,23 @@ sluice_store *test_store_open(const char *base, const char *query,
     if (st == NULL)
         exit(2);
     return st;
+}
+
+int test_module_glue(rs_server *s, sluice_algo algo)
+{
+    const char *name = sluice_algo_name(algo);
+    redisReply *r = rs_cmd(s, "SLUICE.HIT sluice-glue-probe %s 1 1000 PEEK",
+                           name);
+    int has = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
+
+    if (!has)
+        printf("  NOTE: the module on %s does not decide %s (%s): its "
+               "module runs are skipped\n", s->url, name,
+               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
+                                                         : "no answer");
+    if (r != NULL)
+        freeReplyObject(r);
+    return has;
 }
 
 sluice_vclock *test_vclock_opts(sluice_store_opts *opts, uint64_t start_ms)

@@ -18,6 +18,15 @@
 sluice_store *test_store_open(const char *base, const char *query,
                               const sluice_store_opts *opts);
 
+struct rs_server;
+
+/*
+ * Whether the native module loaded into 's' decides 'algo' (its glue is
+ * built in): a SLUICE.HIT ... PEEK that writes nothing. When it does not,
+ * a note saying so is printed, so a skipped run is never silent.
+ */
+int test_module_glue(struct rs_server *s, sluice_algo algo);
+
 /* The URL query of a server store to compare decisions with: its scripts
    on the caller's clock (as the embedded store's), time to spare, and no
    refused cache answering in between. */

@@ -107,6 +107,15 @@ static void test_moved_mends_one_slot(void)
 
 /* ---- ASK ----------------------------------------------------------------- */
 
+/* The next entry of log[0..n) after 'i' that is not a connect's question
+   for the module (SLUICE.VERSION, which the fakes do not know); n if none. */
+static size_t log_next(const fake_log_entry *log, size_t n, size_t i)
+{
+    while (++i < n && fake_log_is(&log[i], "SLUICE.VERSION"))
+        ;
+    return i;
+}
+
 /*
  * The fakes' log, in order: each EVALSHA at A followed by ASKING and then
  * EVALSHA at B on one connection (so that EVALSHA was asked), 'times'
@@ -122,13 +131,16 @@ static int ask_order_ok(int times)
     fake_lock();
     log = fake_log(&n);
     for (size_t i = 0; i < n; i++) {
+        size_t j, k;
+
         if (!fake_log_is(&log[i], "EVALSHA") || log[i].node != a)
             continue;
         seen++;
-        ok &= i + 2 < n && log[i + 1].node == b &&
-              fake_log_is(&log[i + 1], "ASKING") && log[i + 2].node == b &&
-              fake_log_is(&log[i + 2], "EVALSHA") &&
-              log[i + 2].conn == log[i + 1].conn;
+        j = log_next(log, n, i);
+        k = log_next(log, n, j);
+        ok &= k < n && log[j].node == b && fake_log_is(&log[j], "ASKING") &&
+              log[k].node == b && fake_log_is(&log[k], "EVALSHA") &&
+              log[k].conn == log[j].conn;
     }
     fake_unlock();
     return ok && seen == times;
