@@ -119,7 +119,7 @@ bool sluice__epoch_may_free(sluice__epoch *ep, uint64_t retired)
 
     if (atomic_load(&ep->global) >= retired + 2)
         return true;
-    now_ms = sluice__monotonic_ms();
+    now_ms = sluice_clock_monotonic_ms(NULL); /* its cache: no clock call */
     last_ms = atomic_load(&ep->scan_ms);
     if (last_ms == now_ms ||
         !atomic_compare_exchange_strong(&ep->scan_ms, &last_ms, now_ms))

@@ -75,6 +75,9 @@ typedef struct shard {
     size_t nbuckets;
     entry *retired;         /* unlinked, to be freed after a grace period */
     table *retired_tables;
+    uint64_t retired_oldest; /* the oldest epoch on the two lists, or
+                                UINT64_MAX: until it is 2 behind, reclaim()
+                                has nothing to free and walks nothing */
     size_t count;
     size_t sweep_cursor;
     uint64_t bytes;
