@@ -57,7 +57,8 @@ static _Atomic uint64_t slots_taken;
 static _Atomic unsigned slots_used;
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
-static _Thread_local int thread_slot = -2; /* -2: not asked yet */
+_Thread_local int sluice__epoch_thread_slot
+    __attribute__((tls_model("initial-exec"))) = -2;
 
 /* A thread's exit gives its slot back (its value is slot + 1). */
 static void slot_release(void *value)
@@ -96,11 +97,11 @@ static int slot_take(void)
     return (int)slot;
 }
 
-int sluice__epoch_slot_of_thread(void)
+int sluice__epoch_slot_take(void)
 {
-    if (thread_slot == -2)
-        thread_slot = slot_take();
-    return thread_slot;
+    if (sluice__epoch_thread_slot == -2)
+        sluice__epoch_thread_slot = slot_take();
+    return sluice__epoch_thread_slot;
 }
 
 void sluice__epoch_init(sluice__epoch *ep)

@@ -237,20 +237,15 @@ void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
     reclaim(m, sh);
 }
 
-/*
- * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
- * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
- * one holds it. So keys that went idle in shards no call reaches any more
- * are dropped too, however the traffic is spread, at a cost of about a
- * bucket a call, and without a counter that threads would share.
- */
-void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
+_Thread_local unsigned sluice__mem_sweep_calls
+    __attribute__((tls_model("initial-exec")));
+
+/* A step of the store-wide sweep (sluice__mem_sweep_other() in mem.h). */
+void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms)
 {
-    static _Thread_local unsigned calls, next;
+    static _Thread_local unsigned next;
     shard *sh;
 
-    if (++calls % SWEEP_OTHER_EVERY != 0)
-        return;
     sh = &m->shards[next++ % SHARDS].s;
     if (pthread_mutex_trylock(&sh->lock) != 0)
         return;
