@@ -25,8 +25,9 @@
  *   2. raise 'last_ms' to the clock if it is behind, read the word, and
  *      decide at t = max(clock, last_ms) with the algorithm's pure word
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
- *   3. if the word changed, compare-and-swap it in; a lost race decides
- *      again on the word that won. A refusal or a peek writes nothing.
+ *   3. if the word changed, compare-and-swap it in; a lost race backs off
+ *      a moment (back_off()) and decides again on the word that won. A
+ *      refusal or a peek writes nothing.
  * The word reads WORD_HELD (its top bit) while the state is in the entry's
  * struct instead: while someone holds the shard lock and decides on it
  * (word_take() ... word_put()), when the state is beyond the word's range
