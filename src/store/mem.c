@@ -25,9 +25,8 @@
  *   2. raise 'last_ms' to the clock if it is behind, read the word, and
  *      decide at t = max(clock, last_ms) with the algorithm's pure word
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
- *   3. if the word changed, compare-and-swap it in; a lost race backs off
- *      a moment (back_off()) and decides again on the word that won. A
- *      refusal or a peek writes nothing.
+ *   3. if the word changed, compare-and-swap it in; a lost race decides
+ *      again on the word that won. A refusal or a peek writes nothing.
  * The word reads WORD_HELD (its top bit) while the state is in the entry's
  * struct instead: while someone holds the shard lock and decides on it
  * (word_take() ... word_put()), when the state is beyond the word's range
@@ -168,48 +167,24 @@ static void add_gap(sluice_decision *out, uint64_t t, uint64_t now_ms)
     }
 }
 
-#define BACKOFF_MAX_SPINS 64u
-
-/*
- * After a lost compare-and-swap on a word: waits '*spins' pauses, twice as
- * many as the time before (up to BACKOFF_MAX_SPINS), so that the thread
- * that won makes a run of calls with the word's cache line its own rather
- * than both passing it back and forth on every call. Nothing is decided
- * meanwhile: the loser decides again on the word it reads after.
- */
-static void back_off(unsigned *spins)
-{
-    for (unsigned i = 0; i < *spins; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-#endif
-    }
-    if (*spins < BACKOFF_MAX_SPINS)
-        *spins *= 2;
-}
-
 /*
  * The lock-free decision on the word of 'e' (see the top of this file):
  * raise the entry's latest time to 'now_ms', read the word, decide at the
  * latest time, and swap the word in if it changed (a refusal or a peek
- * writes nothing); when the swap loses a race, back off and decide again on
- * the word as it then is. SLUICE__WORD_RANGE when the word is held or
- * cannot answer.
+ * writes nothing); when the swap loses a race, decide again on the word that
+ * won. SLUICE__WORD_RANGE when the word is held or cannot answer.
  */
 static int decide_word(const sluice__algo *algo, entry *e,
                        const sluice_limit *limit, uint64_t now_ms,
                        uint64_t cost, bool consume, sluice_decision *out)
 {
     uint64_t w, next, t;
-    unsigned spins = 1;
     int err;
 
     if (atomic_load(&e->last_ms) < now_ms)
         last_raise(e, now_ms);
     w = atomic_load(&e->word);
-    for (;;) {
+    do {
         if (w & WORD_HELD)
             return SLUICE__WORD_RANGE;
         t = atomic_load(&e->last_ms);
@@ -222,11 +197,7 @@ static int decide_word(const sluice__algo *algo, entry *e,
                                         consume, &next, out);
         if (err != SLUICE_OK)
             return err;
-        if (next == w || atomic_compare_exchange_strong(&e->word, &w, next))
-            break;
-        back_off(&spins);
-        w = atomic_load(&e->word);
-    }
+    } while (next != w && !atomic_compare_exchange_weak(&e->word, &w, next));
     add_gap(out, t, now_ms);
     return SLUICE_OK;
 }
