@@ -49,10 +49,18 @@
  * clocksource is "tsc" or "kvm-clock" (the vDSO reads the TSC of whichever
  * CPU the thread is on): with any other clocksource, or none of that, every
  * call reads the clock. Every reading checks the last: if the clock ran
- * faster than the rate allows between the two, or the TSC or the clock went
- * back (a thread moved to a CPU whose TSC is behind, a host that stopped the
- * TSC and not the clock), the cache goes off for the rest of the process.
- * Elsewhere than on Linux x86-64, there is no cache.
+ * faster than the rate allows between the two (a host that stopped the TSC
+ * and not the clock), or the TSC or the clock went back (a thread moved to
+ * a CPU whose TSC is behind), the cache goes off for the rest of the
+ * process. Elsewhere than on Linux x86-64, there is no cache.
+ *
+ * What it rests on, then: that the TSCs of the CPUs agree (as the kernel's
+ * own clock assumes; RDTSCP, which would name the CPU, is not on every
+ * virtual CPU, so a move between CPUs is not seen as such), and that
+ * CLOCK_MONOTONIC does not run more than twice as fast as the TSC's
+ * measured rate says. A break of either is seen at the thread's next
+ * reading of the clock, at most a millisecond later, and turns the cache
+ * off; answers given before that cannot be taken back.
  */
 #include "core/core.h"
 
