@@ -58,9 +58,10 @@
  * own clock assumes; RDTSCP, which would name the CPU, is not on every
  * virtual CPU, so a move between CPUs is not seen as such), and that
  * CLOCK_MONOTONIC does not run more than twice as fast as the TSC's
- * measured rate says. A break of either is seen at the thread's next
- * reading of the clock, at most a millisecond later, and turns the cache
- * off; answers given before that cannot be taken back.
+ * measured rate says. A clock that ran faster is seen at the thread's next
+ * reading of it, at most a millisecond later; TSCs that disagree, only when
+ * a thread sees its TSC go back. Either turns the cache off; answers given
+ * before that cannot be taken back.
  */
 #include "core/core.h"
 
