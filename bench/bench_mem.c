@@ -28,7 +28,8 @@
  * case. Each run has a fresh store, with a fresh hash seed, so two keys that
  * happen to share a lock in one run do not in the others. The "cpu" column
  * (the threads' CPU time over their elapsed time) tells a row measured
- * without a whole CPU per thread.
+ * without a whole CPU per thread, and the "cpu ns" column (the threads' CPU
+ * time per call) is the figure a busy machine moves least.
  *
  * Memory: stats bytes per key after one hit on each of 100,000 keys, the
  * growth of the resident set per key (which adds malloc's overhead), and the
@@ -172,11 +173,13 @@ static const bench_case cases[NCASES] = {
 /* What one case measured: a rate per repeat and their median. */
 typedef struct case_result {
     double runs[MAX_REPEATS]; /* decisions per second, all threads */
+    double cpu_runs[MAX_REPEATS]; /* ns of thread CPU time per call */
     uint64_t calls;           /* over all runs */
     uint64_t admitted_calls;  /* over all runs */
     double cpu_s, wall_s;     /* over all runs and threads */
     double median;            /* decisions per second */
     double ns_per_call;       /* one thread's time per call, at the median */
+    double cpu_ns;            /* median of cpu_runs */
     double admitted;          /* fraction of decisions admitted, all runs */
     double cpu_share;         /* CPU time / elapsed time, all threads */
 } case_result;
@@ -279,6 +282,7 @@ static int run_once(case_result *r, unsigned run, sluice_algo algo,
     pthread_t tid[MAX_THREADS];
     pthread_barrier_t start;
     sluice_store *store;
+    double run_cpu_s = 0, run_calls = 0;
     int err;
 
     if ((err = sluice_store_open(&store, "mem://", NULL)) < 0) {
@@ -316,7 +320,10 @@ static int run_once(case_result *r, unsigned run, sluice_algo algo,
         r->admitted_calls += w[t].admitted;
         r->cpu_s += w[t].cpu_s;
         r->wall_s += w[t].elapsed_s;
+        run_cpu_s += w[t].cpu_s;
+        run_calls += (double)w[t].calls;
     }
+    r->cpu_runs[run] = run_calls > 0 ? run_cpu_s * 1e9 / run_calls : 0;
     pthread_barrier_destroy(&start);
     sluice_store_free(store);
     return err < 0 ? -1 : 0;
@@ -336,6 +343,7 @@ static void case_finish(case_result *r, const bench_case *c, unsigned repeats)
 {
     r->median = median(r->runs, repeats);
     r->ns_per_call = r->median > 0 ? c->threads * 1e9 / r->median : 0;
+    r->cpu_ns = median(r->cpu_runs, repeats);
     r->admitted =
         r->calls ? (double)r->admitted_calls / (double)r->calls : 0;
     r->cpu_share = r->wall_s > 0 ? r->cpu_s / r->wall_s : 0;
@@ -475,17 +483,17 @@ static void print_header(const report *rp)
     printf("limits: admitting max %llu per %u ms; refusing max %u per %u ms; "
            "keys \"user:N\"\n\n",
            (unsigned long long)ADMIT_MAX, WINDOW_MS, REFUSE_MAX, WINDOW_MS);
-    printf("%-16s %-33s %8s %8s %8s %5s  %s\n", "algorithm", "case",
-           "M dec/s", "ns/call", "admitted", "cpu", "runs (M dec/s)");
+    printf("%-16s %-33s %8s %8s %8s %5s %7s  %s\n", "algorithm", "case",
+           "M dec/s", "ns/call", "admitted", "cpu", "cpu ns", "runs (M dec/s)");
 }
 
 static void print_row(const report *rp, unsigned a, unsigned c)
 {
     const case_result *r = &rp->res[a][c];
 
-    printf("%-16s %-33s %8.2f %8.1f %7.2f%% %4.0f%% ",
+    printf("%-16s %-33s %8.2f %8.1f %7.2f%% %4.0f%% %7.1f ",
            sluice_algo_name((sluice_algo)a), cases[c].label, r->median / 1e6,
-           r->ns_per_call, r->admitted * 100, r->cpu_share * 100);
+           r->ns_per_call, r->admitted * 100, r->cpu_share * 100, r->cpu_ns);
     for (unsigned i = 0; i < rp->repeats; i++)
         printf(" %.2f", r->runs[i] / 1e6);
     printf("\n");
@@ -519,7 +527,10 @@ static void print_summary(const report *rp)
            "cpu: the threads' CPU time over their elapsed time. Under 100%% "
            "a thread was\nnot running: it waited for the lock (the same-key "
            "rows) or for a CPU that the\nmachine gave to something else "
-           "(then the row is low for that reason).\n");
+           "(then the row is low for that reason).\n"
+           "cpu ns: the threads' CPU time per call (median of the runs): a "
+           "thread is not\ncharged while descheduled, so a busy machine "
+           "moves it less than the rate.\n");
     if (busy > 0)
         printf("warning: %u row%s without a shared key had less than %.0f%% "
                "of a CPU per thread;\nthe machine was busy, and their "
@@ -578,13 +589,14 @@ static void json_cases(const report *rp)
                    "\"same_keys\": %s, \"max\": %llu, "
                    "\"decisions_per_s\": %.0f, \"ns_per_call\": %.2f, "
                    "\"admitted_fraction\": %.6f, \"cpu_share\": %.3f, "
-                   "\"runs\": [",
+                   "\"cpu_ns_per_call\": %.2f, \"runs\": [",
                    a + c == 0 ? "" : ",", sluice_algo_name((sluice_algo)a),
                    cases[c].id, cases[c].threads, cases[c].nkeys,
                    cases[c].same_keys ? "true" : "false",
                    (unsigned long long)(cases[c].refuse ? REFUSE_MAX
                                                         : ADMIT_MAX),
-                   r->median, r->ns_per_call, r->admitted, r->cpu_share);
+                   r->median, r->ns_per_call, r->admitted, r->cpu_share,
+                   r->cpu_ns);
             for (unsigned i = 0; i < rp->repeats; i++)
                 printf("%s%.0f", i ? ", " : "", r->runs[i]);
             printf("]}");

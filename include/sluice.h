@@ -194,7 +194,11 @@ typedef struct sluice_decision {
  * aligned to multiples of window_ms from that zero.
  *
  * The embedded store's default is the monotonic clock (CLOCK_MONOTONIC): it
- * never steps, so setting the wall clock changes no decision. The wall clock
+ * never steps, so setting the wall clock changes no decision. On x86-64
+ * Linux, sluice_clock_monotonic_ms() answers from a per-thread cache read
+ * with the TSC while the clock cannot have reached its next millisecond:
+ * the same answer as clock_gettime(), for less (environment variable
+ * SLUICE_CLOCK_NO_TSC=1 turns the cache off). The wall clock
  * (CLOCK_REALTIME, Unix epoch) is there to pass when windows must line up
  * with it; should it step back, each key keeps its own latest time, and a
  * decision made then adds the step to its waits, so retry_after_ms and

@@ -105,6 +105,38 @@ int sluice__parse_u64(const char *s, size_t n, uint64_t lo, uint64_t hi,
    process id should it fail: seeds and tokens, never keys. */
 uint64_t sluice__random_seed(void);
 
+/* ---- The monotonic clock's TSC cache (core/clock.c) ------------------------ */
+
+/* The cache takes the TSC's measured rate as 2^-SHIFT of itself: it allows
+   CLOCK_MONOTONIC to run up to 2^SHIFT times as fast as the raw clock. */
+#define SLUICE__TSC_MARGIN_SHIFT 1
+
+/*
+ * The rate the cache uses after counting at least 'ticks' TSC ticks over
+ * 'ns' ns of the raw clock: floor(ticks * 2^32 / ns) >> MARGIN_SHIFT, ticks
+ * per ns in 32.32 fixed point; 0 if 'ns' is 0 or the rate does not fit.
+ */
+uint64_t sluice__tsc_rate_q32(uint64_t ticks, uint64_t ns);
+
+/* The TSC ticks, rounded down, that a clock reading 'ns' needs to reach its
+   next millisecond if it ran at 'rate_q32' ticks per ns. */
+uint64_t sluice__tsc_ticks_to_ms(uint64_t ns, uint64_t rate_q32);
+
+/* Whether a clock that moved 'ns' while the TSC moved at most 'ticks' kept
+   within 'rate_q32' (ns <= ticks / rate). */
+bool sluice__tsc_rate_held(uint64_t ticks, uint64_t ns, uint64_t rate_q32);
+
+/* What the calling thread's cache did, for tests and benchmarks. */
+typedef struct sluice__clock_stats {
+    uint64_t cached;     /* this thread's answers from the cache */
+    uint64_t read;       /* this thread's readings of the clock */
+    bool on;             /* whether the cache may answer in this process */
+    uint64_t rate_q32;   /* the rate in use (0: not measured yet) */
+    const char *off_why; /* when it is off, why */
+} sluice__clock_stats;
+
+void sluice__clock_stats_get(sluice__clock_stats *out);
+
 /* ---- Telemetry (core/telemetry.c) ------------------------------------------ */
 
 extern _Atomic size_t sluice__telemetry_attached;

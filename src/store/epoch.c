@@ -57,7 +57,8 @@ static _Atomic uint64_t slots_taken;
 static _Atomic unsigned slots_used;
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
-static _Thread_local int thread_slot = -2; /* -2: not asked yet */
+_Thread_local int sluice__epoch_thread_slot
+    __attribute__((tls_model("initial-exec"))) = -2;
 
 /* A thread's exit gives its slot back (its value is slot + 1). */
 static void slot_release(void *value)
@@ -96,11 +97,11 @@ static int slot_take(void)
     return (int)slot;
 }
 
-int sluice__epoch_slot_of_thread(void)
+int sluice__epoch_slot_take(void)
 {
-    if (thread_slot == -2)
-        thread_slot = slot_take();
-    return thread_slot;
+    if (sluice__epoch_thread_slot == -2)
+        sluice__epoch_thread_slot = slot_take();
+    return sluice__epoch_thread_slot;
 }
 
 void sluice__epoch_init(sluice__epoch *ep)
@@ -119,7 +120,7 @@ bool sluice__epoch_may_free(sluice__epoch *ep, uint64_t retired)
 
     if (atomic_load(&ep->global) >= retired + 2)
         return true;
-    now_ms = sluice__monotonic_ms();
+    now_ms = sluice_clock_monotonic_ms(NULL); /* its cache: no clock call */
     last_ms = atomic_load(&ep->scan_ms);
     if (last_ms == now_ms ||
         !atomic_compare_exchange_strong(&ep->scan_ms, &last_ms, now_ms))

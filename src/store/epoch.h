@@ -53,8 +53,20 @@ extern bool sluice__epoch_asymmetric;
 
 void sluice__epoch_init(sluice__epoch *ep);
 
-/* The calling thread's slot, taken on its first call; -1 if none is free. */
-int sluice__epoch_slot_of_thread(void);
+/* The calling thread's slot (-2 before its first call), and the call that
+   takes one. */
+extern _Thread_local int sluice__epoch_thread_slot
+    __attribute__((tls_model("initial-exec")));
+int sluice__epoch_slot_take(void);
+
+/* The calling thread's slot, taken on its first call; -1 if none is free.
+   Inline: the lock-free path asks on every call. */
+static inline int sluice__epoch_slot_of_thread(void)
+{
+    int slot = sluice__epoch_thread_slot;
+
+    return slot != -2 ? slot : sluice__epoch_slot_take();
+}
 
 /* Enters a read-side section in 'slot' (which must be the thread's own). */
 static inline void sluice__epoch_enter(sluice__epoch *ep, int slot)

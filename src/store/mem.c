@@ -224,8 +224,11 @@ static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
     }
     sluice__epoch_enter(&m->epoch, slot);
     e = shard_head_unlocked(sh, hash);
-    if (e != NULL)
+    if (e != NULL) {
+        /* Its first 64 bytes, which may straddle two cache lines. */
         __builtin_prefetch(e);
+        __builtin_prefetch((const char *)e + 63);
+    }
     *now_ms = m->clock_ms(m->clock_payload);
     e = chain_find_unlocked(e, hash, limit->algo, key, key_len);
     if (e != NULL && *now_ms <= SLUICE_NOW_MAX_MS)
@@ -617,6 +620,7 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
         sh->buckets = t->b;
         sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);
+        sh->retired_oldest = UINT64_MAX;
     }
     (void)url; /* nothing follows "mem://" */
     out->ops = &mem_ops;

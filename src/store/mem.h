@@ -75,6 +75,9 @@ typedef struct shard {
     size_t nbuckets;
     entry *retired;         /* unlinked, to be freed after a grace period */
     table *retired_tables;
+    uint64_t retired_oldest; /* the oldest epoch on the two lists, or
+                                UINT64_MAX: until it is 2 behind, reclaim()
+                                has nothing to free and walks nothing */
     size_t count;
     size_t sweep_cursor;
     uint64_t bytes;
@@ -210,7 +213,23 @@ elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
 void sluice__mem_bucket_note(shard *sh, entry *e);
 void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
                             uint64_t now_ms);
-void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms);
+void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms);
+extern _Thread_local unsigned sluice__mem_sweep_calls
+    __attribute__((tls_model("initial-exec")));
+
+/*
+ * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
+ * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
+ * one holds it. So keys that went idle in shards no call reaches any more
+ * are dropped too, however the traffic is spread, at a cost of about a
+ * bucket a call, and without a counter that threads would share. Inline:
+ * every call counts.
+ */
+static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
+{
+    if (++sluice__mem_sweep_calls % SWEEP_OTHER_EVERY == 0)
+        sluice__mem_sweep_other_step(m, now_ms);
+}
 void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
 bool sluice__mem_reserve_key(mem_store *m);

@@ -14,6 +14,14 @@
 
 /* ---- Entries --------------------------------------------------------------- */
 
+/* Notes that something goes on a retired list of 'sh' at 'epoch' (epochs
+   only grow, so the first one on empty lists is their oldest). */
+static void retired_note(shard *sh, uint64_t epoch)
+{
+    if (epoch < sh->retired_oldest)
+        sh->retired_oldest = epoch;
+}
+
 size_t sluice__mem_entry_bytes(entry *e)
 {
     return entry_size((sluice_algo)e->algo, e->key_len) +
@@ -61,6 +69,7 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
     cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
     cold_of(e)->retired = sh->retired;
     sh->retired = e;
+    retired_note(sh, cold_of(e)->idle_at_ms);
 }
 
 /*
@@ -91,17 +100,20 @@ void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
     cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
     cold_of(e)->retired = sh->retired;
     sh->retired = e;
+    retired_note(sh, cold_of(e)->idle_at_ms);
 }
 
 /*
  * Frees what 'sh' retired before the last grace period (the lists are
- * newest first, so what may go is a tail of each).
+ * newest first, so what may go is a tail of each). While the oldest of
+ * them is not yet free, it only tries to advance the epoch: the lists'
+ * entries are cold, and a walk of them on every call would miss on each.
  */
 static void reclaim(mem_store *m, shard *sh)
 {
     entry **el = &sh->retired;
     table **tl = &sh->retired_tables;
-    uint64_t newest, now;
+    uint64_t newest, now, oldest = UINT64_MAX;
 
     if (*el == NULL && *tl == NULL)
         return;
@@ -110,10 +122,14 @@ static void reclaim(mem_store *m, shard *sh)
         newest = (*tl)->retired_epoch;
     sluice__epoch_may_free(&m->epoch, newest); /* advances it if it can */
     now = sluice__epoch_now(&m->epoch);
-    while (*el != NULL && cold_of(*el)->idle_at_ms + 2 > now)
-        el = &cold_of(*el)->retired;
-    while (*tl != NULL && (*tl)->retired_epoch + 2 > now)
-        tl = &(*tl)->retired;
+    if (now < 2 || sh->retired_oldest > now - 2)
+        return; /* nothing is 2 epochs old yet */
+    for (; *el != NULL && cold_of(*el)->idle_at_ms + 2 > now;
+         el = &cold_of(*el)->retired)
+        oldest = cold_of(*el)->idle_at_ms;
+    for (; *tl != NULL && (*tl)->retired_epoch + 2 > now; tl = &(*tl)->retired)
+        if ((*tl)->retired_epoch < oldest)
+            oldest = (*tl)->retired_epoch;
     for (entry *e = *el, *next; e != NULL; e = next) {
         next = cold_of(e)->retired;
         free(e);
@@ -124,6 +140,7 @@ static void reclaim(mem_store *m, shard *sh)
     }
     *el = NULL;
     *tl = NULL;
+    sh->retired_oldest = oldest;
 }
 
 /* ---- Shards ---------------------------------------------------------------- */
@@ -220,20 +237,15 @@ void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
     reclaim(m, sh);
 }
 
-/*
- * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
- * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
- * one holds it. So keys that went idle in shards no call reaches any more
- * are dropped too, however the traffic is spread, at a cost of about a
- * bucket a call, and without a counter that threads would share.
- */
-void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
+_Thread_local unsigned sluice__mem_sweep_calls
+    __attribute__((tls_model("initial-exec")));
+
+/* A step of the store-wide sweep (sluice__mem_sweep_other() in mem.h). */
+void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms)
 {
-    static _Thread_local unsigned calls, next;
+    static _Thread_local unsigned next;
     shard *sh;
 
-    if (++calls % SWEEP_OTHER_EVERY != 0)
-        return;
     sh = &m->shards[next++ % SHARDS].s;
     if (pthread_mutex_trylock(&sh->lock) != 0)
         return;
@@ -318,6 +330,7 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
     old->retired_epoch = sluice__epoch_now(&m->epoch);
     old->retired = sh->retired_tables;
     sh->retired_tables = old;
+    retired_note(sh, old->retired_epoch);
     sh->buckets = t->b;
     sh->nbuckets = n;
     sh->sweep_cursor = 0;
