@@ -114,4 +114,8 @@ void sluice__mod_string_write(RedisModuleKey *key, const char *text,
  */
 long long sluice__mod_lua_int(double d);
 
+/* The scripts' str(d) (prelude.lua: '%.0f') into 'buf' of 'size' bytes
+   (at least 24; NUL-terminated); answers the length. */
+size_t sluice__mod_lua_str(char *buf, size_t size, double d);
+
 #endif /* SLUICE_MODULE_MODULE_H */

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,4 +106,15 @@ size_t sluice__mod_ll_text(char *buf, long long v)
         return sluice__u64_text(buf, (uint64_t)v);
     buf[0] = '-';
     return 1 + sluice__u64_text(buf + 1, (uint64_t)0 - (uint64_t)v);
+}
+
+size_t sluice__mod_lua_str(char *buf, size_t size, double d)
+{
+    if (d >= 0 && d < 9007199254740992.0 && (double)(uint64_t)d == d) {
+        size_t n = sluice__u64_text(buf, (uint64_t)d);
+
+        buf[n] = '\0';
+        return n;
+    }
+    return (size_t)snprintf(buf, size, "%.0f", d);
 }

@@ -19,7 +19,6 @@
  */
 #include "module/module.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* ---- The script's numbers ------------------------------------------------ */
@@ -81,26 +80,6 @@ static bool lua_tonumber(RedisModuleString *value, double *out)
         }
     }
     return sluice__mod_lua_tonumber(s, len, out);
-}
-
-/* The script's str(): '%.0f'. Returns the length written into 'buf'. */
-static size_t lua_str(char *buf, size_t size, double d)
-{
-    if (d >= 0 && d < 9007199254740992.0 && (double)(uint64_t)d == d) {
-        char tmp[24];
-        uint64_t v = (uint64_t)d;
-        size_t n = 0, i;
-
-        do {
-            tmp[n++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v > 0);
-        for (i = 0; i < n; i++)
-            buf[i] = tmp[n - 1 - i];
-        buf[n] = '\0';
-        return n;
-    }
-    return (size_t)snprintf(buf, size, "%.0f", d);
 }
 
 /* A Lua number as the server replies it: truncated to an integer. */
@@ -188,7 +167,7 @@ static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
     long long at = (long long)call->server_ms + (long long)ttl_ms;
 
     for (int i = 0; i < 4; i++) {
-        size_t len = lua_str(buf, sizeof(buf), v[i]);
+        size_t len = sluice__mod_lua_str(buf, sizeof(buf), v[i]);
 
         made[i] = !same_text(old[i], buf, len);
         s[i] = made[i] ? RedisModule_CreateString(call->ctx, buf, len)

@@ -37,26 +37,6 @@
 /* Steps a refusal walks along the set to its rank before asking ZRANGE. */
 #define WALK_MAX 64
 
-/* The script's str(): '%.0f'. Returns the length written into 'buf'. */
-static size_t lua_str(char *buf, size_t size, double d)
-{
-    if (d >= 0 && d < 9007199254740992.0 && (double)(uint64_t)d == d) {
-        char tmp[24];
-        uint64_t v = (uint64_t)d;
-        size_t n = 0, i;
-
-        do {
-            tmp[n++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v > 0);
-        for (i = 0; i < n; i++)
-            buf[i] = tmp[n - 1 - i];
-        buf[n] = '\0';
-        return n;
-    }
-    return (size_t)snprintf(buf, size, "%.0f", d);
-}
-
 /* A number once written with str() and read back, as a script's argument
    is: the score ZADD and ZREMRANGEBYSCORE receive. */
 static double as_written(double d)
@@ -65,7 +45,7 @@ static double as_written(double d)
 
     if (d > -9e18 && d < 9e18 && (double)(long long)d == d)
         return d;
-    lua_str(buf, sizeof(buf), d);
+    sluice__mod_lua_str(buf, sizeof(buf), d);
     return strtod(buf, NULL);
 }
 
@@ -119,15 +99,11 @@ static double rank_score(const sluice__mod_call *call, RedisModuleKey *key,
             && RedisModule_CallReplyLength(r) == 2) {
             size_t len;
             const char *p;
-            char buf[64];
 
             e = RedisModule_CallReplyArrayElement(r, 1);
             p = RedisModule_CallReplyStringPtr(e, &len);
-            if (p != NULL && len < sizeof(buf)) {
-                memcpy(buf, p, len);
-                buf[len] = '\0';
-                score = strtod(buf, NULL);
-            }
+            if (p != NULL && !sluice__mod_lua_tonumber(p, len, &score))
+                score = 0;
         }
         if (r != NULL)
             RedisModule_FreeCallReply(r);
@@ -190,7 +166,7 @@ static void trim(const sluice__mod_call *call, RedisModuleKey *key,
         RedisModule_Free(gone);
     if (n > 0) {
         char buf[512];
-        size_t len = lua_str(buf, sizeof(buf), bound);
+        size_t len = sluice__mod_lua_str(buf, sizeof(buf), bound);
 
         RedisModule_Replicate(call->ctx, "ZREMRANGEBYSCORE", "scb", call->key,
                               "-inf", buf, len);
@@ -211,7 +187,7 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
     uint64_t i = 0;
     long long expire_at, w = (long long)call->limit->window_ms;
 
-    at_len = lua_str(buf, sizeof(buf), now);
+    at_len = sluice__mod_lua_str(buf, sizeof(buf), now);
     at = RedisModule_CreateString(call->ctx, buf, at_len);
     prefix_len = at_len + (size_t)snprintf(buf + at_len, sizeof(buf) - at_len,
                                            ":%.*s:%u:", (int)call->token_len,
@@ -221,7 +197,7 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
 
         for (uint64_t j = 0; j < n; j++) {
             size_t len = prefix_len +
-                lua_str(buf + prefix_len, sizeof(buf) - prefix_len,
+                sluice__mod_lua_str(buf + prefix_len, sizeof(buf) - prefix_len,
                         (double)(i + j + 1));
 
             argv[2 * j] = at;
