@@ -108,6 +108,14 @@ void sluice__mod_string_write(RedisModuleKey *key, const char *text,
                               size_t len);
 
 /*
+ * Sends replicas and the AOF "SET key text PXAT at" (the value and its
+ * absolute expiry), the constant word made once, 'at' written as text: the
+ * fewest objects RedisModule_Replicate() builds for it.
+ */
+void sluice__mod_replicate_set(RedisModuleCtx *ctx, RedisModuleString *key,
+                               const char *text, size_t len, long long at);
+
+/*
  * A Lua number as the server turns it into an integer reply: a C cast,
  * truncating; beyond a long long (or NaN), what that cast gives on x86-64
  * (LLONG_MIN), without the undefined behaviour.

@@ -118,3 +118,18 @@ size_t sluice__mod_lua_str(char *buf, size_t size, double d)
     }
     return (size_t)snprintf(buf, size, "%.0f", d);
 }
+
+void sluice__mod_replicate_set(RedisModuleCtx *ctx, RedisModuleString *key,
+                               const char *text, size_t len, long long at)
+{
+    /* Made once, never freed (it lives as long as the module); 's' only
+       takes a reference, where 'c' would build a new object a call. */
+    static RedisModuleString *pxat;
+    char at_text[24];
+    size_t at_len = sluice__mod_ll_text(at_text, at);
+
+    if (pxat == NULL)
+        pxat = RedisModule_CreateString(NULL, "PXAT", 4);
+    RedisModule_Replicate(ctx, "SET", "sbsb", key, text, len, pxat, at_text,
+                          at_len);
+}

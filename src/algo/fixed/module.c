@@ -14,8 +14,10 @@
  * count plus cost, a refusal the count unchanged (the script's INCRBY and
  * DECRBY cancel), a key met at PTTL 0 a fresh window, a count without a TTL
  * the window as its TTL (even on a refusal or a peek). Replicas and the AOF
- * get SET key count PXAT expiry for a new count, PEXPIREAT for a new TTL
- * alone, nothing for a decision that changes nothing.
+ * get the effects: INCRBY for a count added on a window already armed (the
+ * common admit, as the script's own INCRBY is replicated), SET key count
+ * PXAT expiry where a window is armed, PEXPIREAT for a new TTL alone,
+ * nothing for a decision that changes nothing.
  */
 #include "module/module.h"
 
@@ -25,12 +27,16 @@
 /* The counter as one decision sees it. */
 typedef struct counter {
     RedisModuleKey *key;
-    const char *raw; /* its value; NULL when there is no key */
+    char *raw; /* its value; NULL when there is no key */
     size_t raw_len;
 } counter;
 
-/* Opens the key for writing; SLUICE__MODULE_FOREIGN if it is not a string. */
-static int counter_open(const sluice__mod_call *call, counter *c)
+/*
+ * Opens the key for writing, its value reached for 'mode' (READ, or WRITE
+ * for a value written in place next); SLUICE__MODULE_FOREIGN if it is not
+ * a string.
+ */
+static int counter_open(const sluice__mod_call *call, int mode, counter *c)
 {
     int type;
 
@@ -42,8 +48,8 @@ static int counter_open(const sluice__mod_call *call, counter *c)
     if (type == REDISMODULE_KEYTYPE_EMPTY)
         return 0;
     if (type != REDISMODULE_KEYTYPE_STRING ||
-        (c->raw = RedisModule_StringDMA(c->key, &c->raw_len,
-                                        REDISMODULE_READ)) == NULL) {
+        (c->raw = RedisModule_StringDMA(c->key, &c->raw_len, mode)) ==
+            NULL) {
         RedisModule_CloseKey(c->key);
         return SLUICE__MODULE_FOREIGN;
     }
@@ -63,18 +69,48 @@ static long long counter_pttl(counter *c, long long now, long long *at)
     return *at > now ? *at - now : 0;
 }
 
+/* What a decision changed, and so what replicas and the AOF get. */
+typedef enum change {
+    CHANGED_NOTHING,
+    CHANGED_COUNT,  /* the count, on a window already armed: INCRBY */
+    CHANGED_WINDOW, /* a new count and its expiry: SET ... PXAT */
+    CHANGED_EXPIRY, /* the expiry alone: PEXPIREAT */
+} change;
+
 /*
- * Sends replicas and the AOF what changed: the count ('text', when
- * 'written') and its absolute expiry 'at', or the expiry alone.
+ * Sends replicas and the AOF what changed, as effects that give their
+ * identical key the same value and absolute expiry: a count added on a
+ * window already armed as the script's own INCRBY does (the key keeps its
+ * expiry, and a replica or an AOF load never expires a key itself); a
+ * window armed as the new count with its absolute expiry 'at'; an expiry
+ * alone as PEXPIREAT 'at'. 'text' is the count, 'by' what was added.
  */
-static void counter_replicate(const sluice__mod_call *call, bool written,
-                              const char *text, size_t len, long long at)
+static void counter_replicate(const sluice__mod_call *call, change what,
+                              const char *text, size_t len, long long by,
+                              long long at)
 {
-    if (written)
-        RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text, len,
-                              "PXAT", at);
-    else
-        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);
+    char num[24];
+    size_t n;
+
+    switch (what) {
+    case CHANGED_COUNT:
+        if (by == 1) {
+            RedisModule_Replicate(call->ctx, "INCR", "s", call->key);
+            return;
+        }
+        n = sluice__mod_ll_text(num, by);
+        RedisModule_Replicate(call->ctx, "INCRBY", "sb", call->key, num, n);
+        return;
+    case CHANGED_WINDOW:
+        sluice__mod_replicate_set(call->ctx, call->key, text, len, at);
+        return;
+    case CHANGED_EXPIRY:
+        n = sluice__mod_ll_text(num, at);
+        RedisModule_Replicate(call->ctx, "PEXPIREAT", "sb", call->key, num, n);
+        return;
+    case CHANGED_NOTHING:
+        return;
+    }
 }
 
 /* The script's figures, from its doubles. */
@@ -100,7 +136,7 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
     size_t len;
     counter c;
 
-    if (counter_open(call, &c) != 0)
+    if (counter_open(call, REDISMODULE_WRITE, &c) != 0)
         return SLUICE__MODULE_WRONGTYPE;
     if (c.raw != NULL && (!sluice__mod_strict_ll(c.raw, c.raw_len, &v) ||
                           v > LLONG_MAX - by)) {
@@ -124,12 +160,15 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
     /* As the script compares: its count is a double. */
     admit = !((double)*n > (double)cap);
     len = sluice__mod_ll_text(text, *n);
-    if (admit)
+    if (admit && c.raw != NULL && c.raw_len == len)
+        memcpy(c.raw, text, len); /* in place: the same length */
+    else if (admit)
         sluice__mod_string_write(c.key, text, len);
     if (arm)
         RedisModule_SetAbsExpire(c.key, at = now + w);
-    if (admit || arm)
-        counter_replicate(call, admit, text, len, at);
+    counter_replicate(call, !arm ? (admit ? CHANGED_COUNT : CHANGED_NOTHING)
+                            : (admit ? CHANGED_WINDOW : CHANGED_EXPIRY),
+                      text, len, by, at);
     RedisModule_CloseKey(c.key);
     return 0;
 }
@@ -160,7 +199,7 @@ static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
     double count = 0, ttl = (double)call->limit->window_ms;
     counter cs, *c = &cs;
 
-    if (counter_open(call, c) != 0)
+    if (counter_open(call, REDISMODULE_READ, c) != 0)
         return SLUICE__MODULE_FOREIGN;
 
     if (c->raw != NULL) {
@@ -178,7 +217,7 @@ static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
         } else if (pttl < 0) {
             at = now + (long long)call->limit->window_ms;
             RedisModule_SetAbsExpire(c->key, at);
-            counter_replicate(call, false, NULL, 0, at);
+            counter_replicate(call, CHANGED_EXPIRY, NULL, 0, 0, at);
         } else {
             ttl = (double)pttl;
         }

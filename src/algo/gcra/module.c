@@ -59,8 +59,7 @@ static void write_tat(const sluice__mod_call *call, RedisModuleKey *key,
     }
     sluice__mod_string_write(key, text, len);
     RedisModule_SetAbsExpire(key, at);
-    RedisModule_Replicate(call->ctx, "SET", "sbcl", call->key, text, len,
-                          "PXAT", at);
+    sluice__mod_replicate_set(call->ctx, call->key, text, len, at);
 }
 
 static int gcra_module_decide(const sluice__mod_call *call,
