@@ -15,18 +15,10 @@ set -eu
 
 SLUICE=${1:-build-rel/cli/sluice}
 N=${N:-100000}
-port=$((26000 + $$ % 2000))
-tmp=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$tmp" --daemonize no >"$tmp/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 1 100); do
-    redis-cli -p "$port" PING >/dev/null 2>&1 && break
-    sleep 0.05
-done
+. "$(dirname "$0")/private_server.sh"
+bench_server_start
 store="valkey://127.0.0.1:$port"
-rcli() { redis-cli -p "$port" "$@"; }
+rcli() { bench_timeout redis-cli -p "$port" "$@"; }
 # usec NAME: usec_per_call of the command NAME since the last RESETSTAT.
 usec() {
     rcli INFO commandstats | tr -d '\r' |
@@ -43,7 +35,7 @@ printf '%-16s %14s %14s\n' algorithm "FCALL us/call" "EVALSHA us/call"
 for algo in $("$SLUICE" functions | sed -n "s/^algos\[#algos + 1\] = {name = '\([a-z-]*\)'.*/\1/p"); do
     rcli FLUSHALL >/dev/null
     rcli CONFIG RESETSTAT >/dev/null
-    redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 FCALL sluice_hit 1 \
+    bench_timeout redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 FCALL sluice_hit 1 \
         "sluice:{k__rand_int__}:$algo" "$algo" 100 1000 >/dev/null
     f=$(usec fcall)
     fc=$(calls fcall)
@@ -58,5 +50,5 @@ for algo in $("$SLUICE" functions | sed -n "s/^algos\[#algos + 1\] = {name = '\(
         "$fc" "$(calls evalsha)"
 done
 rcli CONFIG RESETSTAT >/dev/null
-redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 -t incr >/dev/null
+bench_timeout redis-benchmark -p "$port" -n "$N" -c 50 -r 1000 -t incr >/dev/null
 printf '%-16s %14s\n' "INCR (bare)" "$(usec incr)"

@@ -27,18 +27,9 @@ BUILD=${1:-build-rel}
 MODULE=$BUILD/sluice.so
 SLUICE=$BUILD/cli/sluice
 N=${N:-100000}
-port=$((28000 + $$ % 2000))
-tmp=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$tmp" --daemonize no --loadmodule "$(realpath "$MODULE")" \
-    >"$tmp/log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 1 100); do
-    redis-cli -p "$port" PING >/dev/null 2>&1 && break
-    sleep 0.05
-done
-rcli() { redis-cli -p "$port" "$@"; }
+. "$(dirname "$0")/private_server.sh"
+bench_server_start --loadmodule "$(realpath "$MODULE")"
+rcli() { bench_timeout redis-cli -p "$port" "$@"; }
 stat() {
     rcli INFO commandstats | tr -d '\r' |
         sed -n "s/^cmdstat_$1:calls=\([0-9]*\),.*usec_per_call=\([0-9.]*\).*/\1 \2/p"
@@ -72,14 +63,14 @@ run() {
     rcli CONFIG RESETSTAT >/dev/null
     mapfile -d '' -t args < <(with 1000 "$@")
     c0=$(cpu)
-    rps=$(redis-benchmark -p "$port" -c 50 -r 1000 -n "$N" "${args[@]}" 2>&1 |
+    rps=$(bench_timeout redis-benchmark -p "$port" -c 50 -r 1000 -n "$N" "${args[@]}" 2>&1 |
           tr '\r' '\n' | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p' |
           tail -1)
     c1=$(cpu)
     read -r calls usec <<<"$(stat "$name")"
     rcli FLUSHALL >/dev/null
     mapfile -d '' -t args < <(with 3600000 "$@")
-    redis-benchmark -p "$port" -c 50 -r 1000 -n 2000 "${args[@]}" >/dev/null 2>&1
+    bench_timeout redis-benchmark -p "$port" -c 50 -r 1000 -n 2000 "${args[@]}" >/dev/null 2>&1
     mem=$(memory)
     awk -v u="$usec" -v c0="$c0" -v c1="$c1" -v n="${calls:-0}" \
         -v m="$mem" -v r="$rps" 'BEGIN {

@@ -522,7 +522,7 @@ static void test_foreign(const algo_case *algo)
     for (int v = 0; foreign_value(algo->name, key, v); v++) {
         snap before, after;
         redisReply *r;
-        long long f[8];
+        long long f[8] = {0};
 
         test_context("%s foreign value %d", algo->name, v);
         rs_ok(&server, "PEXPIRE %s 500000", key);
