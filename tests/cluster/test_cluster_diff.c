@@ -85,19 +85,6 @@ static const char *engine_query(const char *base)
     return query;
 }
 
-/* The module answered some of store st's calls in a module pass, none in
-   a Lua pass. */
-static void check_engine_used(sluice_store *st)
-{
-    sluice_store_stats stats;
-
-    CHECK_OK(sluice_store_stats_get(&stats, st));
-    if (strcmp(engine, "module") == 0)
-        CHECK(stats.module_calls > 0);
-    else
-        CHECK_EQ_U64(stats.module_calls, 0);
-}
-
 /* Empties the single server and every live master. */
 static void flush_all(void)
 {
@@ -310,8 +297,8 @@ static void diff_open(diff_run *r)
 
 static void diff_close(diff_run *r)
 {
-    check_engine_used(r->one);
-    check_engine_used(r->cl);
+    test_check_engine_used(r->one, engine);
+    test_check_engine_used(r->cl, engine);
     sluice_store_free(r->cl);
     sluice_store_free(r->one);
     sluice_store_free(r->mem);
@@ -633,8 +620,8 @@ static void test_queue_limiter(void)
     CHECK(nused >= 2);
     printf("  queue limiter, engine=%s: %zu queues over %d masters agree "
            "with the single server\n", engine, nq, nused);
-    check_engine_used(one);
-    check_engine_used(cl);
+    test_check_engine_used(one, engine);
+    test_check_engine_used(cl, engine);
     sluice_store_free(cl);
     sluice_store_free(one);
     test_context(NULL);

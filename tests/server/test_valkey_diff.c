@@ -69,18 +69,6 @@ static const char *engine_query(void)
     return query;
 }
 
-/* The module answered every decision of a module pass's store 'st'. */
-static void check_engine_used(sluice_store *st)
-{
-    sluice_store_stats stats;
-
-    CHECK_OK(sluice_store_stats_get(&stats, st));
-    if (strcmp(engine, "module") == 0)
-        CHECK(stats.module_calls > 0);
-    else
-        CHECK_EQ_U64(stats.module_calls, 0);
-}
-
 /* ---- The differential run ------------------------------------------------ */
 
 typedef struct limit_cfg {
@@ -220,7 +208,7 @@ static void diff_open(diff_state *ds, const diff_run *run, uint64_t seed,
 static void diff_close(diff_state *ds)
 {
     if (ds->tot->hits > 0)
-        check_engine_used(ds->vk);
+        test_check_engine_used(ds->vk, engine);
     sluice_store_free(ds->vk);
     sluice_store_free(ds->mem);
     sluice_vclock_free(ds->clock);

@@ -90,3 +90,14 @@ unsigned test_slot_of_queue(const char *name)
 
     return sluice__key_slot(k, len);
 }
+
+void test_check_engine_used(sluice_store *st, const char *engine)
+{
+    sluice_store_stats stats;
+
+    CHECK_OK(sluice_store_stats_get(&stats, st));
+    if (strcmp(engine, "module") == 0)
+        CHECK(stats.module_calls > 0);
+    else
+        CHECK_EQ_U64(stats.module_calls, 0);
+}

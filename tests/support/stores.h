@@ -27,6 +27,10 @@ struct rs_server;
  */
 int test_module_glue(struct rs_server *s, sluice_algo algo);
 
+/* Checks that the module answered some of server store 'st's calls when
+   'engine' is "module", and none otherwise (its stats' module_calls). */
+void test_check_engine_used(sluice_store *st, const char *engine);
+
 /* The URL query of a server store to compare decisions with: its scripts
    on the caller's clock (as the embedded store's), time to spare, and no
    refused cache answering in between. */
