@@ -30,39 +30,50 @@ static void fixed_init(void *state)
     s->expires_ms = 0;
 }
 
+/*
+ * The decision on 's' (count, expires_ms) at 'now_ms', into 'out', for the
+ * struct and the word alike. Answers whether the request is admitted; '*s'
+ * is then the state with it counted (else undefined: the caller keeps its
+ * own).
+ */
+static inline bool fixed_step(fixed_state *s, const sluice_limit *limit,
+                              uint64_t now_ms, uint64_t cost,
+                              sluice_decision *out)
+{
+    if (s->count > 0 && now_ms >= s->expires_ms)
+        s->count = 0; /* the key has expired */
+    if (s->count == 0)
+        s->expires_ms = now_ms + limit->window_ms; /* armed by this hit */
+
+    out->limit = limit->max;
+    /* 'count' <= max (or a lowered max) and cost <= max: no overflow. */
+    if (s->count + cost <= limit->max) {
+        out->allowed = 1;
+        out->remaining = limit->max - s->count - cost;
+        out->retry_after_ms = 0;
+        out->reset_after_ms = s->expires_ms - now_ms;
+        s->count += cost;
+        return true;
+    }
+    /* Refused: wait for the PTTL. At expires_ms the key is gone and the
+       request (cost <= max) fits a fresh window; one ms before, the count
+       is unchanged and it does not. */
+    out->allowed = 0;
+    out->remaining = s->count >= limit->max ? 0 : limit->max - s->count;
+    out->retry_after_ms = s->expires_ms - now_ms;
+    out->reset_after_ms = s->expires_ms - now_ms;
+    return false;
+}
+
 static int fixed_decide(void *state, const sluice_limit *limit,
                         uint64_t now_ms, uint64_t cost, bool consume,
                         sluice_decision *out)
 {
     fixed_state *s = state;
-    uint64_t count = s->count;
-    uint64_t expires_ms = s->expires_ms;
+    fixed_state next = *s;
 
-    if (count > 0 && now_ms >= expires_ms)
-        count = 0; /* the key has expired */
-    if (count == 0)
-        expires_ms = now_ms + limit->window_ms; /* would be armed by this hit */
-
-    out->limit = limit->max;
-    /* 'count' <= max (or a lowered max) and cost <= max: no overflow. */
-    if (count + cost <= limit->max) {
-        out->allowed = 1;
-        out->remaining = limit->max - count - cost;
-        out->retry_after_ms = 0;
-        out->reset_after_ms = expires_ms - now_ms;
-        if (consume) {
-            s->count = count + cost;
-            s->expires_ms = expires_ms;
-        }
-    } else {
-        /* Refused: wait for the PTTL. At expires_ms the key is gone and the
-           request (cost <= max) fits a fresh window; one ms before, the
-           count is unchanged and it does not. */
-        out->allowed = 0;
-        out->remaining = count >= limit->max ? 0 : limit->max - count;
-        out->retry_after_ms = expires_ms - now_ms;
-        out->reset_after_ms = expires_ms - now_ms;
-    }
+    if (fixed_step(&next, limit, now_ms, cost, out) && consume)
+        *s = next;
     return SLUICE_OK;
 }
 
@@ -144,7 +155,7 @@ static bool fixed_word_store(const void *state, uint64_t base_ms,
 }
 
 /*
- * fixed_decide() on the word: the same arithmetic, on the word's fields.
+ * fixed_decide() on the word: the same step, on the word's fields.
  * 'now_ms' >= base_ms; a new expiry that does not fit is SLUICE__WORD_RANGE.
  */
 static int fixed_word_decide(uint64_t word, uint64_t base_ms,
@@ -153,28 +164,13 @@ static int fixed_word_decide(uint64_t word, uint64_t base_ms,
                              sluice_decision *out)
 {
     unsigned n = (unsigned)(word >> WORD_BITS);
-    uint64_t count = word & (((uint64_t)1 << n) - 1);
-    uint64_t expires_ms = base_ms + ((word & WORD_MASK) >> n);
+    fixed_state s = {.count = word & (((uint64_t)1 << n) - 1),
+                     .expires_ms = base_ms + ((word & WORD_MASK) >> n)};
 
-    if (count > 0 && now_ms >= expires_ms)
-        count = 0;
-    if (count == 0)
-        expires_ms = now_ms + limit->window_ms;
-    out->limit = limit->max;
     *next = word;
-    if (count + cost <= limit->max) {
-        out->allowed = 1;
-        out->remaining = limit->max - count - cost;
-        out->retry_after_ms = 0;
-        out->reset_after_ms = expires_ms - now_ms;
-        if (consume && !word_of(count + cost, expires_ms, base_ms, next))
-            return SLUICE__WORD_RANGE;
-    } else {
-        out->allowed = 0;
-        out->remaining = count >= limit->max ? 0 : limit->max - count;
-        out->retry_after_ms = expires_ms - now_ms;
-        out->reset_after_ms = expires_ms - now_ms;
-    }
+    if (fixed_step(&s, limit, now_ms, cost, out) && consume &&
+        !word_of(s.count, s.expires_ms, base_ms, next))
+        return SLUICE__WORD_RANGE;
     return SLUICE_OK;
 }
 
