@@ -35,8 +35,9 @@ static int version_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 
 #define KEY_SPEC_END {0}
 
-/* SLUICE.HIT key ...: one key, read and updated. */
-static RedisModuleCommandKeySpec hit_keys[] = {
+/* SLUICE.HIT key ... and SLUICE.EMQINCR limiter window_ms: one key, read
+   and updated. */
+static RedisModuleCommandKeySpec one_key_updated[] = {
     {.flags = REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS |
               REDISMODULE_CMD_KEY_UPDATE,
      .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,
@@ -66,16 +67,6 @@ static RedisModuleCommandKeySpec reset_keys[] = {
     KEY_SPEC_END,
 };
 
-/* SLUICE.EMQINCR limiter window_ms: the limiter, incremented. */
-static RedisModuleCommandKeySpec emqincr_keys[] = {
-    {.flags = REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS |
-              REDISMODULE_CMD_KEY_UPDATE,
-     .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,
-     .find_keys_type = REDISMODULE_KSPEC_FK_RANGE,
-     .fk.range = {.lastkey = 0, .keystep = 1, .limit = 0}},
-    KEY_SPEC_END,
-};
-
 /* SLUICE.EMQTTL limiter meta [max]: two keys, read. */
 static RedisModuleCommandKeySpec emqttl_keys[] = {
     {.flags = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
@@ -95,7 +86,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"sluice.hit", sluice__mod_hit, "write deny-oom", 1, 1, 1, hit_keys,
+    {"sluice.hit", sluice__mod_hit, "write deny-oom", 1, 1, 1,
+     one_key_updated,
      "Decides one request of a rate limit on its key"},
     {"sluice.hitmany", sluice__mod_hitmany, "write deny-oom getkeys-api", 0,
      0, 0,
@@ -103,7 +95,7 @@ static const command commands[] = {
     {"sluice.reset", sluice__mod_reset, "write", 1, -1, 1, reset_keys,
      "Deletes rate-limit keys"},
     {"sluice.emqincr", sluice__mod_emqincr, "write deny-oom", 1, 1, 1,
-     emqincr_keys, "Counts a job in a queue's fixed-window limiter"},
+     one_key_updated, "Counts a job in a queue's fixed-window limiter"},
     {"sluice.emqttl", sluice__mod_emqttl, "readonly", 1, 2, 1, emqttl_keys,
      "The wait before a queue's limiter admits a job"},
     {"sluice.version", version_command, "readonly fast", 0, 0, 0, NULL,
