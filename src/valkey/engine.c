@@ -104,11 +104,12 @@ int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
         freeReplyObject(r);
         return err;
     }
-    version_shown(why, sizeof(why), r);
-    err = module_note(n, r) == VK_MODULE_NO &&
-                  v->engine == SLUICE_ENGINE_MODULE
-              ? module_refused(n, why)
-              : SLUICE_OK;
+    err = SLUICE_OK;
+    if (module_note(n, r) == VK_MODULE_NO &&
+        v->engine == SLUICE_ENGINE_MODULE) {
+        version_shown(why, sizeof(why), r);
+        err = module_refused(n, why);
+    }
     freeReplyObject(r);
     return err;
 }
