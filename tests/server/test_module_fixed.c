@@ -92,14 +92,11 @@ static void same_state(const char *mkey, const char *lkey)
 
     CHECK(mf_state_of(&server, mkey, &m) == 0);
     CHECK(mf_state_of(&server, lkey, &l) == 0);
-    CHECK(strcmp(m.type, l.type) == 0);
-    CHECK(strcmp(m.value, l.value) == 0);
-    if (strcmp(m.value, l.value) != 0)
-        fprintf(stderr, "  module left '%s', script '%s'\n", m.value, l.value);
-    if (m.pttl < 0 || l.pttl < 0)
-        CHECK_EQ_U64(m.pttl, l.pttl);
-    else
-        CHECK(llabs(m.pttl - l.pttl) <= MARGIN_MS);
+    CHECK(mf_state_same(&m, &l, MARGIN_MS));
+    if (!mf_state_same(&m, &l, MARGIN_MS))
+        fprintf(stderr, "  module left %s '%s' pttl %lld, script %s '%s' "
+                "pttl %lld\n", m.type, m.value, m.pttl, l.type, l.value,
+                l.pttl);
 }
 
 /* The request on "m:KEY" through the module and on "l:KEY" through the

@@ -38,15 +38,11 @@ static void same(const mf_answer *m, const mf_answer *l, const char *mkey,
         CHECK_EQ_U64(m->fig[i], l->fig[i]);
     CHECK(mf_state_of(&server, mkey, &ms) == 0);
     CHECK(mf_state_of(&server, lkey, &ls) == 0);
-    CHECK(strcmp(ms.type, ls.type) == 0);
-    CHECK(strcmp(ms.value, ls.value) == 0);
-    if (strcmp(ms.value, ls.value) != 0)
-        fprintf(stderr, "  module left '%s', script '%s'\n", ms.value,
-                ls.value);
-    if (ms.pttl < 0 || ls.pttl < 0)
-        CHECK_EQ_U64(ms.pttl, ls.pttl);
-    else
-        CHECK(llabs(ms.pttl - ls.pttl) <= MARGIN_MS);
+    CHECK(mf_state_same(&ms, &ls, MARGIN_MS));
+    if (!mf_state_same(&ms, &ls, MARGIN_MS))
+        fprintf(stderr, "  module left %s '%s' pttl %lld, script %s '%s' "
+                "pttl %lld\n", ms.type, ms.value, ms.pttl, ls.type, ls.value,
+                ls.pttl);
 }
 
 static void both(const mf_request *rq)

@@ -297,5 +297,26 @@ int mf_state_of(rs_server *s, const char *key, mf_state *out)
     if (r != NULL)
         freeReplyObject(r);
     out->pttl = rs_int(s, "PTTL %s", key);
+    if (out->pttl == -2) {
+        snprintf(out->type, sizeof(out->type), "none");
+        out->value[0] = '\0';
+    }
     return 0;
+}
+
+static bool gone_within(const mf_state *gone, const mf_state *other,
+                        long long margin_ms)
+{
+    return gone->pttl == -2 && other->pttl >= 0 && other->pttl <= margin_ms;
+}
+
+bool mf_state_same(const mf_state *a, const mf_state *b, long long margin_ms)
+{
+    if (gone_within(a, b, margin_ms) || gone_within(b, a, margin_ms))
+        return true;
+    if (strcmp(a->type, b->type) != 0 || strcmp(a->value, b->value) != 0)
+        return false;
+    if (a->pttl < 0 || b->pttl < 0)
+        return a->pttl == b->pttl;
+    return llabs(a->pttl - b->pttl) <= margin_ms;
 }

@@ -66,7 +66,8 @@ int mf_script_hitmany(rs_server *s, const char *const *keys,
 
 /* What a key holds, for comparing two keys: TYPE, a dump of its value
    (GET, HGETALL sorted or ZRANGE ... WITHSCORES, flattened; a byte that is
-   not printable as \xHH, so binary values compare whole), PTTL. */
+   not printable as \xHH, so binary values compare whole), PTTL. A key
+   that expired while it was being read is read as absent ("none", "", -2). */
 typedef struct mf_state {
     char type[16];
     char value[8192];
@@ -74,5 +75,10 @@ typedef struct mf_state {
 } mf_state;
 
 int mf_state_of(rs_server *s, const char *key, mf_state *out);
+
+/* Whether two keys read one after the other hold the same: same type and
+   value, PTTLs within 'margin_ms'; or one is gone and the other had at most
+   'margin_ms' left (both expire in the moment between the two reads). */
+bool mf_state_same(const mf_state *a, const mf_state *b, long long margin_ms);
 
 #endif /* SLUICE_TEST_MODULE_FIXTURE_H */
