@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+#
+# server_instructions.sh - the server's instructions per decision, counted
+# by valgrind's callgrind, for a bare INCR and for each algorithm through
+# the native module (SLUICE.HIT), its script (EVALSHA) and the Functions
+# library (FCALL sluice_hit). Instructions are not seconds, but they do not
+# move with the load of a shared machine: the same binary, requests and
+# server give the same count, so this is the figure to compare a change of
+# the module with, where the timed benchmark (bench/module_bench.sh) needs a
+# quiet machine.
+#
+# One redis-server, loaded with the module and the library, runs under
+# callgrind, counting only inside the server's call() (the command itself,
+# its reply, its replication and its commandstats: what INFO commandstats
+# times). For each case, one redis-benchmark client first sends 3000
+# requests over 1000 keys to make them (not counted), then N more on those
+# keys (counted), all admitted (a limit of 100,000 per hour): the common
+# path, the one INCR always takes. For the module's fixed window it also
+# prints where the instructions go, by module API function (inclusive).
+#
+# Usage: bench/server_instructions.sh [BUILD-DIR] (default build-rel: its
+# sluice.so, cli/sluice and lua_scripts.c); N=5000. It never fails on a
+# figure; it exits 1 if valgrind, the server or the build is missing.
+
+set -eu
+
+BUILD=${1:-build-rel}
+MODULE=$(realpath "$BUILD/sluice.so")
+SLUICE=$BUILD/cli/sluice
+N=${N:-5000}
+# Every request admitted: the common path, as INCR always is.
+MAX=100000
+for tool in valgrind callgrind_annotate redis-server redis-benchmark; do
+    command -v "$tool" >/dev/null ||
+        { echo "server_instructions: $tool is missing" >&2; exit 1; }
+done
+[ -f "$MODULE" ] && [ -x "$SLUICE" ] ||
+    { echo "server_instructions: build $BUILD first (sluice.so, cli/sluice)" >&2; exit 1; }
+. "$(dirname "$0")/private_server.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# One server under callgrind for every case, counting only inside call()
+# (the command, its reply, its replication, its commandstats: what INFO
+# commandstats times).
+port=$(bench_free_port)
+valgrind --tool=callgrind --toggle-collect=call \
+    --callgrind-out-file="$work/cg.out" \
+    redis-server --port "$port" --bind 127.0.0.1 --save '' \
+    --appendonly no --dir "$work" --loadmodule "$MODULE" \
+    >"$work/server.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 1 300); do
+    redis-cli -p "$port" PING >/dev/null 2>&1 && break
+    sleep 0.1
+done
+rcli() { bench_timeout redis-cli -p "$port" "$@"; }
+"$SLUICE" functions --load --store "valkey://127.0.0.1:$port" >/dev/null
+"$SLUICE" peek probe --algo fixed --max 1 --window 1s \
+    --store "valkey://127.0.0.1:$port" >/dev/null
+# count ARGS...: instructions per request of ARGS, on keys that are there
+# already: a first pass of 3000 requests over the 1000 keys makes them
+# (not counted), then N requests are counted.
+count() {
+    local total
+    rcli FLUSHALL >/dev/null
+    bench_timeout redis-benchmark -p "$port" -c 1 -r 1000 -n 3000 "$@" >/dev/null 2>&1
+    callgrind_control -z "$pid" >/dev/null 2>&1
+    bench_timeout redis-benchmark -p "$port" -c 1 -r 1000 -n "$N" "$@" >/dev/null 2>&1
+    callgrind_control --dump "$pid" >/dev/null 2>&1
+    # count runs in a subshell: the dump's name is kept in a file.
+    ls -t "$work"/cg.out.* | head -1 >"$work/last"
+    total=$(callgrind_annotate "$(cat "$work/last")" 2>/dev/null |
+            sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+    awk -v t="${total:-0}" -v n="$N" 'BEGIN { printf "%.0f", t / n }'
+}
+
+echo "$(redis-server --version | cut -d' ' -f1-3), callgrind, N=$N per case" \
+     "after 3000 to make the keys, redis-benchmark -c 1 -r 1000," \
+     "$MAX per 1 h; instructions per request"
+printf '%-16s %10s %10s %10s %12s\n' algorithm module EVALSHA FCALL "module/INCR"
+incr=$(count INCR "sluice:{k__rand_int__}:incr")
+printf '%-16s %10s\n' "INCR (bare)" "$incr"
+for algo in fixed sliding-counter sliding-log gcra compact-log; do
+    key="sluice:{k__rand_int__}:$algo"
+    folder=${algo//-/_}
+    sha=$(sed -n "/^const sluice__script sluice__script_$folder = {/{n;s/.*\"\([0-9a-f]\{40\}\)\".*/\1/p}" \
+          "$BUILD/lua_scripts.c")
+    m=$(count SLUICE.HIT "$key" "$algo" "$MAX" 3600000)
+    [ "$algo" = fixed ] && cp "$(cat "$work/last")" "$work/fixed.out"
+    l=$(count EVALSHA "$sha" 1 "$key" "$MAX" 3600000 1 "" "t__rand_int__" 1)
+    f=$(count FCALL sluice_hit 1 "$key" "$algo" "$MAX" 3600000)
+    printf '%-16s %10s %10s %10s %11.2fx\n' "$algo" "$m" "$l" "$f" \
+        "$(awk -v m="$m" -v i="$incr" 'BEGIN { print m / i }')"
+done
+echo
+echo "SLUICE.HIT fixed: instructions per request inside each module API call"
+echo "(inclusive: what the server does for it), and in sluice.so's own code:"
+callgrind_annotate --threshold=100 --inclusive=yes "$work/fixed.out" 2>/dev/null |
+    awk -v n="$N" '
+        / \?\?\?:RM_[A-Za-z]+ / {
+            c = $1; gsub(",", "", c); f = $0; sub(/.*\?\?\?:/, "", f); sub(/ .*/, "", f)
+            if (c / n >= 20) printf "  %-28s %8.0f\n", f, c / n
+        }'
+callgrind_annotate --threshold=100 "$work/fixed.out" 2>/dev/null |
+    awk -v n="$N" '/sluice\.so\]/ { c = $1; gsub(",", "", c); s += c }
+        END { printf "  %-28s %8.0f\n", "sluice.so (self)", s / n }'
