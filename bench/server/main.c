@@ -321,11 +321,13 @@ int main(int argc, char **argv)
             rp.srv.port);
     tools_check(&rp);
     cases_build(&rp);
+    srvtime_build(&rp);
 
     load_average(rp.load_before);
     t0 = now_s();
     if (cases_run(&rp) < 0 || measure_server(&rp) < 0)
         return 1;
+    srvtime_run(&rp);
     server_flush(&rp.srv);
     rp.wall_s = now_s() - t0;
     load_average(rp.load_after);

@@ -368,6 +368,15 @@ static void text_memory(const report *rp)
 
 /* ---- The report ---------------------------------------------------------- */
 
+/* Whether --only names a case of the tables (then they are shown). */
+static bool cases_shown(const report *rp)
+{
+    for (int i = 0; i < rp->ncases; i++)
+        if (case_selected(rp->o.only, rp->cases[i].id))
+            return true;
+    return false;
+}
+
 void print_text(const report *rp)
 {
     int width = 32, dwidth = 48; /* the label columns, at least */
@@ -379,12 +388,15 @@ void print_text(const report *rp)
             *wp = text_cols(rp->cases[i].label);
     }
     text_setting(rp);
-    text_table(rp, width);
-    text_targets(rp);
-    if (rp->o.diag)
-        text_diag(rp, dwidth);
+    if (cases_shown(rp)) {
+        text_table(rp, width);
+        text_targets(rp);
+        if (rp->o.diag)
+            text_diag(rp, dwidth);
+    }
     if (rp->ncpu > 0)
         text_cpu(rp);
     if (rp->nmem > 0)
         text_memory(rp);
+    srvtime_text(rp);
 }
