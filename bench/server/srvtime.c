@@ -14,7 +14,10 @@
  * Every row is sent the same way, by redis-benchmark -c 50 -r 1000: N calls
  * (--quick: fewer) on the same 1000 keys "sluice:{kNNNNNNNNNNNN}:ALGO", a
  * limit of 100 per 1 s window, the keys removed before and after (FLUSHALL
- * on the server started here). For each row:
+ * on the server started here; on one --store names, an UNLINK of the
+ * row's 1000 keys, nothing else, though the FCALL rows load the Functions
+ * library there, FUNCTION LOAD REPLACE, as `sluice functions --load`
+ * does). For each row:
  *
  *   usec     INFO commandstats after CONFIG RESETSTAT: the command's usec
  *            over its calls (its usec_per_call): the server's own time

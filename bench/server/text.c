@@ -133,7 +133,8 @@ static void print_case_row(const report *rp, int i, bool diag, int width)
 /* ---- Sections ------------------------------------------------------------ */
 
 /* What ran where: the server, the run, the workload, the references. */
-static void text_setting(const report *rp)
+/* The setting; with 'cases', that of the cases' tables too. */
+static void text_setting(const report *rp, bool cases)
 {
     const options *o = &rp->o;
 
@@ -149,6 +150,8 @@ static void text_setting(const report *rp)
            o->seconds, o->repeats, o->repeats == 1 ? "" : "s", rp->cpus,
            rp->cpus == 1 ? "" : "s", rp->load_before[0], rp->load_after[0],
            rp->wall_s);
+    if (!cases)
+        return;
     printf("workload: every call admitted (max 10^12 per %u ms window); "
            "ids \"user:N\", one hot key or %u drawn uniformly;\n"
            "but the \"refused key\" rows: \"%s\", max %u per %u min "
@@ -387,7 +390,7 @@ void print_text(const report *rp)
         if (text_cols(rp->cases[i].label) > *wp)
             *wp = text_cols(rp->cases[i].label);
     }
-    text_setting(rp);
+    text_setting(rp, cases_shown(rp));
     if (cases_shown(rp)) {
         text_table(rp, width);
         text_targets(rp);
