@@ -144,12 +144,13 @@ static void text_setting(const report *rp, bool cases)
            rp->srv.own ? "started here: --save '' --appendonly no, "
                          "emptied before each case"
                        : "given by --store; not emptied");
-    printf("%.3g s per case, median of %u interleaved run%s; %ld CPU%s "
-           "online, shared by client, server and peers;\n"
+    if (cases)
+        printf("%.3g s per case, median of %u interleaved run%s; ",
+               o->seconds, o->repeats, o->repeats == 1 ? "" : "s");
+    printf("%ld CPU%s online, shared by client, server and peers;\n"
            "load average %.2f before, %.2f after; %.0f s in all\n",
-           o->seconds, o->repeats, o->repeats == 1 ? "" : "s", rp->cpus,
-           rp->cpus == 1 ? "" : "s", rp->load_before[0], rp->load_after[0],
-           rp->wall_s);
+           rp->cpus, rp->cpus == 1 ? "" : "s", rp->load_before[0],
+           rp->load_after[0], rp->wall_s);
     if (!cases)
         return;
     printf("workload: every call admitted (max 10^12 per %u ms window); "
