@@ -132,8 +132,11 @@ static void print_case_row(const report *rp, int i, bool diag, int width)
 
 /* ---- Sections ------------------------------------------------------------ */
 
-/* What ran where: the server, the run, the workload, the references. */
-/* The setting; with 'cases', that of the cases' tables too. */
+/*
+ * What ran where: the server and the run; with 'cases' (a case of the
+ * tables was asked for), the cases' setting too: the workload, the
+ * references.
+ */
 static void text_setting(const report *rp, bool cases)
 {
     const options *o = &rp->o;
