@@ -5,6 +5,9 @@
 #   bench/run_server_bench.sh                 the full run (see BENCHMARKS.md)
 #   bench/run_server_bench.sh --quick         a smoke run
 #   bench/run_server_bench.sh --json > out.json
+#   bench/run_server_bench.sh --no-peers --no-diag --only srvtime
+#                                             the server's time per decision
+#                                             alone (bench/module_bench.sh)
 #
 # What it installs, when missing: redis-server and redis-benchmark (Debian's
 # redis-server and redis-tools), Python limits with redis-py (Debian's

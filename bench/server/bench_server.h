@@ -15,6 +15,9 @@
  *               Python peers, and the reading of their output
  *   measure.c   on the server: CPU per decision (commandstats), memory per
  *               key
+ *   srvtime.c   "Server time per decision": SLUICE.HIT, EVALSHA and FCALL
+ *               of every algorithm beside a bare INCR, sent by
+ *               redis-benchmark; its table and its JSON
  *   report.c    what the text and the JSON share: ratios, the targets
  *   text.c      the report as a table
  *   json.c      the report as JSON
@@ -196,6 +199,34 @@ typedef struct mem_row {
     double entries;    /* sliding log: its entries; else 0 */
 } mem_row;
 
+/* ---- Server time per decision (srvtime.c) -------------------------------- */
+
+/* The ways a decision is sent, each a row per algorithm. */
+enum { SRV_MODULE, SRV_SCRIPT, SRV_FCALL, SRV_WAYS };
+
+/* A bare INCR, then each algorithm's module, script and FCALL rows. */
+#define NSRVTIME_ROWS (1 + SRV_WAYS * BENCH_ALGO_N)
+
+/* One row: a command sent by redis-benchmark, and what the server spent. */
+typedef struct srvtime_row {
+    char id[64];          /* for --only and --json: srvtime_fixed_module */
+    int algo;             /* a sluice_algo, or -1: the bare INCR */
+    int way;              /* SRV_..., or -1: the bare INCR */
+    char unavailable[256];/* non-empty: not run, and why */
+    bool ran;
+    double calls;         /* the command's calls in the timed pass */
+    double usec;          /* INFO commandstats: usec per call */
+    double cpu_us;        /* INFO cpu (user + sys) per call; < 0 unknown */
+    double bytes;         /* MEMORY USAGE per key; < 0 unknown */
+    double rps;           /* redis-benchmark's requests per second */
+} srvtime_row;
+
+typedef struct srvtime {
+    srvtime_row rows[NSRVTIME_ROWS];
+    unsigned long calls;  /* per row, timed */
+    char module[96];      /* what SLUICE.VERSION answered, or "" */
+} srvtime;
+
 /* ---- The whole run ------------------------------------------------------- */
 
 typedef struct report {
@@ -227,6 +258,7 @@ typedef struct report {
     /* The native module's rows (fixed window, C callers, 10,000 keys):
        sluice_hit() by engine=module, and by engine=lua; -1: none. */
     int module_case, lua_case;
+    srvtime st;           /* "Server time per decision" */
 } report;
 
 /* ---- In-process callers (threads.c, raw.c) ------------------------------- */
@@ -281,6 +313,7 @@ unsigned workload_callers(const options *o, int w);
 size_t workload_keys(int w);
 void cases_build(report *rp);
 int cases_run(report *rp);
+bool case_selected(const char *only, const char *id);
 
 /* threads.c */
 int run_threads(report *rp, bench_case *c, const keyset *ids,
@@ -302,9 +335,18 @@ int run_rb(report *rp, bench_case *c, run_result *r, char *why,
            size_t why_cap);
 int run_peer(report *rp, bench_case *c, run_result *r, char *why,
              size_t why_cap);
+int rb_command(report *rp, unsigned clients, unsigned keys, unsigned long n,
+               const char *const *cmd, double *rps, char *why,
+               size_t why_cap);
 
 /* measure.c */
 int measure_server(report *rp);
+
+/* srvtime.c */
+void srvtime_build(report *rp);
+void srvtime_run(report *rp);
+void srvtime_text(const report *rp);
+void srvtime_json(const report *rp);
 
 /* report.c */
 double ratio(const report *rp, int num, int den);
@@ -330,6 +372,8 @@ void targets_get(const report *rp, target t[NTARGETS]);
 /* text.c, json.c */
 void print_text(const report *rp);
 void print_json(const report *rp);
+void json_string(const char *s);
+void json_number(double v);
 
 /* util.c */
 double now_s(void);

@@ -326,7 +326,7 @@ static void progress(const report *rp, unsigned pass, int i, const char *what)
  * True when 'id' contains one of the comma-separated texts in 'only', or
  * when 'only' is NULL.
  */
-static bool case_selected(const char *only, const char *id)
+bool case_selected(const char *only, const char *id)
 {
     if (only == NULL)
         return true;

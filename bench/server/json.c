@@ -6,7 +6,7 @@
 #include "bench_server.h"
 
 /* Writes 's' as a JSON string. */
-static void json_string(const char *s)
+void json_string(const char *s)
 {
     putchar('"');
     for (; *s != '\0'; s++) {
@@ -20,7 +20,7 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void json_number(double v)
+void json_number(double v)
 {
     if (v < 0)
         printf("null");
@@ -197,5 +197,7 @@ void print_json(const report *rp)
     printf("\n  ],\n  \"targets\": [");
     json_targets(rp);
     json_server_side(rp);
-    printf("\n  ]\n}\n");
+    printf("\n  ]");
+    srvtime_json(rp);
+    printf("\n}\n");
 }

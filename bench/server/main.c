@@ -87,6 +87,17 @@
  * times by hiredis), and the memory of a key (MEMORY USAGE) for each
  * algorithm, the logs at 100, 1,000 and 10,000 entries.
  *
+ * Last, "Server time per decision" (srvtime.c): each algorithm through the
+ * native module (SLUICE.HIT), its script (EVALSHA) and the Functions
+ * library (FCALL), beside a bare INCR, each sent by redis-benchmark -c 50
+ * -r 1000 on the same 1000 keys: the server's usec per call
+ * (commandstats), its CPU per call (INFO cpu), bytes per key (MEMORY
+ * USAGE), and the ratios with their targets.
+ *
+ * --only picks by id: a case's (--json), "server_cpu" and "server_memory"
+ * for the two measurements above, a row's of the last section
+ * ("srvtime_fixed_module"; "srvtime" for all of them).
+ *
  * Benchmarks measure; they never pass or fail. Exit 0 whether a target is
  * met or not (a peer that cannot run is reported, not fatal), 1 if sluice or
  * the server fails, 2 on a bad option.
@@ -135,6 +146,10 @@ static void usage(FILE *f)
             "sluice rows run the\nscripts (engine=lua) but one: N callers "
             "with engine=module, the native module\n(the server started "
             "here loads sluice.so), beside the same row by script.\n"
+            "Then the server's time per decision of each algorithm through "
+            "the module\n(SLUICE.HIT), its script (EVALSHA) and FCALL, "
+            "beside a bare INCR, each sent by\nredis-benchmark -c 50 -r "
+            "1000 (--quick: fewer calls).\n"
             "Benchmarks never fail: the exit status is 0 whatever the "
             "figures.\n"
             "\n"
@@ -154,7 +169,11 @@ static void usage(FILE *f)
             "  --no-peers     skip rate-limiter-flexible and limits\n"
             "  --no-diag      skip the \"where the time goes\" rows\n"
             "  --only A,B     run only the cases whose JSON id contains A or B "
-            "(e.g. raw_)\n"
+            "(e.g. raw_;\n"
+            "                 server_cpu, server_memory: the sections; "
+            "srvtime: the server time\n"
+            "                 per decision, srvtime_fixed_module: one of "
+            "its rows)\n"
             "  --peers DIR    the peer scripts (default %s)\n"
             "  --python PATH  the Python with python3-limits (default "
             "/usr/bin/python3)\n"
@@ -321,11 +340,13 @@ int main(int argc, char **argv)
             rp.srv.port);
     tools_check(&rp);
     cases_build(&rp);
+    srvtime_build(&rp);
 
     load_average(rp.load_before);
     t0 = now_s();
     if (cases_run(&rp) < 0 || measure_server(&rp) < 0)
         return 1;
+    srvtime_run(&rp);
     server_flush(&rp.srv);
     rp.wall_s = now_s() - t0;
     load_average(rp.load_after);

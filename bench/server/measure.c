@@ -285,28 +285,35 @@ static void stage(const char *what)
 
 /*
  * The server's CPU per decision of each algorithm (a hot key, 10,000 keys,
- * and 10,000 keys in batches), the empty script's, and the memory per key.
+ * and 10,000 keys in batches), the empty script's, and the memory per key;
+ * with --only, each only when named ("server_cpu", "server_memory").
  * Returns 0, or -1 (printed) when sluice fails.
  */
 int measure_server(report *rp)
 {
-    stage("server CPU per decision (commandstats)");
-    for (int a = 0; a < BENCH_ALGO_N; a++)
-        for (int k = 0; k < 3; k++) {
-            cpu_row *row = &rp->cpu[rp->ncpu];
+    rp->empty_usec = rp->empty_cpu_us = -1;
+    if (case_selected(rp->o.only, "server_cpu")) {
+        stage("server CPU per decision (commandstats)");
+        for (int a = 0; a < BENCH_ALGO_N; a++)
+            for (int k = 0; k < 3; k++) {
+                cpu_row *row = &rp->cpu[rp->ncpu];
 
-            row->algo = (sluice_algo)a;
-            row->keys = k == 0 ? 1 : MANY_KEYS;
-            row->batch = k == 2 ? CPU_BATCH : 1;
-            if (cpu_measure(rp, row) < 0) {
-                fprintf(stderr, "\nsluice_bench_server: the commandstats "
-                        "measurement failed: %s\n", sluice_last_error());
-                return -1;
+                row->algo = (sluice_algo)a;
+                row->keys = k == 0 ? 1 : MANY_KEYS;
+                row->batch = k == 2 ? CPU_BATCH : 1;
+                if (cpu_measure(rp, row) < 0) {
+                    fprintf(stderr, "\nsluice_bench_server: the "
+                            "commandstats measurement failed: %s\n",
+                            sluice_last_error());
+                    return -1;
+                }
+                rp->ncpu++;
             }
-            rp->ncpu++;
-        }
-    if (empty_script_measure(rp, &rp->empty_usec, &rp->empty_cpu_us) < 0)
-        rp->empty_usec = rp->empty_cpu_us = -1;
+        if (empty_script_measure(rp, &rp->empty_usec, &rp->empty_cpu_us) < 0)
+            rp->empty_usec = rp->empty_cpu_us = -1;
+    }
+    if (!case_selected(rp->o.only, "server_memory"))
+        return 0;
     stage("server memory per key (MEMORY USAGE)");
     if (memory_measure(rp, rp->mem) < 0) {
         fprintf(stderr, "\nsluice_bench_server: the memory measurement "

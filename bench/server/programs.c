@@ -251,17 +251,17 @@ typedef struct rb_texts {
     char port[16], clients[16], requests[24], keys[24], db[24];
 } rb_texts;
 
-/* The argument vector of 'n' INCRs for case 'c', its texts in 't'. */
-static void rb_argv(const report *rp, const bench_case *c, double n,
-                    char **argv, rb_texts *t)
+/*
+ * The start of redis-benchmark's argument vector: the program and the
+ * server (host, port, login, database), its texts in 't'; answers how many
+ * arguments it wrote.
+ */
+static int rb_argv_server(const report *rp, char **argv, rb_texts *t)
 {
     const server *s = &rp->srv;
     int argc = 0;
 
     snprintf(t->port, sizeof(t->port), "%d", s->port);
-    snprintf(t->clients, sizeof(t->clients), "%u", c->callers);
-    snprintf(t->requests, sizeof(t->requests), "%.0f", n);
-    snprintf(t->keys, sizeof(t->keys), "%zu", c->keys);
     snprintf(t->db, sizeof(t->db), "%ld", s->db);
     argv[argc++] = (char *)rp->o.redis_benchmark;
     argv[argc++] = "-h";
@@ -280,6 +280,18 @@ static void rb_argv(const report *rp, const bench_case *c, double n,
         argv[argc++] = "--dbnum";
         argv[argc++] = t->db;
     }
+    return argc;
+}
+
+/* The argument vector of 'n' INCRs for case 'c', its texts in 't'. */
+static void rb_argv(const report *rp, const bench_case *c, double n,
+                    char **argv, rb_texts *t)
+{
+    int argc = rb_argv_server(rp, argv, t);
+
+    snprintf(t->clients, sizeof(t->clients), "%u", c->callers);
+    snprintf(t->requests, sizeof(t->requests), "%.0f", n);
+    snprintf(t->keys, sizeof(t->keys), "%zu", c->keys);
     argv[argc++] = "-t";
     argv[argc++] = "incr";
     argv[argc++] = "-c";
@@ -326,6 +338,68 @@ int run_rb(report *rp, bench_case *c, run_result *r, char *why,
     r->cli_cs = child_cs;
     r->key_calls = -1;
     c->rb_guess = r->rate; /* the next run lasts about --seconds */
+    return 0;
+}
+
+/*
+ * The requests per second on the --csv line of a command's run: the line
+ * after the header ("test",...), its second field. -1 if there is none.
+ */
+static double rb_csv_rps(const char *out)
+{
+    for (const char *p = out; p != NULL && *p != '\0';) {
+        const char *field;
+
+        if (*p == '"' && strncmp(p, "\"test\",", 7) != 0 &&
+            (field = strstr(p, "\",\"")) != NULL &&
+            field < p + strcspn(p, "\n"))
+            return strtod(field + 3, NULL);
+        p = strchr(p, '\n');
+        if (p != NULL)
+            p++;
+    }
+    return -1;
+}
+
+/*
+ * Runs redis-benchmark with a command of its own: 'n' calls of 'cmd' (its
+ * words, NULL-ended; each __rand_int__ in them is a number drawn below
+ * 'keys') from 'clients' connections, -r 'keys'. Its requests per second
+ * into '*rps'. Returns 0, or -1 with 'why' filled (it could not run, or
+ * the server answered an error).
+ */
+int rb_command(report *rp, unsigned clients, unsigned keys, unsigned long n,
+               const char *const *cmd, double *rps, char *why,
+               size_t why_cap)
+{
+    char out[8192], *argv[64];
+    rb_texts t;
+    int argc = rb_argv_server(rp, argv, &t), status;
+    double cpu;
+
+    snprintf(t.clients, sizeof(t.clients), "%u", clients);
+    snprintf(t.requests, sizeof(t.requests), "%lu", n);
+    snprintf(t.keys, sizeof(t.keys), "%u", keys);
+    argv[argc++] = "-c";
+    argv[argc++] = t.clients;
+    argv[argc++] = "-r";
+    argv[argc++] = t.keys;
+    argv[argc++] = "-n";
+    argv[argc++] = t.requests;
+    argv[argc++] = "--csv";
+    for (int i = 0; cmd[i] != NULL && argc < 63; i++)
+        argv[argc++] = (char *)cmd[i];
+    argv[argc] = NULL;
+    status = child_run(argv, out, sizeof(out),
+                       (double)n / 500 + PEER_OVERHEAD_S, &cpu);
+    *rps = rb_csv_rps(out);
+    if (status != 0 || *rps < 0 || strstr(out, "Error from server") != NULL) {
+        char line[200];
+
+        last_line(out, line, sizeof(line));
+        snprintf(why, why_cap, "redis-benchmark failed: %s", line);
+        return -1;
+    }
     return 0;
 }
 

@@ -132,8 +132,12 @@ static void print_case_row(const report *rp, int i, bool diag, int width)
 
 /* ---- Sections ------------------------------------------------------------ */
 
-/* What ran where: the server, the run, the workload, the references. */
-static void text_setting(const report *rp)
+/*
+ * What ran where: the server and the run; with 'cases' (a case of the
+ * tables was asked for), the cases' setting too: the workload, the
+ * references.
+ */
+static void text_setting(const report *rp, bool cases)
 {
     const options *o = &rp->o;
 
@@ -143,12 +147,15 @@ static void text_setting(const report *rp)
            rp->srv.own ? "started here: --save '' --appendonly no, "
                          "emptied before each case"
                        : "given by --store; not emptied");
-    printf("%.3g s per case, median of %u interleaved run%s; %ld CPU%s "
-           "online, shared by client, server and peers;\n"
+    if (cases)
+        printf("%.3g s per case, median of %u interleaved run%s; ",
+               o->seconds, o->repeats, o->repeats == 1 ? "" : "s");
+    printf("%ld CPU%s online, shared by client, server and peers;\n"
            "load average %.2f before, %.2f after; %.0f s in all\n",
-           o->seconds, o->repeats, o->repeats == 1 ? "" : "s", rp->cpus,
-           rp->cpus == 1 ? "" : "s", rp->load_before[0], rp->load_after[0],
-           rp->wall_s);
+           rp->cpus, rp->cpus == 1 ? "" : "s", rp->load_before[0],
+           rp->load_after[0], rp->wall_s);
+    if (!cases)
+        return;
     printf("workload: every call admitted (max 10^12 per %u ms window); "
            "ids \"user:N\", one hot key or %u drawn uniformly;\n"
            "but the \"refused key\" rows: \"%s\", max %u per %u min "
@@ -368,6 +375,15 @@ static void text_memory(const report *rp)
 
 /* ---- The report ---------------------------------------------------------- */
 
+/* Whether --only names a case of the tables (then they are shown). */
+static bool cases_shown(const report *rp)
+{
+    for (int i = 0; i < rp->ncases; i++)
+        if (case_selected(rp->o.only, rp->cases[i].id))
+            return true;
+    return false;
+}
+
 void print_text(const report *rp)
 {
     int width = 32, dwidth = 48; /* the label columns, at least */
@@ -378,13 +394,16 @@ void print_text(const report *rp)
         if (text_cols(rp->cases[i].label) > *wp)
             *wp = text_cols(rp->cases[i].label);
     }
-    text_setting(rp);
-    text_table(rp, width);
-    text_targets(rp);
-    if (rp->o.diag)
-        text_diag(rp, dwidth);
+    text_setting(rp, cases_shown(rp));
+    if (cases_shown(rp)) {
+        text_table(rp, width);
+        text_targets(rp);
+        if (rp->o.diag)
+            text_diag(rp, dwidth);
+    }
     if (rp->ncpu > 0)
         text_cpu(rp);
     if (rp->nmem > 0)
         text_memory(rp);
+    srvtime_text(rp);
 }
