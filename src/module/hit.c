@@ -342,7 +342,8 @@ int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,
     hit_args a;
     char token[40];
     size_t token_len;
-    int at;
+    sluice_decision small[16], *d;
+    int at, n, rc = 0;
 
     if (RedisModule_IsKeysPositionRequest(ctx))
         return hitmany_keys(ctx, argv, argc);
@@ -362,27 +363,37 @@ int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (!a.has_now)
         a.now_ms = a.server_ms;
     token_len = sluice__mod_token(token);
-    RedisModule_ReplyWithArray(ctx, (long)(argc - a.keys_at) * 2);
-    for (int i = a.keys_at; i < argc; i += 2) {
-        sluice_decision d;
+    n = (argc - a.keys_at) / 2;
+    d = n <= (int)(sizeof(small) / sizeof(small[0]))
+            ? small
+            : RedisModule_Alloc(sizeof(*d) * (size_t)n);
+    for (int i = 0; i < n && rc >= 0; i++) {
         uint64_t cost = 1;
         size_t len;
-        const char *text = RedisModule_StringPtrLen(argv[i + 1], &len);
-        int rc;
+        const char *text = RedisModule_StringPtrLen(argv[a.keys_at + 2 * i + 1],
+                                                    &len);
 
         /* Checked by check_pairs(): it reads. */
         sluice__parse_u64(text, len, 1, SLUICE_MAX_MAX, &cost);
-        rc = decide_one(ctx, glue, &a, argv[i], cost,
-                        (unsigned)(i - a.keys_at) / 2 + 1, token, token_len,
-                        &d);
-        if (rc == SLUICE__MODULE_FOREIGN)
-            d = (sluice_decision){.allowed = -1};
-        if (rc < 0)
-            for (int k = 0; k < 4; k++)
-                sluice__mod_error(ctx, "%s", sluice_strerror(rc));
-        else
-            reply_decision(ctx, &d);
+        rc = decide_one(ctx, glue, &a, argv[a.keys_at + 2 * i], cost,
+                        (unsigned)i + 1, token, token_len, &d[i]);
+        if (rc == SLUICE__MODULE_FOREIGN) {
+            d[i] = (sluice_decision){.allowed = -1};
+            rc = 0;
+        }
     }
+    /* As the script: a request that fails ends the call with its error;
+       those before it keep what they counted, those after it are not
+       decided. */
+    if (rc < 0) {
+        sluice__mod_error(ctx, "%s", sluice_strerror(rc));
+    } else {
+        RedisModule_ReplyWithArray(ctx, (long)n * 4);
+        for (int i = 0; i < n; i++)
+            reply_decision(ctx, &d[i]);
+    }
+    if (d != small)
+        RedisModule_Free(d);
     return REDISMODULE_OK;
 }
 

@@ -683,6 +683,39 @@ static void test_counter_bad_count(void)
     snap_free(&after);
 }
 
+/*
+ * The same in the middle of a HITMANY, [fresh, bad count, fresh]: the
+ * script stops at the bad key with its error, the first key keeping its
+ * count and the third untouched; the module answers one error too (not an
+ * array with an error in it), and leaves the keys as the script does.
+ */
+static void test_hitmany_bad_count(void)
+{
+    call c = {.algo = &cases[0], .max = 5, .window_ms = 60000,
+              .now_ms = 1700000000000ULL, .n = 3,
+              .reqs = {{"first", 1}, {"bad", 1}, {"third", 2}}};
+    uint64_t idx = c.now_ms / c.window_ms;
+    const char *prefixes[2] = {"m:", "l:"};
+    redisReply *r;
+
+    for (int i = 0; i < 2; i++) {
+        rs_ok(&server, "DEL %sfirst %sbad %sthird", prefixes[i], prefixes[i],
+              prefixes[i]);
+        rs_ok(&server, "HSET %sbad w 60000 i %" PRIu64 " c x p 0",
+              prefixes[i], idx);
+    }
+    r = by_module(&server, &c, "m:");
+    CHECK(r != NULL && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = by_script(&server, &c, "l:");
+    CHECK(r != NULL && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    CHECK(check_twins(&server, "m:first", "l:first"));
+    CHECK(check_twins(&server, "m:bad", "l:bad"));
+    CHECK(rs_int(&server, "EXISTS m:first") == 1);
+    CHECK(rs_int(&server, "EXISTS m:third l:third") == 0);
+}
+
 /* ---- Effects: a replica and the AOF -------------------------------------- */
 
 /* Waits until 'replica' follows its master; false after 10 s. */
@@ -922,6 +955,7 @@ int main(int argc, char **argv)
         test_odd(&cases[i]);
     }
     test_counter_bad_count();
+    test_hitmany_bad_count();
     rng_state = seed + 200;
     test_effects();
     rs_stop(&server);
