@@ -44,7 +44,9 @@ typedef struct sluice__epoch_slot {
 
 typedef struct sluice__epoch {
     _Alignas(64) _Atomic uint64_t global; /* starts at 1; 0 means outside */
-    _Atomic uint64_t scan_ms; /* when the slots were last scanned */
+    /* When the slots were last scanned: written by reclaiming threads, so
+       not on the line of 'global', which every call reads. */
+    _Alignas(64) _Atomic uint64_t scan_ms;
     sluice__epoch_slot slots[SLUICE__EPOCH_SLOTS];
 } sluice__epoch;
 

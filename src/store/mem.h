@@ -67,10 +67,14 @@ typedef struct table {
 } table;
 
 typedef struct shard {
-    pthread_mutex_t lock;
     /* What lock-free readers read: the table's address, with log2 of its
-       size in the low 6 bits (tables are 64-byte aligned), in one load. */
+       size in the low 6 bits (tables are 64-byte aligned), in one load. It
+       has its cache line to itself: it changes only when the table grows,
+       where the lock and the fields below change with every new key, sweep
+       and removal, and would take the line from every other thread's
+       lock-free reads. */
     _Atomic uintptr_t table;
+    _Alignas(64) pthread_mutex_t lock;
     bucket *buckets;        /* table->b and table->n, for the lock's holder */
     size_t nbuckets;
     entry *retired;         /* unlinked, to be freed after a grace period */
@@ -90,15 +94,18 @@ typedef struct padded_shard {
 } padded_shard;
 
 typedef struct mem_store {
+    /* Read by every call, written only at open: a cache line that every
+       thread keeps, apart from the counts below, which every new key and
+       every removal writes. */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
     uint64_t seed;
     size_t max_keys;
-    _Atomic size_t keys;
+    _Alignas(64) _Atomic size_t keys;
     _Atomic uint64_t full;
     _Atomic uint64_t last_full_sweep_ms;
     _Atomic uint64_t trimmed_ms; /* when memory was last given back */
-    sluice__epoch epoch;
+    sluice__epoch epoch; /* its own cache lines */
     padded_shard shards[SHARDS];
 } mem_store;
 
