@@ -5,6 +5,9 @@
 #   . bench/private_server.sh
 #   bench_server_start [redis-server arguments...]   sets $port, $pid, $tmp
 #
+# BENCH_SERVER_UNDER, when set, is put before redis-server (a tool that runs
+# it in the same process, as valgrind does: its PID is still the server's).
+#
 # Every command a script sends to it goes through 'bench_timeout' (a
 # bound of BENCH_TIMEOUT seconds, default 600), so a server that died or a
 # port taken by another never leaves a client spinning.
@@ -30,11 +33,12 @@ bench_free_port() {
 bench_server_start() {
     port=$(bench_free_port)
     tmp=$(mktemp -d)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$tmp" --daemonize no "$@" >"$tmp/log" 2>&1 &
+    ${BENCH_SERVER_UNDER:-} redis-server --port "$port" --bind 127.0.0.1 \
+        --save '' --appendonly no --dir "$tmp" --daemonize no "$@" \
+        >"$tmp/log" 2>&1 &
     pid=$!
     trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-    for _ in $(seq 1 100); do
+    for _ in $(seq 1 400); do
         redis-cli -p "$port" PING >/dev/null 2>&1 && break
         sleep 0.05
     done

@@ -37,24 +37,14 @@ done
 [ -f "$MODULE" ] && [ -x "$SLUICE" ] ||
     { echo "server_instructions: build $BUILD first (sluice.so, cli/sluice)" >&2; exit 1; }
 . "$(dirname "$0")/private_server.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
 # One server under callgrind for every case, counting only inside call()
 # (the command, its reply, its replication, its commandstats: what INFO
 # commandstats times).
-port=$(bench_free_port)
-valgrind --tool=callgrind --toggle-collect=call \
-    --callgrind-out-file="$work/cg.out" \
-    redis-server --port "$port" --bind 127.0.0.1 --save '' \
-    --appendonly no --dir "$work" --loadmodule "$MODULE" \
-    >"$work/server.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 1 300); do
-    redis-cli -p "$port" PING >/dev/null 2>&1 && break
-    sleep 0.1
-done
+work=$(mktemp -d)
+BENCH_SERVER_UNDER="valgrind --tool=callgrind --toggle-collect=call"
+BENCH_SERVER_UNDER+=" --callgrind-out-file=$work/cg.out"
+bench_server_start --loadmodule "$MODULE"
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp" "$work"' EXIT
 rcli() { bench_timeout redis-cli -p "$port" "$@"; }
 "$SLUICE" functions --load --store "valkey://127.0.0.1:$port" >/dev/null
 "$SLUICE" peek probe --algo fixed --max 1 --window 1s \
