@@ -17,7 +17,10 @@
  * get the effects: INCRBY for a count added on a window already armed (the
  * common admit, as the script's own INCRBY is replicated), SET key count
  * PXAT expiry where a window is armed, PEXPIREAT for a new TTL alone,
- * nothing for a decision that changes nothing.
+ * nothing for a decision that changes nothing. Keyspace events are the
+ * script's commands': "incrby" for every hit (a refusal a second one: the
+ * server fires "incrby" for DECRBY too), "del" and "incrby" for a window
+ * restarted at PTTL 0, "expire" wherever the script's PEXPIRE runs.
  */
 #include "module/module.h"
 
@@ -147,18 +150,26 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
     now = (long long)call->server_ms;
     *n = v + by;
     *ttl = w;
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
     if (*n == by) { /* created (or was "0"): arm the window */
         arm = true;
     } else if ((*ttl = counter_pttl(&c, now, &at)) == 0) {
         *n = by; /* the old window is over: this one starts anew */
         *ttl = w;
         arm = true;
+        /* The script's DEL and INCRBY. */
+        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "del");
+        sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
     } else if (*ttl < 0) { /* no TTL: give it one, so it never blocks */
         *ttl = w;
         arm = true;
     }
+    if (arm)
+        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     /* As the script compares: its count is a double. */
     admit = !((double)*n > (double)cap);
+    if (!admit) /* the script's DECRBY: the server names it "incrby" */
+        sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
     len = sluice__mod_ll_text(text, *n);
     if (admit && c.raw != NULL && c.raw_len == len)
         memcpy(c.raw, text, len); /* in place: the same length */
@@ -217,6 +228,7 @@ static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
         } else if (pttl < 0) {
             at = now + (long long)call->limit->window_ms;
             RedisModule_SetAbsExpire(c->key, at);
+            sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
             counter_replicate(call, CHANGED_EXPIRY, NULL, 0, 0, at);
         } else {
             ttl = (double)pttl;
