@@ -24,7 +24,9 @@
  *     is fired in another class than the script's command fires it. Also
  *     SLUICE.EMQINCR and SLUICE.EMQTTL against emq_incr.lua and
  *     emq_ttl.lua, SLUICE.RESET against DEL, and a key that expired, met
- *     by a call ("expired" fired by the server, active expiry off).
+ *     by a call ("expired" fired by the server, active expiry off), and
+ *     the fixed window met in the ms its window ends (PTTL 0: the script's
+ *     DEL, INCRBY, PEXPIRE), hit by timing the call on the server's clock.
  *   - WATCH: a connection WATCHes a key, one call runs on another
  *     connection, then MULTI/EXEC: EXEC must be aborted exactly when the
  *     script's twin call aborts it. For every algorithm a refusal and a
@@ -374,6 +376,96 @@ static void test_expired(void)
         twin_step(&c, TEST_ALGO_N + 1);
         CHECK(strstr(seen[TEST_ALGO_N + 1], ",expired,") != NULL);
     }
+    test_context(NULL);
+}
+
+/* The server's clock in ms (TIME). */
+static long long server_ms(void)
+{
+    redisReply *r = rs_cmd(&server, "TIME");
+    long long ms = -1;
+
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/*
+ * One fixed-window hit on 'key' (max 5, window 60 s) timed for the very ms
+ * its count's window ends: the count is given an expiry a few ms ahead,
+ * and the hit is sent once the server's clock reads that ms (PTTL 0: the
+ * script's DEL, INCRBY, PEXPIRE). The moment may be missed either way (a
+ * plain hit, or "expired"): the caller compares the sequences met.
+ */
+static void restart_attempt(const char *key, bool module, evs *out)
+{
+    char mkey[80], now[24];
+    long long at;
+    mf_answer ans;
+    mf_request rq = {.algo = SLUICE_FIXED, .max = 5, .window_ms = 60000,
+                     .cost = 1, .now_ms = -1};
+
+    snprintf(mkey, sizeof(mkey), "%s:%s", module ? "m" : "s", key);
+    rs_ok(&server, "SET %s 1", mkey);
+    at = server_ms() + 4;
+    rs_ok(&server, "PEXPIREAT %s %lld", mkey, at);
+    drain();
+    while (server_ms() < at)
+        ;
+    snprintf(now, sizeof(now), "%lld", at);
+    if (module)
+        mf_module_hit(&server, mkey, &rq, &ans);
+    else
+        mf_script_hit(&server, mkey, &rq, now, &ans);
+    collect(out);
+}
+
+/* The events of 'v' as one line, into 'out'. */
+static void joined(const evs *v, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int i = 0; i < v->n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "[%s]", v->e[i]);
+}
+
+/*
+ * The fixed window restarted at PTTL 0: every sequence the module fired
+ * over the attempts is one the script fired, and both met the restart
+ * (a "del") at least once.
+ */
+static void test_fixed_restart(void)
+{
+    char seqs[2][4][512], line[512];
+    int n[2] = {0, 0};
+    bool restarted[2] = {false, false};
+    evs v;
+
+    test_context("fixed: a hit at PTTL 0");
+    for (int i = 0; i < 400 && !(restarted[0] && restarted[1] && i >= 40);
+         i++) {
+        int side = i & 1, k;
+
+        restart_attempt("restart:fixed", side == 1, &v);
+        joined(&v, line, sizeof(line));
+        restarted[side] |= strstr(line, " del]") != NULL;
+        for (k = 0; k < n[side] && strcmp(seqs[side][k], line) != 0; k++)
+            ;
+        if (k == n[side] && CHECK(n[side] < 4))
+            snprintf(seqs[side][n[side]++], sizeof(seqs[0][0]), "%s", line);
+    }
+    CHECK(restarted[0] && restarted[1]);
+    for (int k = 0; k < n[1]; k++) {
+        bool found = false;
+
+        for (int j = 0; j < n[0]; j++)
+            found |= strcmp(seqs[1][k], seqs[0][j]) == 0;
+        if (!found)
+            fprintf(stderr, "  module only: %s\n", seqs[1][k]);
+        CHECK(found);
+    }
+    for (int j = 0; j < n[0]; j++)
+        printf("fixed at PTTL 0, the script fired one of: %s\n", seqs[0][j]);
     test_context(NULL);
 }
 
@@ -768,6 +860,7 @@ int main(int argc, char **argv)
         return test_summary("test_module_events");
     test_scenes();
     test_expired();
+    test_fixed_restart();
     for (unsigned a = 0; a < SLUICE__ALGO_N; a++) {
         rng_state = seed + a;
         run_trace((sluice_algo)a, "kea", 300, seed);
