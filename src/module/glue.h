@@ -73,6 +73,18 @@ static inline void sluice__mod_event(const sluice__mod_call *call, int type,
     RedisModule_NotifyKeyspaceEvent(call->ctx, type, event, call->key);
 }
 
+/*
+ * A further write of the same decision on the same key, after one that
+ * went through sluice__mod_event(): its event only. The key is signalled
+ * once a decision: a second signal would show a watcher or a tracking
+ * client nothing more (no client runs between the two).
+ */
+static inline void sluice__mod_event_more(const sluice__mod_call *call,
+                                          int type, const char *event)
+{
+    RedisModule_NotifyKeyspaceEvent(call->ctx, type, event, call->key);
+}
+
 typedef struct sluice__module_glue {
     /* Decides 'call' as the algorithm's script does, every field of 'out'
        (allowed, remaining, retry_after_ms, reset_after_ms) equal to what the

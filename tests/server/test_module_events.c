@@ -30,10 +30,12 @@
  *   - WATCH: a connection WATCHes a key, one call runs on another
  *     connection, then MULTI/EXEC: EXEC must be aborted exactly when the
  *     script's twin call aborts it. For every algorithm a refusal and a
- *     peek that write nothing (EXEC runs), and an admit (aborted); the
- *     fixed window's refusal, whose script runs INCRBY and DECRBY, aborts
- *     in both; SLUICE.EMQTTL never aborts; SLUICE.RESET of a missing key
- *     does not, of a key does.
+ *     peek that write nothing (EXEC runs), admits on a new key and on one
+ *     with room (aborted), a log's peek whose trim removes units
+ *     (aborted); the fixed window's refusal, whose script runs INCRBY and
+ *     DECRBY, aborts in both, and so does its peek of a count without a
+ *     TTL (PEXPIRE); SLUICE.EMQTTL never aborts; SLUICE.RESET of a missing
+ *     key does not, of a key does.
  *
  * Usage: test_module_events [SEED] (or SLUICE_TEST_SEED=N).
  */
@@ -758,15 +760,18 @@ static void watch_both(const char *key, const char *const *script,
     CHECK(m == l);
 }
 
-/* A request's arguments, module or script, on 'key' at T0. */
+/* A request's arguments, module or script, on 'key' at T0 + 'at' ('bufs':
+   72 bytes for the numbers and the script's token, unique). */
 static void request_argv(const char **argv, char *bufs, sluice_algo a,
-                         const char *key, uint64_t max, bool peek,
-                         bool module)
+                         const char *key, uint64_t max, long long at,
+                         bool peek, bool module)
 {
-    char *mx = bufs, *now = bufs + 24;
+    static long tokens;
+    char *mx = bufs, *now = bufs + 24, *token = bufs + 48;
 
     snprintf(mx, 24, "%" PRIu64, max);
-    snprintf(now, 24, "%lld", T0);
+    snprintf(now, 24, "%lld", T0 + at);
+    snprintf(token, 24, "w%ld", ++tokens);
     if (module) {
         const char *v[] = {"SLUICE.HIT", key, sluice_algo_name(a), mx, "60000",
                            "NOW", now, peek ? "PEEK" : NULL, NULL};
@@ -775,41 +780,65 @@ static void request_argv(const char **argv, char *bufs, sluice_algo a,
         return;
     }
     const char *v[] = {"EVALSHA", sluice__algos[a]->script->sha1, "1", key,
-                       mx, "60000", peek ? "0" : "1", now, "tok", "1", NULL};
+                       mx, "60000", peek ? "0" : "1", now, token, "1", NULL};
 
     memcpy(argv, v, sizeof(v));
 }
 
-/* For each algorithm: a refusal, a peek, an admit under WATCH. */
+/* One call under WATCH: on key 'key' (a suffix), max, at T0 + 'at'; EXEC's
+   outcome for the fixed window, for the logs, for the others. */
+typedef struct watch_step {
+    const char *what, *key, *setup;
+    uint64_t max;
+    long long at;
+    bool peek;
+    int fixed, logs, others;
+} watch_step;
+
+#define RAN EXEC_RAN
+#define ABORTED EXEC_ABORTED
+
+static const watch_step watch_steps[] = {
+    {"first hit", "a", NULL, 1, 0, false, ABORTED, ABORTED, ABORTED},
+    /* The fixed window's script refuses with INCRBY and DECRBY. */
+    {"refusal", "a", NULL, 1, 0, false, ABORTED, RAN, RAN},
+    {"peek", "a", NULL, 1, 0, true, RAN, RAN, RAN},
+    {"admit", "b", NULL, 5, 0, false, ABORTED, ABORTED, ABORTED},
+    {"admit again", "b", NULL, 5, 0, false, ABORTED, ABORTED, ABORTED},
+    /* Two windows on, a log's peek trims all it holds. */
+    {"peek, windows on", "b", NULL, 5, 2 * W, true, RAN, ABORTED, RAN},
+    /* The fixed window's peek gives a count without a TTL one. */
+    {"peek, no TTL", "c", "SET %s 1", 5, 0, true, ABORTED, RAN, RAN},
+};
+
+/* For each algorithm, the steps above under WATCH. */
 static void test_watch_algos(void)
 {
     for (unsigned a = 0; a < SLUICE__ALGO_N; a++) {
         const char *name = sluice_algo_name((sluice_algo)a);
-        const char *sv[12], *mv[12];
-        char key[64], sk[80], mk[80], sb[48], mb[48];
+        bool log = a == SLUICE_SLIDING_LOG || a == SLUICE_COMPACT_LOG;
 
-        snprintf(key, sizeof(key), "watch:%s", name);
-        snprintf(sk, sizeof(sk), "s:%s", key);
-        snprintf(mk, sizeof(mk), "m:%s", key);
-        /* A first hit fills max 1 on both. */
-        request_argv(sv, sb, (sluice_algo)a, sk, 1, false, false);
-        request_argv(mv, mb, (sluice_algo)a, mk, 1, false, true);
-        test_context("watch %s: first hit", name);
-        watch_both(key, sv, mv, EXEC_ABORTED);
-        test_context("watch %s: refusal", name);
-        /* The fixed window's script refuses with INCRBY and DECRBY. */
-        watch_both(key, sv, mv, a == SLUICE_FIXED ? EXEC_ABORTED : EXEC_RAN);
-        test_context("watch %s: peek", name);
-        request_argv(sv, sb, (sluice_algo)a, sk, 1, true, false);
-        request_argv(mv, mb, (sluice_algo)a, mk, 1, true, true);
-        watch_both(key, sv, mv, EXEC_RAN);
-        test_context("watch %s: admit", name);
-        snprintf(sk, sizeof(sk), "s:%s:2", key);
-        snprintf(mk, sizeof(mk), "m:%s:2", key);
-        snprintf(key + strlen(key), sizeof(key) - strlen(key), ":2");
-        request_argv(sv, sb, (sluice_algo)a, sk, 1, false, false);
-        request_argv(mv, mb, (sluice_algo)a, mk, 1, false, true);
-        watch_both(key, sv, mv, EXEC_ABORTED);
+        for (size_t i = 0; i < NELEM(watch_steps); i++) {
+            const watch_step *ws = &watch_steps[i];
+            const char *sv[12], *mv[12];
+            char key[64], sk[80], mk[80], sb[72], mb[72];
+
+            if (ws->setup != NULL && a != SLUICE_FIXED)
+                continue;
+            snprintf(key, sizeof(key), "watch:%s:%s", name, ws->key);
+            snprintf(sk, sizeof(sk), "s:%s", key);
+            snprintf(mk, sizeof(mk), "m:%s", key);
+            if (ws->setup != NULL)
+                setup_twins(ws->setup, key);
+            request_argv(sv, sb, (sluice_algo)a, sk, ws->max, ws->at,
+                         ws->peek, false);
+            request_argv(mv, mb, (sluice_algo)a, mk, ws->max, ws->at,
+                         ws->peek, true);
+            test_context("watch %s: %s", name, ws->what);
+            watch_both(key, sv, mv, a == SLUICE_FIXED ? ws->fixed
+                                    : log             ? ws->logs
+                                                      : ws->others);
+        }
     }
     test_context(NULL);
 }

@@ -229,8 +229,8 @@ static bool append_in_place(const sluice__mod_call *call,
        header. */
     sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "setrange");
     if (first < cost)
-        sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "setrange");
-    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "setrange");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "setrange");
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "setrange");
     /* The header and what follows it, up to the wrapped units' end or, when
        the tail is slot 0, the new units' end: one run of bytes. */
     if (tail == 0) {
@@ -274,7 +274,7 @@ static int append(const sluice__mod_call *call, RedisModuleKey *key, ring *r,
     if (extend) {
         at = (long long)call->server_ms + w;
         RedisModule_SetAbsExpire(key, at);
-        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     }
     if (whole > 0) {
         size_t len;

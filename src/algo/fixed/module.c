@@ -158,18 +158,18 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
         *ttl = w;
         arm = true;
         /* The script's DEL and INCRBY. */
-        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "del");
-        sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "del");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "incrby");
     } else if (*ttl < 0) { /* no TTL: give it one, so it never blocks */
         *ttl = w;
         arm = true;
     }
     if (arm)
-        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     /* As the script compares: its count is a double. */
     admit = !((double)*n > (double)cap);
     if (!admit) /* the script's DECRBY: the server names it "incrby" */
-        sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "incrby");
     len = sluice__mod_ll_text(text, *n);
     if (admit && c.raw != NULL && c.raw_len == len)
         memcpy(c.raw, text, len); /* in place: the same length */

@@ -62,7 +62,7 @@ static void write_tat(const sluice__mod_call *call, RedisModuleKey *key,
     RedisModule_SetAbsExpire(key, at);
     /* SET ... PX fires both. */
     sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "set");
-    sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     sluice__mod_replicate_set(call->ctx, call->key, text, len, at);
 }
 

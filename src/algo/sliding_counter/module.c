@@ -179,7 +179,7 @@ static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
     }
     sluice__mod_event(call, REDISMODULE_NOTIFY_HASH, "hset");
     RedisModule_SetAbsExpire(key, at);
-    sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     RedisModule_Replicate(call->ctx, "HSET", "sssssssss", call->key, n[0],
                           s[0], n[1], s[1], n[2], s[2], n[3], s[3]);
     RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);

@@ -212,7 +212,10 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
         }
         RedisModule_Replicate(call->ctx, "ZADD", "sv", call->key, argv,
                               (size_t)(2 * n));
-        sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zadd");
+        if (i == 0)
+            sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zadd");
+        else
+            sluice__mod_event_more(call, REDISMODULE_NOTIFY_ZSET, "zadd");
         for (uint64_t j = 0; j < n; j++)
             RedisModule_FreeString(call->ctx, argv[2 * j + 1]);
         i += n;
@@ -225,7 +228,7 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
         expire_at - (long long)call->server_ms < w) {
         expire_at = (long long)call->server_ms + w;
         RedisModule_SetAbsExpire(key, expire_at);
-        sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
         RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
                               expire_at);
     }
@@ -256,7 +259,7 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
             RedisModule_ValueLength(key) == 0) {
             if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY)
                 RedisModule_DeleteKey(key);
-            sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "del");
+            sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "del");
         }
         total = (double)RedisModule_ValueLength(key);
     }
