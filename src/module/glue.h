@@ -22,9 +22,12 @@
  * sluice__mod_event(), the keyspace event that command fires, of its class
  * and in the script's order (INCRBY "incrby", PEXPIRE "expire", HSET
  * "hset", ...), and signals the key modified (WATCH, client tracking) as
- * the command does. The module opens keys without the server's implicit
- * signal (module.c), so a decision that writes nothing -- a refusal, a peek
- * -- fires and signals nothing, as the script.
+ * the command does, once a decision (sluice__mod_event_more() for the
+ * writes after the first). The module opens keys without the server's
+ * implicit signal (module.c), so a decision that writes nothing -- a
+ * refusal, a peek -- fires and signals nothing, as the script. Events are
+ * fired after the write they stand for, so that the server's own "new",
+ * for a key the write made, comes first, as the command fires it.
  */
 #ifndef SLUICE_MODULE_GLUE_H
 #define SLUICE_MODULE_GLUE_H

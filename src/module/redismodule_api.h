@@ -103,11 +103,12 @@
 /* ---- Keyspace events and modified keys ------------------------------------ */
 
 /* NotifyKeyspaceEvent()'s classes: the letters of notify-keyspace-events
-   (g, $, h, z) that a subscriber's configuration selects. */
+   (g, $, h, z, n) that a subscriber's configuration selects. */
 #define REDISMODULE_NOTIFY_GENERIC (1 << 2)
 #define REDISMODULE_NOTIFY_STRING (1 << 3)
 #define REDISMODULE_NOTIFY_HASH (1 << 6)
 #define REDISMODULE_NOTIFY_ZSET (1 << 7)
+#define REDISMODULE_NOTIFY_NEW (1 << 14) /* "new": a key made (7.0+) */
 
 /* SetModuleOptions(): a key opened for writing is not signalled as
    modified (WATCH, client tracking) when it is closed; the module calls

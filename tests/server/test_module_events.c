@@ -20,8 +20,9 @@
  *     PTTL it just set on a clock that may have moved a ms, where the
  *     module's call reads one clock, so a log's "PTTL < window" could
  *     differ by chance), first with notify-keyspace-events KEA,
- *     then once for each class alone (g, $, h, z), which fails if an event
- *     is fired in another class than the script's command fires it. Also
+ *     then once for each class alone (g, $, h, z, n), which fails if an
+ *     event is fired in another class than the script's command fires it,
+ *     and once with KEAn ("new" in its place among the others). Also
  *     SLUICE.EMQINCR and SLUICE.EMQTTL against emq_incr.lua and
  *     emq_ttl.lua, SLUICE.RESET against DEL, and a key that expired, met
  *     by a call ("expired" fired by the server, active expiry off), and
@@ -448,6 +449,8 @@ static void test_fixed_restart(void)
     evs v;
 
     test_context("fixed: a hit at PTTL 0");
+    /* With "new" too: the script's second INCRBY makes the key anew. */
+    CHECK(rs_ok(&server, "CONFIG SET notify-keyspace-events KEAn") == 0);
     for (int i = 0; i < 400 && (met[0] < 5 || met[1] < 5); i++) {
         int side = i & 1;
 
@@ -466,6 +469,8 @@ static void test_fixed_restart(void)
         CHECK(side == 0 || want[0] == '\0' || strcmp(line, want) == 0);
     }
     CHECK(met[0] > 0 && met[1] > 0 && strcmp(first, want) == 0);
+    CHECK(strstr(want, " new]") != NULL);
+    CHECK(rs_ok(&server, "CONFIG SET notify-keyspace-events KEA") == 0);
     test_context(NULL);
 }
 
@@ -604,7 +609,8 @@ static bool any_seen(void)
  */
 static void test_classes(uint64_t seed)
 {
-    static const char *const classes[] = {"KEg", "KE$", "KEh", "KEz"};
+    static const char *const classes[] = {"KEg", "KE$", "KEh", "KEz", "KEn",
+                                          "KEAn"};
 
     for (size_t i = 0; i < NELEM(classes); i++) {
         char round[16];

@@ -8,9 +8,9 @@
  * it is. An admitted hit writes TAT as the script does (SET key TAT PX
  * reset_after_ms), and sends replicas and the AOF SET key TAT PXAT expiry;
  * a refusal or a peek writes nothing. The events are SET ... PX's ("set",
- * then "expire"), on an admitted hit only. In C the whole ms are exact uint64,
- * so the script's two-part arithmetic near 2^53 gives the same numbers here
- * without it.
+ * then "expire"), on an admitted hit only. In C the whole ms are exact
+ * uint64, so the script's two-part arithmetic near 2^53 gives the same
+ * numbers here without it.
  */
 #include "module/module.h"
 #include "algo/gcra/gcra.h"
