@@ -17,6 +17,17 @@
  * (SET ... PXAT, PEXPIREAT, ZADD, ZREMRANGEBYSCORE, HSET ...) through
  * RedisModule_Replicate() -- never the SLUICE.* command itself, which a
  * replica or a reload would decide again on another clock.
+ *
+ * Events: each write the script's commands would make fires, through
+ * sluice__mod_event(), the keyspace event that command fires, of its class
+ * and in the script's order (INCRBY "incrby", PEXPIRE "expire", HSET
+ * "hset", ...), and signals the key modified (WATCH, client tracking) as
+ * the command does, once a decision (sluice__mod_event_more() for the
+ * writes after the first). The module opens keys without the server's
+ * implicit signal (module.c), so a decision that writes nothing -- a
+ * refusal, a peek -- fires and signals nothing, as the script. Events are
+ * fired after the write they stand for, so that the server's own "new",
+ * for a key the write made, comes first, as the command fires it.
  */
 #ifndef SLUICE_MODULE_GLUE_H
 #define SLUICE_MODULE_GLUE_H
@@ -52,6 +63,30 @@ typedef struct sluice__mod_call {
     size_t token_len;
     unsigned place;
 } sluice__mod_call;
+
+/*
+ * One write of the script's: 'event' of class 'type' (REDISMODULE_NOTIFY_*)
+ * on the call's key, and the key signalled as modified, as the server's
+ * command does (signal first, then the event).
+ */
+static inline void sluice__mod_event(const sluice__mod_call *call, int type,
+                                     const char *event)
+{
+    RedisModule_SignalModifiedKey(call->ctx, call->key);
+    RedisModule_NotifyKeyspaceEvent(call->ctx, type, event, call->key);
+}
+
+/*
+ * A further write of the same decision on the same key, after one that
+ * went through sluice__mod_event(): its event only. The key is signalled
+ * once a decision: a second signal would show a watcher or a tracking
+ * client nothing more (no client runs between the two).
+ */
+static inline void sluice__mod_event_more(const sluice__mod_call *call,
+                                          int type, const char *event)
+{
+    RedisModule_NotifyKeyspaceEvent(call->ctx, type, event, call->key);
+}
 
 typedef struct sluice__module_glue {
     /* Decides 'call' as the algorithm's script does, every field of 'out'

@@ -410,6 +410,10 @@ int sluice__mod_reset(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
         if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY) {
             RedisModule_DeleteKey(key);
+            /* As DEL: the key signalled modified, "del" fired. */
+            RedisModule_SignalModifiedKey(ctx, argv[i]);
+            RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_GENERIC,
+                                            "del", argv[i]);
             RedisModule_Replicate(ctx, "DEL", "s", argv[i]);
             deleted++;
         }

@@ -143,6 +143,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv,
         RedisModule_Log(ctx, "warning", "sluice: takes no module argument");
         return REDISMODULE_ERR;
     }
+    /* A key is signalled modified where a write happens (glue.h), not each
+       time a key opened for writing is closed: a refusal or a peek leaves
+       a WATCH alone, as the script does. */
+    RedisModule_SetModuleOptions(ctx,
+                                 REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (create(ctx, &commands[i]) != REDISMODULE_OK)
             return REDISMODULE_ERR;

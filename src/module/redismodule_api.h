@@ -100,6 +100,21 @@
 #define REDISMODULE_CTX_FLAGS_REPLICATED (1 << 12)
 #define REDISMODULE_CTX_FLAGS_LOADING (1 << 13)
 
+/* ---- Keyspace events and modified keys ------------------------------------ */
+
+/* NotifyKeyspaceEvent()'s classes: the letters of notify-keyspace-events
+   (g, $, h, z, n) that a subscriber's configuration selects. */
+#define REDISMODULE_NOTIFY_GENERIC (1 << 2)
+#define REDISMODULE_NOTIFY_STRING (1 << 3)
+#define REDISMODULE_NOTIFY_HASH (1 << 6)
+#define REDISMODULE_NOTIFY_ZSET (1 << 7)
+#define REDISMODULE_NOTIFY_NEW (1 << 14) /* "new": a key made (7.0+) */
+
+/* SetModuleOptions(): a key opened for writing is not signalled as
+   modified (WATCH, client tracking) when it is closed; the module calls
+   SignalModifiedKey() itself where it writes (Redis 6.2+). */
+#define REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED (1 << 1)
+
 /* ---- Command info and key specs (SetCommandInfo(), since 7.0) --------------- */
 
 /* A key spec's flags: how the command uses the keys it names. */
@@ -322,7 +337,12 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
                   ...))                                                       \
     X(int, GetContextFlags, (RedisModuleCtx *ctx))                            \
     X(void, KeyAtPos, (RedisModuleCtx *ctx, int pos))                         \
-    X(int, IsKeysPositionRequest, (RedisModuleCtx *ctx))
+    X(int, IsKeysPositionRequest, (RedisModuleCtx *ctx))                      \
+    X(int, NotifyKeyspaceEvent, (RedisModuleCtx *ctx, int type,               \
+                                 const char *event, RedisModuleString *key))  \
+    X(int, SignalModifiedKey, (RedisModuleCtx *ctx,                           \
+                               RedisModuleString *keyname))                   \
+    X(void, SetModuleOptions, (RedisModuleCtx *ctx, int options))
 
 /*
  * The same for functions a server may lack: each pointer is NULL where it

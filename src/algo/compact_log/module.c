@@ -21,7 +21,10 @@
  *
  * Replicas and the AOF receive the bytes written: SETRANGE key offset bytes
  * for the slots and the header, or SET key value PXAT expiry when the whole
- * value was laid out; PEXPIREAT with the absolute expiry; DEL.
+ * value was laid out; PEXPIREAT with the absolute expiry; DEL. Subscribers
+ * get the events of the script's commands, in its order: "del", "set"
+ * (a value laid out), "setrange" for each SETRANGE (slots, wrapped slots,
+ * header; the header alone after a trim), "expire" for its PEXPIRE.
  *
  * A key holding another type, or a string that is not such a ring (the
  * script's read_header() checks, byte for byte), is foreign: nothing is
@@ -197,6 +200,7 @@ static size_t rebuild(const sluice__mod_call *call, RedisModuleKey *key,
         memcpy(p + HEAD, live, 8 * (size_t)r->len);
     fill(p + HEAD + 8 * (size_t)r->len, call->cost, now);
     RedisModule_Free(live);
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "set");
     return size;
 }
 
@@ -221,6 +225,12 @@ static bool append_in_place(const sluice__mod_call *call,
     fill(p + HEAD, cost - first, now);
     r->len += cost;
     put_header(p, r);
+    /* The script's SETRANGEs: the tail's slots, the wrapped ones, the
+       header. */
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "setrange");
+    if (first < cost)
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "setrange");
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "setrange");
     /* The header and what follows it, up to the wrapped units' end or, when
        the tail is slot 0, the new units' end: one run of bytes. */
     if (tail == 0) {
@@ -264,6 +274,7 @@ static int append(const sluice__mod_call *call, RedisModuleKey *key, ring *r,
     if (extend) {
         at = (long long)call->server_ms + w;
         RedisModule_SetAbsExpire(key, at);
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     }
     if (whole > 0) {
         size_t len;
@@ -286,6 +297,7 @@ static int write_header(const sluice__mod_call *call, RedisModuleKey *key,
     if (p == NULL)
         return SLUICE_ENOMEM;
     put_header(p, r);
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "setrange");
     RedisModule_Replicate(call->ctx, "SETRANGE", "slb", call->key, 0LL,
                           (const char *)p, (size_t)HEAD);
     return 0;
@@ -320,6 +332,7 @@ static int clog_decide(const sluice__mod_call *call, sluice_decision *out)
             n = gone(p, &r, w, now);
         if (n == r.len) {
             RedisModule_DeleteKey(key);
+            sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "del");
             RedisModule_Replicate(call->ctx, "DEL", "s", call->key);
             r.head = r.len = r.cap = 0;
             p = NULL;

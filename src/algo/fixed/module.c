@@ -17,7 +17,10 @@
  * get the effects: INCRBY for a count added on a window already armed (the
  * common admit, as the script's own INCRBY is replicated), SET key count
  * PXAT expiry where a window is armed, PEXPIREAT for a new TTL alone,
- * nothing for a decision that changes nothing.
+ * nothing for a decision that changes nothing. Keyspace events are the
+ * script's commands': "incrby" for every hit (a refusal a second one: the
+ * server fires "incrby" for DECRBY too), "del" and "incrby" for a window
+ * restarted at PTTL 0, "expire" wherever the script's PEXPIRE runs.
  */
 #include "module/module.h"
 
@@ -124,6 +127,30 @@ static void answer(sluice_decision *out, bool allowed, double remaining,
 }
 
 /*
+ * The events of the script's commands for a counter step, fired once the
+ * key holds what they left (so the server's "new", for a key the write
+ * created, comes first, as INCRBY fires it): INCRBY's "incrby"; at the
+ * window's end (PTTL 0) DEL's "del", then the second INCRBY's "new" (it
+ * makes the key anew, where the glue writes it in place) and "incrby";
+ * PEXPIRE's "expire" where a window is armed; DECRBY's ("incrby" too) for
+ * a refusal.
+ */
+static void counter_events(const sluice__mod_call *call, bool restarted,
+                           bool arm, bool admit)
+{
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "incrby");
+    if (restarted) {
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "del");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_NEW, "new");
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "incrby");
+    }
+    if (arm)
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
+    if (!admit)
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_STRING, "incrby");
+}
+
+/*
  * counter.lua's counter_incr(), and fixed.lua's taking back of a refused
  * increment: see module.h.
  */
@@ -131,7 +158,7 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
                              long long cap, long long *n, long long *ttl)
 {
     long long w = (long long)call->limit->window_ms, v = 0, now, at = 0;
-    bool arm = false, admit;
+    bool arm = false, restarted = false, admit;
     char text[24];
     size_t len;
     counter c;
@@ -152,7 +179,7 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
     } else if ((*ttl = counter_pttl(&c, now, &at)) == 0) {
         *n = by; /* the old window is over: this one starts anew */
         *ttl = w;
-        arm = true;
+        arm = restarted = true;
     } else if (*ttl < 0) { /* no TTL: give it one, so it never blocks */
         *ttl = w;
         arm = true;
@@ -166,6 +193,7 @@ int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
         sluice__mod_string_write(c.key, text, len);
     if (arm)
         RedisModule_SetAbsExpire(c.key, at = now + w);
+    counter_events(call, restarted, arm, admit);
     counter_replicate(call, !arm ? (admit ? CHANGED_COUNT : CHANGED_NOTHING)
                             : (admit ? CHANGED_WINDOW : CHANGED_EXPIRY),
                       text, len, by, at);
@@ -217,6 +245,7 @@ static int fixed_peek(const sluice__mod_call *call, sluice_decision *out)
         } else if (pttl < 0) {
             at = now + (long long)call->limit->window_ms;
             RedisModule_SetAbsExpire(c->key, at);
+            sluice__mod_event(call, REDISMODULE_NOTIFY_GENERIC, "expire");
             counter_replicate(call, CHANGED_EXPIRY, NULL, 0, 0, at);
         } else {
             ttl = (double)pttl;

@@ -7,9 +7,10 @@
  * and decided on with gcra's own pure code (sluice__algo_gcra), whose state
  * it is. An admitted hit writes TAT as the script does (SET key TAT PX
  * reset_after_ms), and sends replicas and the AOF SET key TAT PXAT expiry;
- * a refusal or a peek writes nothing. In C the whole ms are exact uint64,
- * so the script's two-part arithmetic near 2^53 gives the same numbers here
- * without it.
+ * a refusal or a peek writes nothing. The events are SET ... PX's ("set",
+ * then "expire"), on an admitted hit only. In C the whole ms are exact
+ * uint64, so the script's two-part arithmetic near 2^53 gives the same
+ * numbers here without it.
  */
 #include "module/module.h"
 #include "algo/gcra/gcra.h"
@@ -59,6 +60,9 @@ static void write_tat(const sluice__mod_call *call, RedisModuleKey *key,
     }
     sluice__mod_string_write(key, text, len);
     RedisModule_SetAbsExpire(key, at);
+    /* SET ... PX fires both. */
+    sluice__mod_event(call, REDISMODULE_NOTIFY_STRING, "set");
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     sluice__mod_replicate_set(call->ctx, call->key, text, len, at);
 }
 

@@ -11,7 +11,9 @@
  * script's figures; numbers are written as its str() writes them (%.0f).
  *
  * Replicas and the AOF receive the effects: HSET of the four fields and
- * PEXPIREAT with the absolute expiry, never SLUICE.HIT itself.
+ * PEXPIREAT with the absolute expiry, never SLUICE.HIT itself. An admitted
+ * hit fires the events of the script's HSET and PEXPIRE ("hset",
+ * "expire"); anything else writes and fires nothing.
  *
  * Where the script would stop with an error (a hash whose w and i match but
  * whose c or p is not a number, so Lua's arithmetic fails on nil), the glue
@@ -175,7 +177,9 @@ static void write_state(const sluice__mod_call *call, RedisModuleKey *key,
         if (made[i]) /* in the order w, i, c, p: as HSET adds them */
             RedisModule_HashSet(key, REDISMODULE_HASH_NONE, n[i], s[i], NULL);
     }
+    sluice__mod_event(call, REDISMODULE_NOTIFY_HASH, "hset");
     RedisModule_SetAbsExpire(key, at);
+    sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
     RedisModule_Replicate(call->ctx, "HSET", "sssssssss", call->key, n[0],
                           s[0], n[1], s[1], n[2], s[2], n[3], s[3]);
     RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key, at);

@@ -23,7 +23,10 @@
  *
  * Replicas and the AOF receive the effects, with exact numbers: the
  * ZREMRANGEBYSCORE with the bound used (never a clock-relative one), the
- * ZADD of the exact members, and PEXPIREAT with the absolute expiry.
+ * ZADD of the exact members, and PEXPIREAT with the absolute expiry. The
+ * keyspace events are the script's commands': "zremrangebyscore" for a
+ * trim that removed something (then "del" when it emptied the set), "zadd"
+ * for each batch, "expire" for an expiry extended.
  */
 #include "module/module.h"
 
@@ -130,9 +133,10 @@ static double rank_score(const sluice__mod_call *call, RedisModuleKey *key,
 /*
  * ZREMRANGEBYSCORE key -inf 'bound': removes the members scored <= 'bound'
  * (collected first: the range iterator does not outlive a removal), and
- * replicates that command with the bound as a number when any left.
+ * replicates that command with the bound as a number, and fires its event,
+ * when any left. Answers how many left.
  */
-static void trim(const sluice__mod_call *call, RedisModuleKey *key,
+static size_t trim(const sluice__mod_call *call, RedisModuleKey *key,
                  double bound)
 {
     RedisModuleString *few[16], **gone = few;
@@ -141,7 +145,7 @@ static void trim(const sluice__mod_call *call, RedisModuleKey *key,
 
     if (RedisModule_ZsetFirstInScoreRange(key, -INFINITY, bound, 0, 0) !=
         REDISMODULE_OK)
-        return;
+        return 0;
     while (!RedisModule_ZsetRangeEndReached(key)) {
         if (n == cap) {
             RedisModuleString **more =
@@ -170,7 +174,9 @@ static void trim(const sluice__mod_call *call, RedisModuleKey *key,
 
         RedisModule_Replicate(call->ctx, "ZREMRANGEBYSCORE", "scb", call->key,
                               "-inf", buf, len);
+        sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zremrangebyscore");
     }
+    return n;
 }
 
 /*
@@ -206,6 +212,10 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
         }
         RedisModule_Replicate(call->ctx, "ZADD", "sv", call->key, argv,
                               (size_t)(2 * n));
+        if (i == 0)
+            sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zadd");
+        else
+            sluice__mod_event_more(call, REDISMODULE_NOTIFY_ZSET, "zadd");
         for (uint64_t j = 0; j < n; j++)
             RedisModule_FreeString(call->ctx, argv[2 * j + 1]);
         i += n;
@@ -218,6 +228,7 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
         expire_at - (long long)call->server_ms < w) {
         expire_at = (long long)call->server_ms + w;
         RedisModule_SetAbsExpire(key, expire_at);
+        sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "expire");
         RedisModule_Replicate(call->ctx, "PEXPIREAT", "sl", call->key,
                               expire_at);
     }
@@ -243,11 +254,14 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
     if (type == REDISMODULE_KEYTYPE_ZSET) {
         if (any_after(key, now))
             now = newest_score(call->ctx, key);
-        trim(call, key, as_written(now - w));
+        /* As ZREMRANGEBYSCORE, leave no empty set behind, and say so. */
+        if (trim(call, key, as_written(now - w)) > 0 &&
+            RedisModule_ValueLength(key) == 0) {
+            if (RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY)
+                RedisModule_DeleteKey(key);
+            sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "del");
+        }
         total = (double)RedisModule_ValueLength(key);
-        /* As ZREMRANGEBYSCORE, leave no empty set behind. */
-        if (total == 0 && RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY)
-            RedisModule_DeleteKey(key);
     }
     out->limit = call->limit->max;
     if (total + cost <= max) {
