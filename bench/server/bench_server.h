@@ -371,6 +371,9 @@ void targets_get(const report *rp, target t[NTARGETS]);
 
 /* text.c, json.c */
 void print_text(const report *rp);
+/* ' ' and v in 'width' columns with 'decimals' decimals; '-' when v < 0
+   (not measured). */
+void print_num(double v, int width, int decimals);
 void print_json(const report *rp);
 void json_string(const char *s);
 void json_number(double v);

@@ -453,14 +453,6 @@ static const char *ratio_missing(const report *rp, const srv_ratio *q)
 
 /* ---- The table ----------------------------------------------------------- */
 
-static void text_figure(double v, int width, int decimals)
-{
-    if (v < 0)
-        printf(" %*s", width, "-");
-    else
-        printf(" %*.*f", width, decimals, v);
-}
-
 static void text_row(const srvtime_row *r)
 {
     char buf[32];
@@ -474,9 +466,9 @@ static void text_row(const srvtime_row *r)
         printf(" not available: %s\n", r->unavailable);
         return;
     }
-    text_figure(r->usec, 8, 2);
-    text_figure(r->cpu_us, 8, 2);
-    text_figure(r->bytes, 9, 0);
+    print_num(r->usec, 8, 2);
+    print_num(r->cpu_us, 8, 2);
+    print_num(r->bytes, 9, 0);
     printf(" %10s %9.0f\n", grouped(buf, sizeof(buf), r->rps), r->calls);
 }
 

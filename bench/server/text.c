@@ -27,7 +27,7 @@ static void print_padded(const char *s, int width)
     printf("%s%*s", s, cols < width ? width - cols : 0, "");
 }
 
-static void print_num(double v, int width, int decimals)
+void print_num(double v, int width, int decimals)
 {
     if (v < 0)
         printf(" %*s", width, "-");
