@@ -78,17 +78,8 @@ static void keys_free(key_set *s)
 /* A key printed readably for a failure message. */
 static void key_show(char *out, size_t cap, const char *key, size_t len)
 {
-    size_t o = 0;
-
-    for (size_t i = 0; i < len && o + 5 < cap; i++) {
-        unsigned char ch = (unsigned char)key[i];
-
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            out[o++] = (char)ch;
-        else
-            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
-    }
-    out[o] = '\0';
+    out[0] = '\0';
+    test_append_escaped(out, cap, key, len);
 }
 
 /*

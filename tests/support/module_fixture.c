@@ -4,6 +4,7 @@
 #include "module_fixture.h"
 
 #include "algo/algo.h"
+#include "test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,23 +218,6 @@ int mf_script_hitmany(rs_server *s, const char *const *keys,
     return rc == 0 ? 0 : -1;
 }
 
-/* Appends s[0..len) to 'out', every byte that is not printable (a NUL
-   too) as \xHH, so binary values compare whole. */
-static void append_escaped(char *out, size_t cap, const char *s, size_t len)
-{
-    size_t at = strlen(out);
-
-    for (size_t i = 0; i < len && at + 5 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            out[at++] = (char)c;
-        else
-            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
-    }
-    out[at] = '\0';
-}
-
 static int cmp_pairs(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -251,10 +235,10 @@ static void dump_elements(const redisReply *r, bool pairs, char *out,
         items[n] = calloc(1, 600);
         if (items[n] == NULL)
             break;
-        append_escaped(items[n], 600, r->element[i]->str, r->element[i]->len);
+        test_append_escaped(items[n], 600, r->element[i]->str, r->element[i]->len);
         if (pairs) {
-            append_escaped(items[n], 600, "=", 1);
-            append_escaped(items[n], 600, r->element[i + 1]->str,
+            test_append_escaped(items[n], 600, "=", 1);
+            test_append_escaped(items[n], 600, r->element[i + 1]->str,
                            r->element[i + 1]->len);
         }
         n++;
@@ -290,7 +274,7 @@ int mf_state_of(rs_server *s, const char *key, mf_state *out)
     else
         r = NULL;
     if (r != NULL && r->type == REDIS_REPLY_STRING)
-        append_escaped(out->value, sizeof(out->value), r->str, r->len);
+        test_append_escaped(out->value, sizeof(out->value), r->str, r->len);
     else if (r != NULL && r->type == REDIS_REPLY_ARRAY)
         dump_elements(r, strcmp(out->type, "hash") == 0, out->value,
                       sizeof(out->value));

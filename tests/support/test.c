@@ -89,6 +89,21 @@ uint64_t test_random_seed(void)
     return (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
 }
 
+void test_append_escaped(char *out, size_t cap, const char *s, size_t len)
+{
+    size_t at = strlen(out);
+
+    for (size_t i = 0; i < len && at + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            out[at++] = (char)c;
+        else
+            at += (size_t)snprintf(out + at, cap - at, "\\x%02x", c);
+    }
+    out[at] = '\0';
+}
+
 int test_summary(const char *name)
 {
     long checks = atomic_load(&test_checks);

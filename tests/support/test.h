@@ -80,6 +80,11 @@ uint64_t test_seed(int argc, char **argv, int base, uint64_t fallback);
 /* A seed that differs from run to run: the time and the process id. */
 uint64_t test_random_seed(void);
 
+/* Appends s[0..len) to the string 'out' (of 'cap' bytes), every byte that
+   is not printable (a NUL and a backslash too) as \xHH, so that a binary
+   value shows, and compares, whole. */
+void test_append_escaped(char *out, size_t cap, const char *s, size_t len);
+
 /* Prints the summary line for 'name'; returns the exit status. */
 int test_summary(const char *name);
 
