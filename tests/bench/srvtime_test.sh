@@ -23,19 +23,13 @@ passed=0
 failed=0
 TMP=$(mktemp -d)
 server_pid=
-cleanup() {
-    if [ -n "$server_pid" ]; then
-        kill "$server_pid" 2>/dev/null
-        wait "$server_pid" 2>/dev/null
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap 'stop_pid "$server_pid"; rm -rf "$TMP"' EXIT
 
-pass() { passed=$((passed + 1)); echo "PASS: $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
-# check WHAT COMMAND...: passes when COMMAND succeeds.
-check() {
+# pass, fail, stop_pid and spawn_server
+. "$(dirname "$0")/../cli/lib/cli_helpers.sh"
+
+# check_that WHAT COMMAND...: passes when COMMAND succeeds.
+check_that() {
     local what=$1
     shift
     if "$@"; then pass "$what"; else fail "$what"; fi
@@ -56,40 +50,40 @@ unavailable() {
 out=$TMP/own.json
 "$BENCH" --quick --no-peers --no-diag --only srvtime_fixed,srvtime_incr \
     --json >"$out" 2>"$TMP/own.err"
-check "own server: exit status 0" [ $? -eq 0 ]
+check_that "own server: exit status 0" [ $? -eq 0 ]
 for id in srvtime_incr srvtime_fixed_module srvtime_fixed_script \
           srvtime_fixed_fcall; do
-    check "own server: $id ran" available "$out" "$id"
+    check_that "own server: $id ran" available "$out" "$id"
 done
-check "own server: a row --only does not name is skipped" \
+check_that "own server: a row --only does not name is skipped" \
     unavailable "$out" srvtime_gcra_module "skipped (--only)"
 n_module=$(grep -c '"id": "srvtime_[a-z-]*_module"' "$out")
 n_ways="$(grep -c '"id": "srvtime_[a-z-]*_script"' "$out") $(grep -c '"id": "srvtime_[a-z-]*_fcall"' "$out")"
-check "own server: a row per algorithm and way ($n_module algorithms)" \
+check_that "own server: a row per algorithm and way ($n_module algorithms)" \
     [ "$n_module" -ge 5 -a "$n_ways" = "$n_module $n_module" ]
-check "own server: module fixed / INCR, with its target" \
+check_that "own server: module fixed / INCR, with its target" \
     grep -q '"name": "srvtime_fixed_module_over_incr", "value": [0-9.e-]*, "target_max": 2.0, "met": [a-z]*}' "$out"
-check "own server: script / module, with its target" \
+check_that "own server: script / module, with its target" \
     grep -q '"name": "srvtime_fixed_script_over_module", "value": [0-9.e-]*, "target_min": 3.0, "met": [a-z]*}' "$out"
-check "own server: FCALL / module, no target" \
+check_that "own server: FCALL / module, no target" \
     grep -q '"name": "srvtime_fixed_fcall_over_module", "value": [0-9.e-]*}' "$out"
-check "own server: --only leaves out the server CPU section" \
+check_that "own server: --only leaves out the server CPU section" \
     grep -q '"server_cpu": \[$' "$out"
 
 out=$TMP/own.txt
 "$BENCH" --quick --no-peers --no-diag --only srvtime_incr,srvtime_gcra_module \
     >"$out" 2>/dev/null
-check "table: the section and its rows" \
+check_that "table: the section and its rows" \
     grep -q '^Server time per decision' "$out"
-check "table: INCR's figures" \
+check_that "table: INCR's figures" \
     grep -Eq '^  INCR \(bare\) +INCR +[0-9]+\.[0-9]{2} ' "$out"
-check "table: gcra's module row" \
+check_that "table: gcra's module row" \
     grep -Eq '^  gcra +SLUICE\.HIT +[0-9]+\.[0-9]{2} ' "$out"
-check "table: a row left out says why" \
+check_that "table: a row left out says why" \
     grep -Eq '^ +EVALSHA +not available: skipped \(--only\)' "$out"
-check "table: the ratio and its target" \
+check_that "table: the ratio and its target" \
     grep -q 'gcra .* script / module  not measured: skipped (--only)' "$out"
-check "table: no main table when --only names none of its cases" \
+check_that "table: no main table when --only names none of its cases" \
     bash -c "! grep -q '^  implementation' '$out'"
 
 # ---- A server given by --store: no module, no FUNCTION LOAD -------------------
@@ -97,30 +91,25 @@ check "table: no main table when --only names none of its cases" \
 SERVER=$(command -v redis-server || command -v valkey-server)
 CLI=$(command -v redis-cli || command -v valkey-cli)
 port=$((20000 + RANDOM % 10000))
-"$SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$TMP" --user default on nopass '~*' '&*' '+@all' \
-    --user bench on '>pw' '~*' '&*' '+@all' '-function' \
-    >"$TMP/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do
-    "$CLI" -p "$port" PING >/dev/null 2>&1 && break
-    sleep 0.05
-done
+spawn_server "$port" "$TMP/server.log" \
+    --user default on nopass '~*' '&*' '+@all' \
+    --user bench on '>pw' '~*' '&*' '+@all' '-function'
+server_pid=$spawned_pid
 "$CLI" -p "$port" SET other 1 >/dev/null
 url=redis://bench:pw@127.0.0.1:$port
 out=$TMP/store.json
 "$BENCH" --quick --no-peers --no-diag --only srvtime_fixed,srvtime_incr \
     --store "$url" --json >"$out" 2>/dev/null
-check "--store: exit status 0" [ $? -eq 0 ]
-check "--store without the module: its row says so" \
+check_that "--store: exit status 0" [ $? -eq 0 ]
+check_that "--store without the module: its row says so" \
     unavailable "$out" srvtime_fixed_module "the server has no sluice module"
-check "--store, FUNCTION LOAD refused: the FCALL row says so" \
+check_that "--store, FUNCTION LOAD refused: the FCALL row says so" \
     unavailable "$out" srvtime_fixed_fcall "refused the Functions library"
-check "--store: the script row ran" available "$out" srvtime_fixed_script
-check "--store: the INCR row ran" available "$out" srvtime_incr
-check "--store: the ratio over a row not run is null" \
+check_that "--store: the script row ran" available "$out" srvtime_fixed_script
+check_that "--store: the INCR row ran" available "$out" srvtime_incr
+check_that "--store: the ratio over a row not run is null" \
     grep -q '"name": "srvtime_fixed_script_over_module", "value": null' "$out"
-check "--store: its keys removed, the others left" \
+check_that "--store: its keys removed, the others left" \
     [ "$("$CLI" -p "$port" DBSIZE) $("$CLI" -p "$port" GET other)" = "1 1" ]
 
 # ---- No redis-benchmark -------------------------------------------------------
@@ -129,8 +118,8 @@ mkdir "$TMP/bin"
 out=$TMP/norb.json
 PATH=$TMP/bin "$BENCH" --quick --no-peers --no-diag --only srvtime_incr \
     --store "$url" --json >"$out" 2>/dev/null
-check "no redis-benchmark: exit status 0" [ $? -eq 0 ]
-check "no redis-benchmark: the row says so" \
+check_that "no redis-benchmark: exit status 0" [ $? -eq 0 ]
+check_that "no redis-benchmark: the row says so" \
     unavailable "$out" srvtime_incr "redis-benchmark cannot run"
 
 echo "srvtime_test: $passed passed, $failed failed"

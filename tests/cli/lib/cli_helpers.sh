@@ -1,6 +1,7 @@
-# cli_helpers.sh - sourced by the tests/cli/*.sh scripts (not a test itself:
-# CTest runs only tests/cli/*.sh). The caller sets SLUICE (the binary), TMP (a
-# scratch directory) and passed=0 failed=0 before using these.
+# cli_helpers.sh - sourced by the tests/cli/*.sh scripts and
+# tests/bench/srvtime_test.sh (not a test itself: CTest runs only those).
+# The caller sets SLUICE (the binary, for run), TMP (a scratch directory)
+# and passed=0 failed=0 before using these.
 
 pass() {
     passed=$((passed + 1))
@@ -97,12 +98,12 @@ wait_port() {
     return 1
 }
 
-# spawn_server PORT LOG: starts $SERVER on PORT in $TMP, its output in LOG,
-# and waits until it takes connections. Sets $spawned_pid; returns 1 if it
-# does not come up.
+# spawn_server PORT LOG [ARGS...]: starts $SERVER on PORT in $TMP, with
+# ARGS besides, its output in LOG, and waits until it takes connections.
+# Sets $spawned_pid; returns 1 if it does not come up.
 spawn_server() {
     "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$TMP" --daemonize no >"$2" 2>&1 &
+        --dir "$TMP" --daemonize no "${@:3}" >"$2" 2>&1 &
     spawned_pid=$!
     wait_port "$1"
 }
