@@ -88,6 +88,26 @@ static inline void sluice__mod_event_more(const sluice__mod_call *call,
     RedisModule_NotifyKeyspaceEvent(call->ctx, type, event, call->key);
 }
 
+/*
+ * Opens the call's key to read and write it, for an algorithm whose state
+ * is one value of 'type' (REDISMODULE_KEYTYPE_*): the key, with '*found'
+ * EMPTY or 'type'; or NULL, the key closed, when it holds another type
+ * (another's value: the glue answers SLUICE__MODULE_FOREIGN).
+ */
+static inline RedisModuleKey *sluice__mod_open_as(const sluice__mod_call *call,
+                                                  int type, int *found)
+{
+    RedisModuleKey *key = RedisModule_OpenKey(
+        call->ctx, call->key, REDISMODULE_READ | REDISMODULE_WRITE);
+
+    *found = RedisModule_KeyType(key);
+    if (*found != REDISMODULE_KEYTYPE_EMPTY && *found != type) {
+        RedisModule_CloseKey(key);
+        return NULL;
+    }
+    return key;
+}
+
 typedef struct sluice__module_glue {
     /* Decides 'call' as the algorithm's script does, every field of 'out'
        (allowed, remaining, retry_after_ms, reset_after_ms) equal to what the

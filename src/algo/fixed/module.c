@@ -43,16 +43,14 @@ static int counter_open(const sluice__mod_call *call, int mode, counter *c)
 {
     int type;
 
-    c->key = RedisModule_OpenKey(call->ctx, call->key,
-                                 REDISMODULE_READ | REDISMODULE_WRITE);
     c->raw = NULL;
     c->raw_len = 0;
-    type = RedisModule_KeyType(c->key);
+    c->key = sluice__mod_open_as(call, REDISMODULE_KEYTYPE_STRING, &type);
+    if (c->key == NULL)
+        return SLUICE__MODULE_FOREIGN;
     if (type == REDISMODULE_KEYTYPE_EMPTY)
         return 0;
-    if (type != REDISMODULE_KEYTYPE_STRING ||
-        (c->raw = RedisModule_StringDMA(c->key, &c->raw_len, mode)) ==
-            NULL) {
+    if ((c->raw = RedisModule_StringDMA(c->key, &c->raw_len, mode)) == NULL) {
         RedisModule_CloseKey(c->key);
         return SLUICE__MODULE_FOREIGN;
     }

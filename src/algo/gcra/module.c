@@ -75,12 +75,11 @@ static int gcra_module_decide(const sluice__mod_call *call,
     size_t len;
     int type, rc;
 
-    key = RedisModule_OpenKey(call->ctx, call->key,
-                              REDISMODULE_READ | REDISMODULE_WRITE);
-    type = RedisModule_KeyType(key);
-    if (type != REDISMODULE_KEYTYPE_EMPTY &&
-        (type != REDISMODULE_KEYTYPE_STRING ||
-         (raw = RedisModule_StringDMA(key, &len, REDISMODULE_READ)) == NULL ||
+    key = sluice__mod_open_as(call, REDISMODULE_KEYTYPE_STRING, &type);
+    if (key == NULL)
+        return SLUICE__MODULE_FOREIGN;
+    if (type == REDISMODULE_KEYTYPE_STRING &&
+        ((raw = RedisModule_StringDMA(key, &len, REDISMODULE_READ)) == NULL ||
          !read_tat(raw, len, &s))) {
         RedisModule_CloseKey(key);
         return SLUICE__MODULE_FOREIGN;

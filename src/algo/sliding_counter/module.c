@@ -256,13 +256,9 @@ static int counter_decide(const sluice__mod_call *call, sluice_decision *out)
     int type, rc;
 
     field_names_init();
-    key = RedisModule_OpenKey(call->ctx, call->key,
-                              REDISMODULE_READ | REDISMODULE_WRITE);
-    type = RedisModule_KeyType(key);
-    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_HASH) {
-        RedisModule_CloseKey(key);
+    key = sluice__mod_open_as(call, REDISMODULE_KEYTYPE_HASH, &type);
+    if (key == NULL)
         return SLUICE__MODULE_FOREIGN;
-    }
     st.idx = fdiv(st.now, (double)call->limit->window_ms);
     rc = type == REDISMODULE_KEYTYPE_HASH
              ? read_state(key, (double)call->limit->window_ms, &st)

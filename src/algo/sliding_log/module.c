@@ -244,13 +244,9 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
     RedisModuleKey *key;
     int type;
 
-    key = RedisModule_OpenKey(call->ctx, call->key,
-                              REDISMODULE_READ | REDISMODULE_WRITE);
-    type = RedisModule_KeyType(key);
-    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_ZSET) {
-        RedisModule_CloseKey(key);
+    key = sluice__mod_open_as(call, REDISMODULE_KEYTYPE_ZSET, &type);
+    if (key == NULL)
         return SLUICE__MODULE_FOREIGN;
-    }
     if (type == REDISMODULE_KEYTYPE_ZSET) {
         if (any_after(key, now))
             now = newest_score(call->ctx, key);
