@@ -74,18 +74,13 @@ static const algo_case cases[] = {
 /* A reply of 4n integers into 'out'; -1 when it is not one (printed). */
 static int figures(redisReply *r, size_t n, long long *out)
 {
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n) {
+    char message[256] = "";
+    int rc = mf_read_figures(r, out, (int)n, message, sizeof(message));
+
+    if (rc != 0)
         fprintf(stderr, "unexpected reply: %s\n",
-                r == NULL ? "none"
-                : r->type == REDIS_REPLY_ERROR ? r->str : "not 4n integers");
-        return -1;
-    }
-    for (size_t i = 0; i < 4 * n; i++) {
-        if (r->element[i]->type != REDIS_REPLY_INTEGER)
-            return -1;
-        out[i] = r->element[i]->integer;
-    }
-    return 0;
+                rc > 0 ? message : r == NULL ? "none" : "not 4n integers");
+    return rc == 0 ? 0 : -1;
 }
 
 /* One request of a call. */

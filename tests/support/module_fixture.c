@@ -70,9 +70,8 @@ static void add_u64(args *a, uint64_t v)
     add(a, a->buf[a->n]);
 }
 
-/* Reads 'r' into 'fig' (4n integers) or an error into 'message'. */
-static int read_figures(redisReply *r, long long *fig, int n, char *message,
-                        size_t cap)
+int mf_read_figures(redisReply *r, long long *fig, int n, char *message,
+                    size_t cap)
 {
     if (r == NULL)
         return -1;
@@ -110,7 +109,7 @@ static int answer_of(redisReply *r, mf_answer *out, bool module)
     int rc;
 
     memset(out, 0, sizeof(*out));
-    rc = read_figures(r, out->fig, 1, out->message, sizeof(out->message));
+    rc = mf_read_figures(r, out->fig, 1, out->message, sizeof(out->message));
     if (r != NULL)
         freeReplyObject(r);
     if (rc < 0)
@@ -199,7 +198,7 @@ int mf_module_hitmany(rs_server *s, const char *const *keys,
         add_u64(&a, costs[i]);
     }
     r = rs_cmdargv(s, a.n, a.argv, a.lens);
-    rc = read_figures(r, out, n, message, cap);
+    rc = mf_read_figures(r, out, n, message, cap);
     if (r != NULL)
         freeReplyObject(r);
     return rc == 0 ? 0 : -1;
@@ -211,7 +210,7 @@ int mf_script_hitmany(rs_server *s, const char *const *keys,
                       size_t cap)
 {
     redisReply *r = script_call(s, keys, costs, n, rq, token);
-    int rc = read_figures(r, out, n, message, cap);
+    int rc = mf_read_figures(r, out, n, message, cap);
 
     if (r != NULL)
         freeReplyObject(r);

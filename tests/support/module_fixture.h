@@ -64,6 +64,11 @@ int mf_script_hitmany(rs_server *s, const char *const *keys,
                       const char *token, long long *out, char *message,
                       size_t cap);
 
+/* Reads the reply 'r' of n requests into 'fig' (4n integers): 0; 1 for an
+   error reply, its text in 'message'; -1 for no reply or another shape. */
+int mf_read_figures(redisReply *r, long long *fig, int n, char *message,
+                    size_t cap);
+
 /* What a key holds, for comparing two keys: TYPE, a dump of its value
    (GET, HGETALL sorted or ZRANGE ... WITHSCORES, flattened; a byte that is
    not printable as \xHH, so binary values compare whole), PTTL. A key
