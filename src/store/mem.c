@@ -203,6 +203,46 @@ static int decide_word(const sluice__algo *algo, entry *e,
 }
 
 /*
+ * The entry of (algorithm, key) in shard 'sh', found without the lock
+ * inside an epoch section, or NULL; reads the clock into '*now_ms' while
+ * what it looks at comes from memory (prefetched). A table with cells:
+ * the key's two cells, both asked for at once, so one miss; then, if
+ * neither holds it, the chain. Without: the bucket, then its chain.
+ */
+static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
+                            sluice_algo algo, const char *key, size_t key_len,
+                            uint64_t *now_ms)
+{
+    uintptr_t tag = atomic_load(&sh->table);
+    table *t = table_of_tag(tag);
+    size_t n = (size_t)1 << (tag & 63);
+    cells *c = t->cells;
+    entry *e, *a, *b;
+
+    if (c == NULL) {
+        e = atomic_load(&t->b[hash & (n - 1)].head);
+        if (e != NULL) {
+            /* Its first 64 bytes, which may straddle two cache lines. */
+            __builtin_prefetch(e);
+            __builtin_prefetch((const char *)e + 63);
+        }
+        *now_ms = m->clock_ms(m->clock_payload);
+        return chain_find_unlocked(e, hash, algo, key, key_len);
+    }
+    a = cell_at(c, cell_first(hash, n));
+    b = cell_at(c, cell_second(hash, n));
+    __builtin_prefetch(a);
+    __builtin_prefetch(b);
+    *now_ms = m->clock_ms(m->clock_payload);
+    if (cell_holds(a, hash, algo, key, key_len))
+        return a;
+    if (cell_holds(b, hash, algo, key, key_len))
+        return b;
+    return chain_find_unlocked(atomic_load(&t->b[hash & (n - 1)].head), hash,
+                               algo, key, key_len);
+}
+
+/*
  * The fast path: for an algorithm with a word, a key that exists, and a
  * thread with an epoch slot, the decision without the shard lock. It reads
  * the clock into '*now_ms' itself, while the key's entry is on its way from
@@ -223,14 +263,7 @@ static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
         return SLUICE__WORD_RANGE;
     }
     sluice__epoch_enter(&m->epoch, slot);
-    e = shard_head_unlocked(sh, hash);
-    if (e != NULL) {
-        /* Its first 64 bytes, which may straddle two cache lines. */
-        __builtin_prefetch(e);
-        __builtin_prefetch((const char *)e + 63);
-    }
-    *now_ms = m->clock_ms(m->clock_payload);
-    e = chain_find_unlocked(e, hash, limit->algo, key, key_len);
+    e = find_unlocked(m, sh, hash, limit->algo, key, key_len, now_ms);
     if (e != NULL && *now_ms <= SLUICE_NOW_MAX_MS)
         err = decide_word(algo, e, limit, *now_ms, cost, consume, out);
     sluice__epoch_exit(&m->epoch, slot);
@@ -318,7 +351,7 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
                       sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
-    entry *e = sluice__mem_entry_new(limit->algo, hash, key, key_len,
+    entry *e = sluice__mem_entry_new(sh, limit->algo, hash, key, key_len,
                                      now_ms);
     int err;
 
@@ -331,7 +364,7 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
                             out)) < 0) {
         atomic_fetch_sub(&m->keys, 1);
         algo->release(entry_state(e));
-        free(e);
+        sluice__mem_entry_free(sh, e);
         return err;
     }
     cold_of(e)->idle_at_ms = algo->idle_at(entry_state(e), limit);
@@ -502,8 +535,8 @@ static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
 
     if (!sluice__mem_reserve_key(m))
         return SLUICE_EFULL;
-    if ((e = sluice__mem_entry_new(limit->algo, hash, key, len, now_ms)) ==
-        NULL) {
+    if ((e = sluice__mem_entry_new(sh, limit->algo, hash, key, len,
+                                   now_ms)) == NULL) {
         atomic_fetch_sub(&m->keys, 1);
         return sluice__error(SLUICE_ENOMEM, "cannot allocate a key");
     }
@@ -605,7 +638,7 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     for (i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
 
-        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS);
+        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS, false);
 
         if (t == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
             free(t);
