@@ -5,23 +5,43 @@
  * so threads on different keys rarely meet. A shard is a table of chained
  * buckets; an entry holds one (algorithm, key) and that algorithm's state:
  *
- *   shard[h >> 56]  (lock, table -> {n, buckets[]}, count, sweep cursor)
+ *   shard[h >> 56]  (lock, table -> {n, cells, buckets[]}, count, cursor)
  *       buckets[h & (n - 1)] = {head, idle_lo_ms}
  *                                  head -> entry -> entry -> NULL
+ *       cells[h & (n - 1)], cells[h >> 28 & (n - 1)]: 128 bytes each, an
+ *                                  entry in place, or free
  *
  *   entry: | next | hash | word | last_ms | base_ms | key_len | algo | key |
- *          | idle_at_ms | retired | state |
+ *          | idle_at_ms | retired | cells | state |
  *
  * (what the lock-free path reads first: 48 bytes and the key, so for short
  * keys one or two cache lines; the sweep's fields and the state after).
+ *
+ * Cells. With many keys, the bucket and the entry are two cache misses, one
+ * after the other (the bucket holds the entry's address). So a table of
+ * CELLS_MIN_BUCKETS buckets or more, most of whose keys are of algorithms
+ * with a word, has cells too: one per bucket, at addresses the hash gives,
+ * and an entry of such an algorithm lives in one of its two cells if either
+ * is free and the entry fits (CELL_SIZE bytes). The lock-free path asks for
+ * both cells at once and finds the key with one miss; only when neither
+ * holds it does it walk the chain. An entry in a cell is linked in its chain
+ * like any other, so everything else (the locked path, sweeps, reset) is the
+ * same for it; it is retired and reclaimed like any other too, and only then
+ * is its cell free again. A table that grows or shrinks moves each entry
+ * into a cell of the new table (or, out of the old cells, into a block of
+ * its own), as a copy that takes the word (see rebase()), so no entry is
+ * left behind in cells that readers no longer look in. The price is memory:
+ * a cell per bucket, used or not (about 200 bytes a key, against 117 for
+ * blocks alone, at 100,000 keys of the fixed window; BENCHMARKS.md).
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
  * entry's 'base_ms' (its creation time; rebase() moves it up, as a copy of
  * the entry, when a state no longer fits). A hit on a key that exists is then
  * decided without the shard lock (decide_fast()):
- *   1. enter an epoch section (epoch.h), find the entry by walking the chain
- *      with atomic loads (the clock is read while the entry is prefetched);
+ *   1. enter an epoch section (epoch.h), find the entry in its cells or by
+ *      walking the chain with atomic loads (the clock is read while they
+ *      are prefetched);
  *   2. raise 'last_ms' to the clock if it is behind, read the word, and
  *      decide at t = max(clock, last_ms) with the algorithm's pure word
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
@@ -57,7 +77,13 @@
  * sweep step) only once the epoch has advanced twice since, that is once
  * every reader that could have seen it has left (epoch.h). A resize relinks
  * entries while readers walk the old table: they may miss their key (then
- * they lock), never loop nor reach freed memory.
+ * they lock), never loop nor reach freed memory. A cell is read without the
+ * lock before anything says it holds the reader's key: the reader loads its
+ * word first (acquire), and reads the rest only if the word is live; a
+ * cell's fields are written only while it is free, and it becomes free only
+ * a grace period after its entry was unlinked (word WORD_HELD), so what a
+ * live word covers stays put while the reader is in its section. Cells go
+ * when their table has been freed and the last entry in them has too.
  *
  * Idle times. A lock-free decision does not write 'idle_at_ms' nor the
  * bucket's bound; a word's idle time only grows (algo.h), so what was noted

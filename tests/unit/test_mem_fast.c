@@ -12,7 +12,9 @@
  *   paths     the store, on random traces over keys whose limits move in
  *             and out of the word's range (maxes and counts to 2^53,
  *             windows to 2^40 ms, so keys move to the locked path and back,
- *             and rebase), answers as the struct arithmetic does;
+ *             and rebase), answers as the struct arithmetic does; alone,
+ *             and among 12,000 to 21,000 other keys (in cells, moved as the
+ *             tables grow);
  *   clamp     a clock that steps back across a window's expiry that a
  *             peek has seen: the lock-free path decides at the key's latest
  *             time, as the locked path does;
@@ -25,7 +27,11 @@
  *             unlink entries that lock-free readers may hold (run under
  *             ASan and TSan: nothing is read after it is freed); no more
  *             than max per window and reset is admitted, and the keys go
- *             once idle.
+ *             once idle; with 3,000 keys, and with 40,000 (tables with
+ *             cells, entries moving between them as tables grow and shrink);
+ *   cells     with 30,000 keys, most of an algorithm with a word live in
+ *             cells, none of one without; the store's byte count is what
+ *             its shards hold; once idle, the cells are given back.
  *
  * Usage: test_mem_fast [SEED] (or SLUICE_TEST_SEED=N).
  */
