@@ -11,8 +11,8 @@
  *       cells[h & (n - 1)], cells[h >> 28 & (n - 1)]: 128 bytes each, an
  *                                  entry in place, or free
  *
- *   entry: | next | hash | word | last_ms | base_ms | key_len | algo | key |
- *          | idle_at_ms | retired | cells | state |
+ *   entry: | next | hash | word | last_ms | base_ms | key_len | algo |
+ *          | in_cell | key | idle_at_ms | retired | state |
  *
  * (what the lock-free path reads first: 48 bytes and the key, so for short
  * keys one or two cache lines; the sweep's fields and the state after).

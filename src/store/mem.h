@@ -43,6 +43,7 @@ struct entry {
     uint64_t base_ms;         /* the word's times are relative to it */
     uint32_t key_len;
     uint8_t algo;
+    bool in_cell; /* in a table's cells (below), not a block of its own */
     /* The key's bytes, then (8-aligned) an entry_cold, then the state. */
     _Alignas(8) unsigned char data[];
 };
@@ -55,7 +56,6 @@ typedef struct entry_cold {
        once retired, the epoch it was unlinked at. */
     uint64_t idle_at_ms;
     entry *retired; /* the shard's list of unlinked entries not yet freed */
-    cells *cells;   /* the cells it lives in, or NULL: allocated alone */
 } entry_cold;
 
 /* A chain, and a time before which none of its entries is idle. */
@@ -69,7 +69,9 @@ typedef struct bucket {
  * address the key's hash gives (one of two), so that the lock-free path
  * finds a key with one miss where a chain costs two (the bucket, then the
  * entry). An entry in a cell is linked in its chain as any other; a free
- * cell reads CELL_FREE as its algorithm, and WORD_HELD as its word. Cells
+ * cell reads CELL_FREE as its algorithm, and WORD_HELD as its word. A
+ * cell's last 8 bytes point to its cells (cell_owner()), so an entry in
+ * one fits in CELL_SIZE - 8 and the others pay nothing for it. Cells
  * outlive their table while entries are in them: a table that goes leaves
  * them 'orphan', freed when the last of their entries is.
  */
@@ -149,14 +151,9 @@ static inline const char *entry_key(entry *e)
     return (const char *)e->data;
 }
 
-static inline entry_cold *cold_of_len(entry *e, size_t key_len)
-{
-    return (entry_cold *)(void *)(e->data + align8(key_len));
-}
-
 static inline entry_cold *cold_of(entry *e)
 {
-    return cold_of_len(e, e->key_len);
+    return (entry_cold *)(void *)(e->data + align8(e->key_len));
 }
 
 static inline void *entry_state(entry *e)
@@ -168,6 +165,12 @@ static inline void *entry_state(entry *e)
 static inline entry *cell_at(cells *c, size_t i)
 {
     return (entry *)(void *)(c->c + i * CELL_SIZE);
+}
+
+/* Where a cell keeps its cells' address, set when they are made. */
+static inline cells **cell_owner(entry *e)
+{
+    return (cells **)(void *)((char *)e + CELL_SIZE - sizeof(cells *));
 }
 
 static inline size_t cell_first(uint64_t hash, size_t n)

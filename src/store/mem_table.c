@@ -25,7 +25,7 @@ static void retired_note(shard *sh, uint64_t epoch)
 size_t sluice__mem_entry_bytes(entry *e)
 {
     /* An entry in a cell: its cells are counted as a whole. */
-    return (cold_of(e)->cells != NULL
+    return (e->in_cell
                 ? 0
                 : entry_size((sluice_algo)e->algo, e->key_len)) +
            sluice__algos[e->algo]->bytes(entry_state(e));
@@ -35,7 +35,7 @@ size_t sluice__mem_entry_bytes(entry *e)
 static bool cell_fits(sluice_algo algo, size_t key_len)
 {
     return sluice__algos[algo]->word != NULL &&
-           entry_size(algo, key_len) <= CELL_SIZE;
+           entry_size(algo, key_len) <= CELL_SIZE - sizeof(cells *);
 }
 
 /* Takes a free cell of 't' for 'hash', of the two it may use; or NULL. */
@@ -53,6 +53,7 @@ static entry *cell_take(table *t, uint64_t hash)
             return NULL;
     }
     c->used++;
+    e->in_cell = true;
     return e;
 }
 
@@ -73,27 +74,27 @@ static entry *entry_alloc(shard *sh, sluice_algo algo, uint64_t hash,
     table *t = table_of_tag(atomic_load_explicit(&sh->table,
                                                  memory_order_relaxed));
     entry *e = cell_fits(algo, key_len) ? cell_take(t, hash) : NULL;
-    cells *c = e != NULL ? t->cells : NULL;
 
     if (e == NULL) {
         if ((e = malloc(entry_size(algo, key_len))) == NULL)
             return NULL;
         atomic_init(&e->word, WORD_HELD);
+        e->in_cell = false;
     }
     e->key_len = (uint32_t)key_len;
     e->algo = (uint8_t)algo;
-    cold_of(e)->cells = c;
     return e;
 }
 
 void sluice__mem_entry_free(shard *sh, entry *e)
 {
-    cells *c = cold_of(e)->cells;
+    cells *c;
 
-    if (c == NULL) {
+    if (!e->in_cell) {
         free(e);
         return;
     }
+    c = *cell_owner(e);
     e->algo = CELL_FREE; /* its word is WORD_HELD */
     if (--c->used == 0 && c->orphan)
         cells_free(sh, c);
@@ -160,28 +161,25 @@ static entry *move_room(entry *e, table *t)
                    ? cell_take(t, e->hash)
                    : NULL;
 
-    if (n != NULL) {
-        cold_of_len(n, e->key_len)->cells = t->cells;
+    if (n != NULL)
         return n;
-    }
-    if (cold_of(e)->cells == NULL)
+    if (!e->in_cell)
         return NULL;
     if ((n = malloc(entry_size((sluice_algo)e->algo, e->key_len))) == NULL)
         return NULL;
     atomic_init(&n->word, WORD_HELD);
-    cold_of_len(n, e->key_len)->cells = NULL;
+    n->in_cell = false;
     return n;
 }
 
 /*
  * Copies 'e' (its word WORD_HELD) into room 'n' (from entry_alloc() or
- * move_room(), its 'cells' set): all but the word, left WORD_HELD, and
+ * move_room(), its 'in_cell' set): all but the word, left WORD_HELD, and
  * the link, left NULL.
  */
 static void entry_copy(entry *n, entry *e)
 {
     size_t size = entry_size((sluice_algo)e->algo, e->key_len);
-    cells *c = cold_of_len(n, e->key_len)->cells;
 
     atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
     n->hash = e->hash;
@@ -192,7 +190,6 @@ static void entry_copy(entry *n, entry *e)
     n->algo = e->algo;
     memcpy(n->data, e->data, size - sizeof(entry)); /* key, cold, state */
     cold_of(n)->retired = NULL;
-    cold_of(n)->cells = c;
 }
 
 /*
@@ -406,6 +403,7 @@ static cells *cells_new(size_t n)
     for (size_t i = 0; i < n; i++) {
         atomic_init(&cell_at(c, i)->word, WORD_HELD);
         cell_at(c, i)->algo = CELL_FREE;
+        *cell_owner(cell_at(c, i)) = c;
     }
     return c;
 }

@@ -510,9 +510,9 @@ static held held_of(sluice_store *store)
             for (entry *e = t->b[b].head; e != NULL; e = e->next) {
                 const sluice__algo *algo = sluice__algos[e->algo];
 
-                if (cold_of(e)->cells != NULL) {
+                if (e->in_cell) {
                     h.in_cells++;
-                    CHECK(cold_of(e)->cells == t->cells);
+                    CHECK(*cell_owner(e) == t->cells);
                 } else {
                     h.alone++;
                     h.bytes += entry_size((sluice_algo)e->algo, e->key_len);
