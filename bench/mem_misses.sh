@@ -7,7 +7,7 @@
 # do not: the same binary and keys give the same figures, so this is the
 # figure to compare a change of the store's layout with.
 #
-# For each last-level cache size (2, 8 and 32 MiB: a small, a middling and
+# For each last-level cache size (MIBS: by default 2, 8 and 32 MiB, a small, a middling and
 # a large share of a server's), bench_lookup runs twice: making KEYS keys
 # alone, then making them and hitting them HITS times at random; the
 # difference over HITS is a hit's cost on a key that exists (the lock-free
@@ -15,7 +15,7 @@
 # last-level data read misses (the loads that wait for memory), per hit.
 #
 # Usage: bench/mem_misses.sh [BUILD-DIR] [ALGO...] (default build-rel;
-# fixed gcra sliding-counter). KEYS=100000 HITS=200000. It never fails on a
+# fixed gcra sliding-counter). KEYS=100000 HITS=200000 MIBS="2 8 32". It never fails on a
 # figure; it exits 1 if valgrind or the build is missing.
 
 set -eu
@@ -24,6 +24,7 @@ BUILD=${1:-build-rel}
 shift || true
 ALGOS=${*:-fixed gcra sliding-counter}
 KEYS=${KEYS:-100000}
+MIBS=${MIBS:-2 8 32}
 HITS=${HITS:-200000}
 PROG=$BUILD/bench/sluice_bench_lookup
 command -v valgrind >/dev/null ||
@@ -48,7 +49,7 @@ counts() { # LL-BYTES ALGO HITS
 echo "sluice embedded store: per hit on $KEYS keys that exist ($HITS hits, callgrind --cache-sim, inside sluice_hit)"
 printf '%-16s %8s %14s %14s %16s\n' algorithm "LL MiB" instructions "D1 misses" "LL read misses"
 for algo in $ALGOS; do
-    for mib in 2 8 32; do
+    for mib in $MIBS; do
         counts $((mib << 20)) "$algo" 0
         read -r i0 d0 l0 <"$TMP/counts"
         counts $((mib << 20)) "$algo" "$HITS"
