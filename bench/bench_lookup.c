@@ -1,0 +1,110 @@
+/*
+ * bench_lookup.c - the embedded store's work per decision on many keys, for
+ * a cache simulator to count (bench/mem_misses.sh runs it under callgrind):
+ * it makes KEYS keys "user:N" (one admitted hit each), then makes HITS more
+ * hits on keys chosen at random among them, admitted while a key has had
+ * fewer than 100, and prints what it did. It times nothing: the figures are the simulator's (instructions,
+ * cache misses), which do not move with the load of a shared machine. Run
+ * with --hits 0 it gives the making alone, to take away.
+ *
+ * Usage: sluice_bench_lookup [--keys N] [--hits N] [--algo NAME]
+ * (defaults 100000, 500000, fixed). Exit 0, 1 if the store fails, 2 on a
+ * bad option.
+ */
+#include "sluice.h"
+#include "bench_options.h"
+#include "bench_util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define KEY_STRIDE 16u /* bytes per pre-made key: text, then length */
+/* 100 per hour: a key's few hits are all admitted, and its state (gcra's
+   arrival time too, 36 s ahead per hit) outlives the run, so no key goes
+   idle and is made again: every timed hit finds its key. */
+#define ADMIT_MAX 100u
+#define WINDOW_MS 3600000u
+
+static int bad(const char *what, const char *arg)
+{
+    fprintf(stderr, "sluice_bench_lookup: %s '%s'\n"
+                    "usage: sluice_bench_lookup [--keys N] [--hits N] "
+                    "[--algo NAME]\n", what, arg);
+    return 2;
+}
+
+/* A whole number from 'v' into '*out' (at most 'max'); false if not one. */
+static bool whole(const char *v, unsigned long max, unsigned long *out)
+{
+    char *end;
+
+    errno = 0;
+    *out = strtoul(v, &end, 10);
+    return *v >= '0' && *v <= '9' && *end == '\0' && errno == 0 &&
+           *out <= max;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned long keys = 100000, hits = 500000, admitted = 0;
+    sluice_algo algo = SLUICE_FIXED;
+    sluice_store *store;
+    sluice_limit limit;
+    sluice_decision d;
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    char *text;
+    int err;
+
+    for (int i = 1; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+
+        if ((v = option_value(argc, argv, &i, "--keys", &missing)) != NULL) {
+            if (!whole(v, 10000000, &keys) || keys == 0)
+                return bad("--keys wants 1 to 10000000, not", v);
+        } else if ((v = option_value(argc, argv, &i, "--hits", &missing)) !=
+                   NULL) {
+            if (!whole(v, 1000000000, &hits))
+                return bad("--hits wants 0 to 1000000000, not", v);
+        } else if ((v = option_value(argc, argv, &i, "--algo", &missing)) !=
+                   NULL) {
+            if (sluice_algo_parse(&algo, v) != SLUICE_OK)
+                return bad("unknown algorithm", v);
+        } else {
+            return bad(missing ? "a value is missing after" : "unknown option",
+                       argv[i]);
+        }
+    }
+    limit = (sluice_limit)SLUICE_LIMIT(algo, ADMIT_MAX, WINDOW_MS);
+    if ((text = malloc(keys * KEY_STRIDE)) == NULL) {
+        fprintf(stderr, "sluice_bench_lookup: out of memory for keys\n");
+        return 1;
+    }
+    for (unsigned long k = 0; k < keys; k++)
+        text[k * KEY_STRIDE + KEY_STRIDE - 1] = (char)snprintf(
+            text + k * KEY_STRIDE, KEY_STRIDE - 1, "user:%lu", k);
+    if ((err = sluice_store_open(&store, "mem://", NULL)) < 0) {
+        fprintf(stderr, "sluice_bench_lookup: cannot open the store: %s\n",
+                sluice_last_error());
+        free(text);
+        return 1;
+    }
+    for (unsigned long k = 0; k < keys + hits && err == SLUICE_OK; k++) {
+        size_t i = k < keys ? k : pick_key(&rng, keys);
+        const char *key = text + i * KEY_STRIDE;
+
+        err = sluice_hit(&d, store, &limit, key,
+                         (unsigned char)key[KEY_STRIDE - 1], 1);
+        admitted += err == SLUICE_OK && d.allowed;
+    }
+    if (err != SLUICE_OK)
+        fprintf(stderr, "sluice_bench_lookup: sluice_hit failed: %s\n",
+                sluice_last_error());
+    else
+        printf("%s: %lu keys made, then %lu hits on them; %lu of all "
+               "admitted\n", sluice_algo_name(algo), keys, hits, admitted);
+    sluice_store_free(store);
+    free(text);
+    return err == SLUICE_OK ? 0 : 1;
+}
