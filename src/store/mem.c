@@ -242,10 +242,9 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
     uintptr_t tag = atomic_load(&sh->table);
     table *t = table_of_tag(tag);
     size_t n = (size_t)1 << (tag & 63);
-    cells *c = t->cells;
     entry *e, *a, *b;
 
-    if (c == NULL) {
+    if (t->cell_base == NULL) {
         e = atomic_load(&t->b[hash & (n - 1)].head);
         if (e != NULL) {
             /* Its first 64 bytes, which may straddle two cache lines. */
@@ -255,10 +254,11 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
         *now_ms = m->clock_ms(m->clock_payload);
         return chain_find_unlocked(e, hash, algo, key, key_len);
     }
-    a = cell_at(c, cell_first(hash, n));
-    b = cell_at(c, cell_second(hash, n));
+    a = cell_at(t->cell_base, cell_first(hash, t->cell_n));
+    b = cell_at(t->cell_base, cell_second(hash, t->cell_n));
     __builtin_prefetch(a);
     __builtin_prefetch(b);
+    __builtin_prefetch(&t->b[hash & (n - 1)]); /* if neither holds it */
     *now_ms = m->clock_ms(m->clock_payload);
     if (cell_holds(a, hash, algo, key, key_len))
         return a;

@@ -23,6 +23,9 @@
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
 #define CELL_SIZE 128u        /* an entry in place in a table's cells */
 #define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
+#ifndef CELLS_SHIFT
+#define CELLS_SHIFT 1u /* a table of n buckets has n >> this cells */
+#endif
 #define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
 
 /* The word of an entry whose state is in its struct, under the lock. */
@@ -71,15 +74,17 @@ typedef struct bucket {
  * entry). An entry in a cell is linked in its chain as any other; a free
  * cell reads CELL_FREE as its algorithm, and WORD_HELD as its word. A
  * cell's last 8 bytes point to its cells (cell_owner()), so an entry in
- * one fits in CELL_SIZE - 8 and the others pay nothing for it. Cells
+ * one fits in CELL_SIZE - 8 and the others pay nothing for it. The cells
+ * are a mapping of their own (mmap()), so they go back to the system when
+ * freed, whatever the heap around them holds. Cells
  * outlive their table while entries are in them: a table that goes leaves
  * them 'orphan', freed when the last of their entries is.
  */
 struct cells {
-    size_t n;    /* its cells, as many as its table's buckets */
-    size_t used; /* cells that hold an entry, live or retired */
+    unsigned char *base; /* n cells of CELL_SIZE, a mapping of their own */
+    size_t n;            /* its table's buckets >> CELLS_SHIFT */
+    size_t used;         /* cells that hold an entry, live or retired */
     bool orphan;
-    _Alignas(64) unsigned char c[]; /* the table's n cells of CELL_SIZE */
 };
 
 /* A bucket array; replaced ones wait on the shard's list to be freed. */
@@ -87,7 +92,11 @@ typedef struct table {
     size_t n; /* a power of two */
     struct table *retired;
     uint64_t retired_epoch;
-    cells *cells; /* n cells, or NULL (a small table) */
+    cells *cells; /* or NULL (a small table); the lock's holders' */
+    /* The cells' base and count, for lock-free readers, who never read
+       'cells' (its count of used cells changes with every new key). */
+    unsigned char *cell_base;
+    size_t cell_n;
     bucket b[];
 } table;
 
@@ -161,10 +170,16 @@ static inline void *entry_state(entry *e)
     return cold_of(e) + 1;
 }
 
-/* The two cells where an entry of 'hash' may live, in cells of 'n'. */
-static inline entry *cell_at(cells *c, size_t i)
+/* The two cells where an entry of 'hash' may live, of 'n' cells. */
+static inline entry *cell_at(unsigned char *base, size_t i)
 {
-    return (entry *)(void *)(c->c + i * CELL_SIZE);
+    return (entry *)(void *)(base + i * CELL_SIZE);
+}
+
+/* What cells of 'n' take, as the store's byte count counts them. */
+static inline size_t cells_bytes(size_t n)
+{
+    return sizeof(cells) + n * CELL_SIZE;
 }
 
 /* Where a cell keeps its cells' address, set when they are made. */

@@ -4,10 +4,12 @@
  * growing and shrinking tables, and freeing what was unlinked once no
  * lock-free reader can hold it (mem.c's header tells the whole design).
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "store/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -46,9 +48,9 @@ static entry *cell_take(table *t, uint64_t hash)
 
     if (c == NULL)
         return NULL;
-    e = cell_at(c, cell_first(hash, t->n));
+    e = cell_at(c->base, cell_first(hash, c->n));
     if (e->algo != CELL_FREE) {
-        e = cell_at(c, cell_second(hash, t->n));
+        e = cell_at(c->base, cell_second(hash, c->n));
         if (e->algo != CELL_FREE)
             return NULL;
     }
@@ -59,7 +61,8 @@ static entry *cell_take(table *t, uint64_t hash)
 
 static void cells_free(shard *sh, cells *c)
 {
-    sh->bytes -= sizeof(cells) + c->n * CELL_SIZE;
+    sh->bytes -= cells_bytes(c->n);
+    munmap(c->base, c->n * CELL_SIZE);
     free(c);
 }
 
@@ -390,20 +393,30 @@ static void release_memory(mem_store *m)
 #endif
 }
 
-/* Cells for a table of 'n' buckets, all free; or NULL. */
+/* 'n' cells (at least a page's worth), all free; or NULL. */
 static cells *cells_new(size_t n)
 {
-    cells *c = aligned_alloc(64, sizeof(cells) + n * CELL_SIZE);
+    cells *c = malloc(sizeof(*c));
+    void *base;
 
     if (c == NULL)
         return NULL;
+    base = mmap(NULL, n * CELL_SIZE, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        free(c);
+        return NULL;
+    }
+    c->base = base;
     c->n = n;
     c->used = 0;
     c->orphan = false;
     for (size_t i = 0; i < n; i++) {
-        atomic_init(&cell_at(c, i)->word, WORD_HELD);
-        cell_at(c, i)->algo = CELL_FREE;
-        *cell_owner(cell_at(c, i)) = c;
+        entry *e = cell_at(c->base, i);
+
+        atomic_init(&e->word, WORD_HELD);
+        e->algo = CELL_FREE;
+        *cell_owner(e) = c;
     }
     return c;
 }
@@ -422,7 +435,9 @@ table *sluice__mem_table_new(size_t n, bool with_cells)
     t->n = n;
     t->retired = NULL;
     t->retired_epoch = 0;
-    t->cells = with_cells ? cells_new(n) : NULL;
+    t->cells = with_cells ? cells_new(n >> CELLS_SHIFT) : NULL;
+    t->cell_base = t->cells != NULL ? t->cells->base : NULL;
+    t->cell_n = t->cells != NULL ? t->cells->n : 0;
     for (size_t b = 0; b < n; b++) {
         atomic_init(&t->b[b].head, NULL);
         t->b[b].idle_lo_ms = UINT64_MAX;
@@ -518,7 +533,7 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
     sh->bytes += n * sizeof(bucket);
     sh->bytes -= sh->nbuckets * sizeof(bucket);
     if (t->cells != NULL)
-        sh->bytes += sizeof(cells) + n * CELL_SIZE;
+        sh->bytes += cells_bytes(t->cells->n);
     atomic_store(&sh->table, table_tag(t));
     old->retired_epoch = sluice__epoch_now(&m->epoch);
     old->retired = sh->retired_tables;

@@ -1,7 +1,9 @@
 /*
  * test_oom.c - every allocation the library makes is made to fail in turn.
  *
- * This program is linked with -Wl,--wrap=malloc,--wrap=calloc,...
+ * This program is linked with -Wl,--wrap=malloc,--wrap=calloc,... (and
+ * --wrap=mmap,--wrap=mmap64,--wrap=munmap: the embedded store maps its
+ * cells)
  * (tests/CMakeLists.txt), so the library's calls to malloc() and friends
  * reach the __wrap_ functions below, which count them and fail the ones
  * chosen:
@@ -32,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- The allocator wrapper ----------------------------------------------- */
 
@@ -45,6 +48,14 @@ void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t size);
 void *__wrap_aligned_alloc(size_t align, size_t size);
 void __wrap_free(void *p);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+int __real_munmap(void *addr, size_t len);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd,
+                    off_t off);
+int __wrap_munmap(void *addr, size_t len);
 
 enum { FAIL_ONE, FAIL_FROM, FAIL_DICE };
 
@@ -120,6 +131,34 @@ void __wrap_free(void *p)
     if (p != NULL)
         live_allocs--;
     __real_free(p);
+}
+
+/* The embedded store maps its cells (src/store/mem.h): a mapping is an
+   allocation here too, and munmap() its free. */
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off)
+{
+    void *p;
+
+    if (should_fail())
+        return MAP_FAILED;
+    p = __real_mmap(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED)
+        live_allocs++;
+    return p;
+}
+
+/* What a build with 64-bit file offsets calls mmap() by. */
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd,
+                    off_t off)
+{
+    return __wrap_mmap(addr, len, prot, flags, fd, off);
+}
+
+int __wrap_munmap(void *addr, size_t len)
+{
+    live_allocs--;
+    return __real_munmap(addr, len);
 }
 
 /* ---- The scenario's world ------------------------------------------------ */
