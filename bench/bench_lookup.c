@@ -1,13 +1,18 @@
 /*
- * bench_lookup.c - the embedded store's work per decision on many keys, for
- * a cache simulator to count (bench/mem_misses.sh runs it under callgrind):
- * it makes KEYS keys "user:N" (one admitted hit each), then makes HITS more
- * hits on keys chosen at random among them, admitted while a key has had
- * fewer than 100, and prints what it did. It times nothing: the figures are the simulator's (instructions,
- * cache misses), which do not move with the load of a shared machine. Run
- * with --hits 0 it gives the making alone, to take away.
+ * bench_lookup.c - the embedded store's work per decision on many keys: it
+ * makes KEYS keys "user:N" (one admitted hit each), then makes HITS more
+ * hits on keys chosen at random among them (admitted while a key has had
+ * fewer than 100), and prints what it did.
  *
- * Usage: sluice_bench_lookup [--keys N] [--hits N] [--algo NAME]
+ * Two uses. Under a cache simulator (bench/mem_misses.sh runs it under
+ * callgrind, with --hits 0 too, to take the making away): instructions and
+ * cache misses per hit, figures that do not move with the load of a shared
+ * machine. And with --time, alone on a CPU (taskset -c N): the hits' time,
+ * in ns per hit, on a real memory; run two builds in turn on the same CPU
+ * to compare them (BENCHMARKS.md), since what one costs swings with where
+ * the host puts the memory traffic from one minute to the next.
+ *
+ * Usage: sluice_bench_lookup [--keys N] [--hits N] [--algo NAME] [--time]
  * (defaults 100000, 500000, fixed). Exit 0, 1 if the store fails, 2 on a
  * bad option.
  */
@@ -18,6 +23,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #define KEY_STRIDE 16u /* bytes per pre-made key: text, then length */
 /* 100 per hour: a key's few hits are all admitted, and its state (gcra's
@@ -53,6 +60,8 @@ int main(int argc, char **argv)
     sluice_limit limit;
     sluice_decision d;
     uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    bool timed = false;
+    struct timespec t0 = {0, 0}, t1;
     char *text;
     int err;
 
@@ -71,6 +80,8 @@ int main(int argc, char **argv)
                    NULL) {
             if (sluice_algo_parse(&algo, v) != SLUICE_OK)
                 return bad("unknown algorithm", v);
+        } else if (strcmp(argv[i], "--time") == 0) {
+            timed = true;
         } else {
             return bad(missing ? "a value is missing after" : "unknown option",
                        argv[i]);
@@ -90,20 +101,35 @@ int main(int argc, char **argv)
         free(text);
         return 1;
     }
-    for (unsigned long k = 0; k < keys + hits && err == SLUICE_OK; k++) {
-        size_t i = k < keys ? k : pick_key(&rng, keys);
+    /* The next key is chosen, and asked for, a call ahead: a server has
+       the key of the request it decides in its cache (as bench_mem.c). */
+    for (unsigned long k = 0, next = pick_key(&rng, keys);
+         k < keys + hits && err == SLUICE_OK; k++) {
+        size_t i = k < keys ? k : next;
         const char *key = text + i * KEY_STRIDE;
 
+        if (k >= keys) {
+            next = pick_key(&rng, keys);
+            __builtin_prefetch(text + next * KEY_STRIDE);
+        }
+
+        if (k == keys)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
         err = sluice_hit(&d, store, &limit, key,
                          (unsigned char)key[KEY_STRIDE - 1], 1);
         admitted += err == SLUICE_OK && d.allowed;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (err != SLUICE_OK)
         fprintf(stderr, "sluice_bench_lookup: sluice_hit failed: %s\n",
                 sluice_last_error());
     else
         printf("%s: %lu keys made, then %lu hits on them; %lu of all "
                "admitted\n", sluice_algo_name(algo), keys, hits, admitted);
+    if (err == SLUICE_OK && timed && hits > 0)
+        printf("%.1f ns per hit\n",
+               ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
+                (double)(t1.tv_nsec - t0.tv_nsec)) / (double)hits);
     sluice_store_free(store);
     free(text);
     return err == SLUICE_OK ? 0 : 1;
