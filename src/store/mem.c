@@ -20,19 +20,22 @@
  * Cells. With many keys, the bucket and the entry are two cache misses, one
  * after the other (the bucket holds the entry's address). So a table of
  * CELLS_MIN_BUCKETS buckets or more, most of whose keys are of algorithms
- * with a word, has cells too: one per bucket, at addresses the hash gives,
- * and an entry of such an algorithm lives in one of its two cells if either
- * is free and the entry fits (CELL_SIZE bytes). The lock-free path asks for
- * both cells at once and finds the key with one miss; only when neither
- * holds it does it walk the chain. An entry in a cell is linked in its chain
- * like any other, so everything else (the locked path, sweeps, reset) is the
- * same for it; it is retired and reclaimed like any other too, and only then
- * is its cell free again. A table that grows or shrinks moves each entry
- * into a cell of the new table (or, out of the old cells, into a block of
- * its own), as a copy that takes the word (see rebase()), so no entry is
- * left behind in cells that readers no longer look in. The price is memory:
- * a cell per bucket, used or not (about 200 bytes a key, against 117 for
- * blocks alone, at 100,000 keys of the fixed window; BENCHMARKS.md).
+ * with a word, has cells too: one for every two buckets, at addresses the
+ * hash gives, and an entry of such an algorithm lives in one of its two
+ * cells if either is free and the entry fits (CELL_SIZE bytes). The
+ * lock-free path asks for both cells and the bucket at once: a key in a
+ * cell is found with one miss, any other with the bucket's, then its
+ * entry's. An entry in a cell is linked in its chain like any other, so
+ * everything else (the locked path, sweeps, reset) is the same for it; it
+ * is retired and reclaimed like any other too, and only then is its cell
+ * free again. A table that grows or shrinks moves each entry into a cell of
+ * the new table (or, out of the old cells, into a block of its own), as a
+ * copy that takes the word (see rebase()), so no entry is left behind in
+ * cells that readers no longer look in. The price is memory, cells used or
+ * not: at 100,000 keys of the fixed window, 60% of them in cells, 144 bytes
+ * a key against 117 without; at 5 million, 162 against 123. One cell per
+ * bucket would hold 85% of them, for 205 bytes a key and no faster a call
+ * on this machine (BENCHMARKS.md).
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
