@@ -34,8 +34,8 @@
  * cells that readers no longer look in. The price is memory, cells used or
  * not: at 100,000 keys of the fixed window, 60% of them in cells, 144 bytes
  * a key against 117 without; at 5 million, 162 against 123. One cell per
- * bucket would hold 85% of them, for 205 bytes a key and no faster a call
- * on this machine (BENCHMARKS.md).
+ * bucket would hold 85% of them, for 205 bytes a key and at most a tenth
+ * less time a call on this machine (BENCHMARKS.md).
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
