@@ -37,7 +37,7 @@ static int bad(const char *what, const char *arg)
 {
     fprintf(stderr, "sluice_bench_lookup: %s '%s'\n"
                     "usage: sluice_bench_lookup [--keys N] [--hits N] "
-                    "[--algo NAME]\n", what, arg);
+                    "[--algo NAME] [--time]\n", what, arg);
     return 2;
 }
 
@@ -52,41 +52,58 @@ static bool whole(const char *v, unsigned long max, unsigned long *out)
            *out <= max;
 }
 
-int main(int argc, char **argv)
-{
-    unsigned long keys = 100000, hits = 500000, admitted = 0;
-    sluice_algo algo = SLUICE_FIXED;
-    sluice_store *store;
-    sluice_limit limit;
-    sluice_decision d;
-    uint64_t rng = 0x9e3779b97f4a7c15ULL;
-    bool timed = false;
-    struct timespec t0 = {0, 0}, t1;
-    char *text;
-    int err;
+/* What the command line asks for. */
+typedef struct run {
+    unsigned long keys, hits;
+    sluice_algo algo;
+    bool timed;
+} run;
 
+/* Reads the options into 'r': -1 if they are good, else the exit status. */
+static int options(run *r, int argc, char **argv)
+{
     for (int i = 1; i < argc; i++) {
         bool missing = false;
         const char *v;
 
         if ((v = option_value(argc, argv, &i, "--keys", &missing)) != NULL) {
-            if (!whole(v, 10000000, &keys) || keys == 0)
+            if (!whole(v, 10000000, &r->keys) || r->keys == 0)
                 return bad("--keys wants 1 to 10000000, not", v);
         } else if ((v = option_value(argc, argv, &i, "--hits", &missing)) !=
                    NULL) {
-            if (!whole(v, 1000000000, &hits))
+            if (!whole(v, 1000000000, &r->hits))
                 return bad("--hits wants 0 to 1000000000, not", v);
         } else if ((v = option_value(argc, argv, &i, "--algo", &missing)) !=
                    NULL) {
-            if (sluice_algo_parse(&algo, v) != SLUICE_OK)
+            if (sluice_algo_parse(&r->algo, v) != SLUICE_OK)
                 return bad("unknown algorithm", v);
         } else if (strcmp(argv[i], "--time") == 0) {
-            timed = true;
+            r->timed = true;
         } else {
             return bad(missing ? "a value is missing after" : "unknown option",
                        argv[i]);
         }
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    run r = {100000, 500000, SLUICE_FIXED, false};
+    unsigned long keys, hits, admitted = 0;
+    sluice_algo algo;
+    sluice_store *store;
+    sluice_limit limit;
+    sluice_decision d;
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    bool timed;
+    struct timespec t0 = {0, 0}, t1;
+    char *text;
+    int err;
+
+    if ((err = options(&r, argc, argv)) >= 0)
+        return err;
+    keys = r.keys, hits = r.hits, algo = r.algo, timed = r.timed;
     limit = (sluice_limit)SLUICE_LIMIT(algo, ADMIT_MAX, WINDOW_MS);
     if ((text = malloc(keys * KEY_STRIDE)) == NULL) {
         fprintf(stderr, "sluice_bench_lookup: out of memory for keys\n");
