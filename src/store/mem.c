@@ -5,23 +5,46 @@
  * so threads on different keys rarely meet. A shard is a table of chained
  * buckets; an entry holds one (algorithm, key) and that algorithm's state:
  *
- *   shard[h >> 56]  (lock, table -> {n, buckets[]}, count, sweep cursor)
+ *   shard[h >> 56]  (lock, table -> {n, cells, buckets[]}, count, cursor)
  *       buckets[h & (n - 1)] = {head, idle_lo_ms}
  *                                  head -> entry -> entry -> NULL
+ *       cells[h & (n - 1)], cells[h >> 28 & (n - 1)]: 128 bytes each, an
+ *                                  entry in place, or free
  *
- *   entry: | next | hash | word | last_ms | base_ms | key_len | algo | key |
- *          | idle_at_ms | retired | state |
+ *   entry: | next | hash | word | last_ms | base_ms | key_len | algo |
+ *          | in_cell | key | idle_at_ms | retired | state |
  *
  * (what the lock-free path reads first: 48 bytes and the key, so for short
  * keys one or two cache lines; the sweep's fields and the state after).
+ *
+ * Cells. With many keys, the bucket and the entry are two cache misses, one
+ * after the other (the bucket holds the entry's address). So a table of
+ * CELLS_MIN_BUCKETS buckets or more, most of whose keys are of algorithms
+ * with a word, has cells too: one for every two buckets, at addresses the
+ * hash gives, and an entry of such an algorithm lives in one of its two
+ * cells if either is free and the entry fits (CELL_SIZE bytes). The
+ * lock-free path asks for both cells and the bucket at once: a key in a
+ * cell is found with one miss, any other with the bucket's, then its
+ * entry's. An entry in a cell is linked in its chain like any other, so
+ * everything else (the locked path, sweeps, reset) is the same for it; it
+ * is retired and reclaimed like any other too, and only then is its cell
+ * free again. A table that grows or shrinks moves each entry into a cell of
+ * the new table (or, out of the old cells, into a block of its own), as a
+ * copy that takes the word (see rebase()), so no entry is left behind in
+ * cells that readers no longer look in. The price is memory, cells used or
+ * not: at 100,000 keys of the fixed window, 60% of them in cells, 144 bytes
+ * a key against 117 without; at 5 million, 162 against 123. One cell per
+ * bucket would hold 85% of them, for 205 bytes a key and at most a tenth
+ * less time a call on this machine (BENCHMARKS.md).
  *
  * The lock-free path. An algorithm with a word (algo.h: the fixed window,
  * and GCRA) keeps its state in the entry's 64-bit 'word', relative to the
  * entry's 'base_ms' (its creation time; rebase() moves it up, as a copy of
  * the entry, when a state no longer fits). A hit on a key that exists is then
  * decided without the shard lock (decide_fast()):
- *   1. enter an epoch section (epoch.h), find the entry by walking the chain
- *      with atomic loads (the clock is read while the entry is prefetched);
+ *   1. enter an epoch section (epoch.h), find the entry in its cells or by
+ *      walking the chain with atomic loads (the clock is read while they
+ *      are prefetched);
  *   2. raise 'last_ms' to the clock if it is behind, read the word, and
  *      decide at t = max(clock, last_ms) with the algorithm's pure word
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
@@ -57,7 +80,13 @@
  * sweep step) only once the epoch has advanced twice since, that is once
  * every reader that could have seen it has left (epoch.h). A resize relinks
  * entries while readers walk the old table: they may miss their key (then
- * they lock), never loop nor reach freed memory.
+ * they lock), never loop nor reach freed memory. A cell is read without the
+ * lock before anything says it holds the reader's key: the reader loads its
+ * word first (acquire), and reads the rest only if the word is live; a
+ * cell's fields are written only while it is free, and it becomes free only
+ * a grace period after its entry was unlinked (word WORD_HELD), so what a
+ * live word covers stays put while the reader is in its section. Cells go
+ * when their table has been freed and the last entry in them has too.
  *
  * Idle times. A lock-free decision does not write 'idle_at_ms' nor the
  * bucket's bound; a word's idle time only grows (algo.h), so what was noted
@@ -203,6 +232,46 @@ static int decide_word(const sluice__algo *algo, entry *e,
 }
 
 /*
+ * The entry of (algorithm, key) in shard 'sh', found without the lock
+ * inside an epoch section, or NULL; reads the clock into '*now_ms' while
+ * what it looks at comes from memory (prefetched). A table with cells:
+ * the key's two cells, both asked for at once, so one miss; then, if
+ * neither holds it, the chain. Without: the bucket, then its chain.
+ */
+static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
+                            sluice_algo algo, const char *key, size_t key_len,
+                            uint64_t *now_ms)
+{
+    uintptr_t tag = atomic_load(&sh->table);
+    table *t = table_of_tag(tag);
+    size_t n = (size_t)1 << (tag & 63);
+    entry *e, *a, *b;
+
+    if (t->cell_base == NULL) {
+        e = atomic_load(&t->b[hash & (n - 1)].head);
+        if (e != NULL) {
+            /* Its first 64 bytes, which may straddle two cache lines. */
+            __builtin_prefetch(e);
+            __builtin_prefetch((const char *)e + 63);
+        }
+        *now_ms = m->clock_ms(m->clock_payload);
+        return chain_find_unlocked(e, hash, algo, key, key_len);
+    }
+    a = cell_at(t->cell_base, cell_first(hash, t->cell_n));
+    b = cell_at(t->cell_base, cell_second(hash, t->cell_n));
+    __builtin_prefetch(a);
+    __builtin_prefetch(b);
+    __builtin_prefetch(&t->b[hash & (n - 1)]); /* if neither holds it */
+    *now_ms = m->clock_ms(m->clock_payload);
+    if (cell_holds(a, hash, algo, key, key_len))
+        return a;
+    if (cell_holds(b, hash, algo, key, key_len))
+        return b;
+    return chain_find_unlocked(atomic_load(&t->b[hash & (n - 1)].head), hash,
+                               algo, key, key_len);
+}
+
+/*
  * The fast path: for an algorithm with a word, a key that exists, and a
  * thread with an epoch slot, the decision without the shard lock. It reads
  * the clock into '*now_ms' itself, while the key's entry is on its way from
@@ -223,14 +292,7 @@ static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
         return SLUICE__WORD_RANGE;
     }
     sluice__epoch_enter(&m->epoch, slot);
-    e = shard_head_unlocked(sh, hash);
-    if (e != NULL) {
-        /* Its first 64 bytes, which may straddle two cache lines. */
-        __builtin_prefetch(e);
-        __builtin_prefetch((const char *)e + 63);
-    }
-    *now_ms = m->clock_ms(m->clock_payload);
-    e = chain_find_unlocked(e, hash, limit->algo, key, key_len);
+    e = find_unlocked(m, sh, hash, limit->algo, key, key_len, now_ms);
     if (e != NULL && *now_ms <= SLUICE_NOW_MAX_MS)
         err = decide_word(algo, e, limit, *now_ms, cost, consume, out);
     sluice__epoch_exit(&m->epoch, slot);
@@ -318,7 +380,7 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
                       sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
-    entry *e = sluice__mem_entry_new(limit->algo, hash, key, key_len,
+    entry *e = sluice__mem_entry_new(sh, limit->algo, hash, key, key_len,
                                      now_ms);
     int err;
 
@@ -331,7 +393,7 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
                             out)) < 0) {
         atomic_fetch_sub(&m->keys, 1);
         algo->release(entry_state(e));
-        free(e);
+        sluice__mem_entry_free(sh, e);
         return err;
     }
     cold_of(e)->idle_at_ms = algo->idle_at(entry_state(e), limit);
@@ -502,8 +564,8 @@ static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
 
     if (!sluice__mem_reserve_key(m))
         return SLUICE_EFULL;
-    if ((e = sluice__mem_entry_new(limit->algo, hash, key, len, now_ms)) ==
-        NULL) {
+    if ((e = sluice__mem_entry_new(sh, limit->algo, hash, key, len,
+                                   now_ms)) == NULL) {
         atomic_fetch_sub(&m->keys, 1);
         return sluice__error(SLUICE_ENOMEM, "cannot allocate a key");
     }
@@ -605,7 +667,7 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     for (i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
 
-        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS);
+        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS, false);
 
         if (t == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
             free(t);

@@ -21,6 +21,12 @@
 #define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
 #define DEFAULT_MAX_KEYS ((size_t)1000000)
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
+#define CELL_SIZE 128u        /* an entry in place in a table's cells */
+#define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
+#ifndef CELLS_SHIFT
+#define CELLS_SHIFT 1u /* a table of n buckets has n >> this cells */
+#endif
+#define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
 
 /* The word of an entry whose state is in its struct, under the lock. */
 #define WORD_HELD SLUICE__WORD_STORE_BIT
@@ -40,9 +46,12 @@ struct entry {
     uint64_t base_ms;         /* the word's times are relative to it */
     uint32_t key_len;
     uint8_t algo;
+    bool in_cell; /* in a table's cells (below), not a block of its own */
     /* The key's bytes, then (8-aligned) an entry_cold, then the state. */
     _Alignas(8) unsigned char data[];
 };
+
+typedef struct cells cells;
 
 /* What only the lock's holder reads. */
 typedef struct entry_cold {
@@ -58,11 +67,36 @@ typedef struct bucket {
     uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
 } bucket;
 
+/*
+ * A table's cells: places for entries of algorithms with a word, at an
+ * address the key's hash gives (one of two), so that the lock-free path
+ * finds a key with one miss where a chain costs two (the bucket, then the
+ * entry). An entry in a cell is linked in its chain as any other; a free
+ * cell reads CELL_FREE as its algorithm, and WORD_HELD as its word. A
+ * cell's last 8 bytes point to its cells (cell_owner()), so an entry in
+ * one fits in CELL_SIZE - 8 and the others pay nothing for it. The cells
+ * are a mapping of their own (mmap()), so they go back to the system when
+ * freed, whatever the heap around them holds. Cells
+ * outlive their table while entries are in them: a table that goes leaves
+ * them 'orphan', freed when the last of their entries is.
+ */
+struct cells {
+    unsigned char *base; /* n cells of CELL_SIZE, a mapping of their own */
+    size_t n;            /* its table's buckets >> CELLS_SHIFT */
+    size_t used;         /* cells that hold an entry, live or retired */
+    bool orphan;
+};
+
 /* A bucket array; replaced ones wait on the shard's list to be freed. */
 typedef struct table {
     size_t n; /* a power of two */
     struct table *retired;
     uint64_t retired_epoch;
+    cells *cells; /* or NULL (a small table); the lock's holders' */
+    /* The cells' base and count, for lock-free readers, who never read
+       'cells' (its count of used cells changes with every new key). */
+    unsigned char *cell_base;
+    size_t cell_n;
     bucket b[];
 } table;
 
@@ -136,6 +170,34 @@ static inline void *entry_state(entry *e)
     return cold_of(e) + 1;
 }
 
+/* The two cells where an entry of 'hash' may live, of 'n' cells. */
+static inline entry *cell_at(unsigned char *base, size_t i)
+{
+    return (entry *)(void *)(base + i * CELL_SIZE);
+}
+
+/* What cells of 'n' take, as the store's byte count counts them. */
+static inline size_t cells_bytes(size_t n)
+{
+    return sizeof(cells) + n * CELL_SIZE;
+}
+
+/* Where a cell keeps its cells' address, set when they are made. */
+static inline cells **cell_owner(entry *e)
+{
+    return (cells **)(void *)((char *)e + CELL_SIZE - sizeof(cells *));
+}
+
+static inline size_t cell_first(uint64_t hash, size_t n)
+{
+    return hash & (n - 1);
+}
+
+static inline size_t cell_second(uint64_t hash, size_t n)
+{
+    return (hash >> 28) & (n - 1);
+}
+
 static inline shard *shard_of(mem_store *m, uint64_t hash)
 {
     return &m->shards[hash >> 56 & (SHARDS - 1)].s;
@@ -180,19 +242,6 @@ static inline table *table_of_tag(uintptr_t tag)
 }
 
 /*
- * The head of the chain that would hold 'hash', read without the lock,
- * inside an epoch section.
- */
-static inline entry *shard_head_unlocked(shard *sh, uint64_t hash)
-{
-    uintptr_t tag = atomic_load(&sh->table);
-    table *t = table_of_tag(tag);
-    size_t mask = ((size_t)1 << (tag & 63)) - 1;
-
-    return atomic_load(&t->b[hash & mask].head);
-}
-
-/*
  * The entry of (algorithm, key) in the chain from 'e', walked without the
  * lock; or NULL. A table being resized may hide an entry for a moment (its
  * chain is being relinked): the caller then takes the locked path.
@@ -207,10 +256,27 @@ static inline entry *chain_find_unlocked(entry *e, uint64_t hash,
     return NULL;
 }
 
+/*
+ * Whether cell 'e' holds a live entry of (algorithm, key), read without the
+ * lock inside an epoch section. The word first, with acquire: a live word
+ * was stored after the fields it covers were written, and they are not
+ * written again until the entry is unlinked (its word WORD_HELD) and a grace
+ * period has passed, which this section holds back.
+ */
+static inline bool cell_holds(entry *e, uint64_t hash, sluice_algo algo,
+                              const char *key, size_t key_len)
+{
+    return atomic_load_explicit(&e->word, memory_order_acquire) !=
+               WORD_HELD &&
+           entry_is(e, hash, algo, key, key_len);
+}
+
 /* ---- mem_table.c ---------------------------------------------------------- */
 
-entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
-                             size_t key_len, uint64_t now_ms);
+entry *sluice__mem_entry_new(shard *sh, sluice_algo algo, uint64_t hash,
+                             const char *key, size_t key_len,
+                             uint64_t now_ms);
+void sluice__mem_entry_free(shard *sh, entry *e);
 void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link);
 void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
                               uint64_t base_ms, uint64_t word);
@@ -240,7 +306,8 @@ static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
 void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
 bool sluice__mem_reserve_key(mem_store *m);
-table *sluice__mem_table_new(size_t n);
+table *sluice__mem_table_new(size_t n, bool with_cells);
+void sluice__mem_table_free(shard *sh, table *t);
 void sluice__mem_shard_free(mem_store *m, shard *sh);
 
 #endif /* SLUICE_STORE_MEM_H */

@@ -4,10 +4,12 @@
  * growing and shrinking tables, and freeing what was unlinked once no
  * lock-free reader can hold it (mem.c's header tells the whole design).
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "store/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -24,31 +26,113 @@ static void retired_note(shard *sh, uint64_t epoch)
 
 size_t sluice__mem_entry_bytes(entry *e)
 {
-    return entry_size((sluice_algo)e->algo, e->key_len) +
+    /* An entry in a cell: its cells are counted as a whole. */
+    return (e->in_cell
+                ? 0
+                : entry_size((sluice_algo)e->algo, e->key_len)) +
            sluice__algos[e->algo]->bytes(entry_state(e));
 }
 
-/* A new entry, with a fresh state. */
-entry *sluice__mem_entry_new(sluice_algo algo, uint64_t hash, const char *key,
-                             size_t key_len, uint64_t now_ms)
+/* Whether an entry of 'algo' with a key of 'key_len' bytes fits a cell. */
+static bool cell_fits(sluice_algo algo, size_t key_len)
 {
-    entry *e = malloc(entry_size(algo, key_len));
+    return sluice__algos[algo]->word != NULL &&
+           entry_size(algo, key_len) <= CELL_SIZE - sizeof(cells *);
+}
+
+/* Takes a free cell of 't' for 'hash', of the two it may use; or NULL. */
+static entry *cell_take(table *t, uint64_t hash)
+{
+    cells *c = t->cells;
+    entry *e;
+
+    if (c == NULL)
+        return NULL;
+    e = cell_at(c->base, cell_first(hash, c->n));
+    if (e->algo != CELL_FREE) {
+        e = cell_at(c->base, cell_second(hash, c->n));
+        if (e->algo != CELL_FREE)
+            return NULL;
+    }
+    c->used++;
+    e->in_cell = true;
+    return e;
+}
+
+static void cells_free(shard *sh, cells *c)
+{
+    sh->bytes -= cells_bytes(c->n);
+    munmap(c->base, c->n * CELL_SIZE);
+    free(c);
+}
+
+/*
+ * Room for an entry of 'algo', 'key_len' and 'hash': a cell of the shard's
+ * table if one is free and the entry fits, else a block of its own. Its
+ * word is WORD_HELD (a cell's is, while free), its 'cells' set.
+ */
+static entry *entry_alloc(shard *sh, sluice_algo algo, uint64_t hash,
+                          size_t key_len)
+{
+    table *t = table_of_tag(atomic_load_explicit(&sh->table,
+                                                 memory_order_relaxed));
+    entry *e = cell_fits(algo, key_len) ? cell_take(t, hash) : NULL;
+
+    if (e == NULL) {
+        if ((e = malloc(entry_size(algo, key_len))) == NULL)
+            return NULL;
+        atomic_init(&e->word, WORD_HELD);
+        e->in_cell = false;
+    }
+    e->key_len = (uint32_t)key_len;
+    e->algo = (uint8_t)algo;
+    return e;
+}
+
+void sluice__mem_entry_free(shard *sh, entry *e)
+{
+    cells *c;
+
+    if (!e->in_cell) {
+        free(e);
+        return;
+    }
+    c = *cell_owner(e);
+    e->algo = CELL_FREE; /* its word is WORD_HELD */
+    if (--c->used == 0 && c->orphan)
+        cells_free(sh, c);
+}
+
+/*
+ * A new entry, with a fresh state. Its word stays WORD_HELD until the
+ * caller stores one: in a cell, that store is what lock-free readers see.
+ */
+entry *sluice__mem_entry_new(shard *sh, sluice_algo algo, uint64_t hash,
+                             const char *key, size_t key_len, uint64_t now_ms)
+{
+    entry *e = entry_alloc(sh, algo, hash, key_len);
 
     if (e == NULL)
         return NULL;
-    atomic_init(&e->next, NULL);
+    atomic_store_explicit(&e->next, NULL, memory_order_relaxed);
     e->hash = hash;
-    atomic_init(&e->word, WORD_HELD);
-    atomic_init(&e->last_ms, now_ms);
+    atomic_store_explicit(&e->last_ms, now_ms, memory_order_relaxed);
     e->base_ms = now_ms;
-    e->key_len = (uint32_t)key_len;
-    e->algo = (uint8_t)algo;
     cold_of(e)->idle_at_ms = 0;
     cold_of(e)->retired = NULL;
     sluice__algos[algo]->init(entry_state(e));
     if (key_len > 0)
         memcpy(e->data, key, key_len);
     return e;
+}
+
+/* Puts 'e' (unlinked, its word WORD_HELD) on the shard's retired list. */
+static void entry_retire(mem_store *m, shard *sh, entry *e)
+{
+    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
+    cold_of(e)->retired = sh->retired;
+    sh->retired = e;
+    retired_note(sh, cold_of(e)->idle_at_ms);
 }
 
 /*
@@ -66,10 +150,49 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
     sh->count--;
     atomic_fetch_sub(&m->keys, 1);
     sluice__algos[e->algo]->release(entry_state(e));
-    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
-    cold_of(e)->retired = sh->retired;
-    sh->retired = e;
-    retired_note(sh, cold_of(e)->idle_at_ms);
+    entry_retire(m, sh, e);
+}
+
+/*
+ * Room for a copy of 'e' that 'entry_move' wants: a free cell of 't' if it
+ * has one for it, else a block of its own; NULL if 'e' already has one
+ * (a copy would gain nothing) or memory is short.
+ */
+static entry *move_room(entry *e, table *t)
+{
+    entry *n = cell_fits((sluice_algo)e->algo, e->key_len)
+                   ? cell_take(t, e->hash)
+                   : NULL;
+
+    if (n != NULL)
+        return n;
+    if (!e->in_cell)
+        return NULL;
+    if ((n = malloc(entry_size((sluice_algo)e->algo, e->key_len))) == NULL)
+        return NULL;
+    atomic_init(&n->word, WORD_HELD);
+    n->in_cell = false;
+    return n;
+}
+
+/*
+ * Copies 'e' (its word WORD_HELD) into room 'n' (from entry_alloc() or
+ * move_room(), its 'in_cell' set): all but the word, left WORD_HELD, and
+ * the link, left NULL.
+ */
+static void entry_copy(entry *n, entry *e)
+{
+    size_t size = entry_size((sluice_algo)e->algo, e->key_len);
+
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    n->hash = e->hash;
+    atomic_store_explicit(&n->last_ms, atomic_load(&e->last_ms),
+                          memory_order_relaxed);
+    n->base_ms = e->base_ms;
+    n->key_len = e->key_len;
+    n->algo = e->algo;
+    memcpy(n->data, e->data, size - sizeof(entry)); /* key, cold, state */
+    cold_of(n)->retired = NULL;
 }
 
 /*
@@ -82,25 +205,17 @@ void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
                               uint64_t base_ms, uint64_t word)
 {
     entry *e = *link;
-    size_t size = entry_size((sluice_algo)e->algo, e->key_len);
-    entry *n = malloc(size);
+    entry *n = entry_alloc(sh, (sluice_algo)e->algo, e->hash, e->key_len);
 
     if (n == NULL)
         return;
-    atomic_init(&n->next, atomic_load(&e->next));
-    n->hash = e->hash;
-    atomic_init(&n->word, word);
-    atomic_init(&n->last_ms, atomic_load(&e->last_ms));
+    entry_copy(n, e);
+    atomic_store_explicit(&n->next, atomic_load(&e->next),
+                          memory_order_relaxed);
     n->base_ms = base_ms;
-    n->key_len = e->key_len;
-    n->algo = e->algo;
-    memcpy(n->data, e->data, size - sizeof(entry)); /* key, cold, state */
-    cold_of(n)->retired = NULL;
+    atomic_store(&n->word, word); /* a cell's readers may see it from now */
     *link = n;
-    cold_of(e)->idle_at_ms = sluice__epoch_now(&m->epoch);
-    cold_of(e)->retired = sh->retired;
-    sh->retired = e;
-    retired_note(sh, cold_of(e)->idle_at_ms);
+    entry_retire(m, sh, e);
 }
 
 /*
@@ -132,11 +247,11 @@ static void reclaim(mem_store *m, shard *sh)
             oldest = (*tl)->retired_epoch;
     for (entry *e = *el, *next; e != NULL; e = next) {
         next = cold_of(e)->retired;
-        free(e);
+        sluice__mem_entry_free(sh, e);
     }
     for (table *t = *tl, *next; t != NULL; t = next) {
         next = t->retired;
-        free(t);
+        sluice__mem_table_free(sh, t);
     }
     *el = NULL;
     *tl = NULL;
@@ -278,7 +393,39 @@ static void release_memory(mem_store *m)
 #endif
 }
 
-table *sluice__mem_table_new(size_t n)
+/* 'n' cells (at least a page's worth), all free; or NULL. */
+static cells *cells_new(size_t n)
+{
+    cells *c = malloc(sizeof(*c));
+    void *base;
+
+    if (c == NULL)
+        return NULL;
+    base = mmap(NULL, n * CELL_SIZE, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        free(c);
+        return NULL;
+    }
+    c->base = base;
+    c->n = n;
+    c->used = 0;
+    c->orphan = false;
+    for (size_t i = 0; i < n; i++) {
+        entry *e = cell_at(c->base, i);
+
+        atomic_init(&e->word, WORD_HELD);
+        e->algo = CELL_FREE;
+        *cell_owner(e) = c;
+    }
+    return c;
+}
+
+/*
+ * A table of 'n' buckets, with cells if 'with_cells' (and memory allows:
+ * a table without them only costs the lock-free path a miss).
+ */
+table *sluice__mem_table_new(size_t n, bool with_cells)
 {
     size_t size = sizeof(table) + n * sizeof(bucket);
     table *t = aligned_alloc(64, (size + 63) & ~(size_t)63);
@@ -288,6 +435,9 @@ table *sluice__mem_table_new(size_t n)
     t->n = n;
     t->retired = NULL;
     t->retired_epoch = 0;
+    t->cells = with_cells ? cells_new(n >> CELLS_SHIFT) : NULL;
+    t->cell_base = t->cells != NULL ? t->cells->base : NULL;
+    t->cell_n = t->cells != NULL ? t->cells->n : 0;
     for (size_t b = 0; b < n; b++) {
         atomic_init(&t->b[b].head, NULL);
         t->b[b].idle_lo_ms = UINT64_MAX;
@@ -295,17 +445,72 @@ table *sluice__mem_table_new(size_t n)
     return t;
 }
 
+/* Frees table 't' of 'sh'; its cells too, unless entries still live in
+   them (the last of them to be freed frees them then). */
+void sluice__mem_table_free(shard *sh, table *t)
+{
+    if (t->cells != NULL) {
+        t->cells->orphan = true;
+        if (t->cells->used == 0)
+            cells_free(sh, t->cells);
+    }
+    free(t);
+}
+
 /*
- * Moves the entries of 'sh' into a table of 'n' buckets (a power of two). A
- * failed allocation keeps the old table: longer chains, or a table larger
- * than it need be, but nothing lost. Lock-free readers may be walking the
- * old table meanwhile: a relinked entry leads them into a chain of the new
- * one, which ends too; at worst they miss their key and take the locked
- * path. The old table is retired, not freed.
+ * Whether a table of 'n' buckets for the entries of 'sh' gets cells: when
+ * it is not small, and most of its entries are of algorithms that use them
+ * (cells cost CELL_SIZE bytes a bucket, used or not).
+ */
+static bool cells_pay(shard *sh, size_t n)
+{
+    size_t fit = 0;
+
+    if (n < CELLS_MIN_BUCKETS)
+        return false;
+    for (size_t b = 0; b < sh->nbuckets; b++)
+        for (entry *e = sh->buckets[b].head; e != NULL; e = e->next)
+            fit += cell_fits((sluice_algo)e->algo, e->key_len);
+    return fit * 2 > sh->count;
+}
+
+/*
+ * Moves entry 'e' of 'sh' into a cell of the new table 't' if one is free
+ * for it; out of the old table's cells into a block of its own if not (so
+ * that they can go). Its word is taken (a lock-free call on the old entry
+ * then fails its swap, and locks, and waits for the new table) and copied
+ * with the state, and the old entry is retired. Answers the entry to link.
+ */
+static entry *entry_move(mem_store *m, shard *sh, entry *e, table *t)
+{
+    entry *n = move_room(e, t);
+    uint64_t w;
+
+    if (n == NULL)
+        return e;
+    w = atomic_exchange(&e->word, WORD_HELD);
+    /* After the exchange: every time a word was written at is in it. */
+    entry_copy(n, e);
+    if (w != WORD_HELD)
+        atomic_store_explicit(&n->word, w, memory_order_relaxed);
+    sh->bytes -= sluice__mem_entry_bytes(e);
+    sh->bytes += sluice__mem_entry_bytes(n);
+    entry_retire(m, sh, e);
+    return n;
+}
+
+/*
+ * Moves the entries of 'sh' into a table of 'n' buckets (a power of two),
+ * into its cells those that fit one. A failed allocation keeps the old
+ * table: longer chains, or a table larger than it need be, but nothing
+ * lost. Lock-free readers may be walking the old table meanwhile: a
+ * relinked entry leads them into a chain of the new one, which ends too; at
+ * worst they miss their key and take the locked path. The old table is
+ * retired, not freed; an entry that moved to a cell is retired too.
  */
 static void shard_resize(mem_store *m, shard *sh, size_t n)
 {
-    table *t = sluice__mem_table_new(n);
+    table *t = sluice__mem_table_new(n, cells_pay(sh, n));
     table *old = table_of_tag(atomic_load(&sh->table));
 
     if (t == NULL)
@@ -317,6 +522,7 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
             entry *next = e->next;
             bucket *nb = &t->b[e->hash & (n - 1)];
 
+            e = entry_move(m, sh, e, t);
             e->next = nb->head;
             nb->head = e;
             if (cold_of(e)->idle_at_ms < nb->idle_lo_ms)
@@ -326,6 +532,8 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
     }
     sh->bytes += n * sizeof(bucket);
     sh->bytes -= sh->nbuckets * sizeof(bucket);
+    if (t->cells != NULL)
+        sh->bytes += cells_bytes(t->cells->n);
     atomic_store(&sh->table, table_tag(t));
     old->retired_epoch = sluice__epoch_now(&m->epoch);
     old->retired = sh->retired_tables;
@@ -411,11 +619,11 @@ void sluice__mem_shard_free(mem_store *m, shard *sh)
             sluice__mem_entry_remove(m, sh, &sh->buckets[b].head);
     for (entry *e = sh->retired, *next; e != NULL; e = next) {
         next = cold_of(e)->retired;
-        free(e);
+        sluice__mem_entry_free(sh, e);
     }
     for (table *t = sh->retired_tables, *next; t != NULL; t = next) {
         next = t->retired;
-        free(t);
+        sluice__mem_table_free(sh, t);
     }
-    free(table_of_tag(atomic_load(&sh->table)));
+    sluice__mem_table_free(sh, table_of_tag(atomic_load(&sh->table)));
 }

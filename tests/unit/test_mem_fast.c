@@ -12,7 +12,9 @@
  *   paths     the store, on random traces over keys whose limits move in
  *             and out of the word's range (maxes and counts to 2^53,
  *             windows to 2^40 ms, so keys move to the locked path and back,
- *             and rebase), answers as the struct arithmetic does;
+ *             and rebase), answers as the struct arithmetic does; alone,
+ *             and among 12,000 to 21,000 other keys (in cells, moved as the
+ *             tables grow);
  *   clamp     a clock that steps back across a window's expiry that a
  *             peek has seen: the lock-free path decides at the key's latest
  *             time, as the locked path does;
@@ -25,12 +27,17 @@
  *             unlink entries that lock-free readers may hold (run under
  *             ASan and TSan: nothing is read after it is freed); no more
  *             than max per window and reset is admitted, and the keys go
- *             once idle.
+ *             once idle; with 3,000 keys, and with 40,000 (tables with
+ *             cells, entries moving between them as tables grow and shrink);
+ *   cells     with 30,000 keys, most of an algorithm with a word live in
+ *             cells, none of one without; the store's byte count is what
+ *             its shards hold; once idle, the cells are given back.
  *
  * Usage: test_mem_fast [SEED] (or SLUICE_TEST_SEED=N).
  */
 #include "algo/algo.h"
 #include "mem_fixture.h"
+#include "store/mem.h"
 #include "rng.h"
 #include "test.h"
 
@@ -174,13 +181,31 @@ static void test_words(void)
 /* ---- Paths -------------------------------------------------------------- */
 
 #define PATH_KEYS 4
+#define PATH_FILL 12000      /* keys beside the trace's, so tables have cells */
+#define PATH_FILL_PER_STEP 30 /* and more during it, so they grow */
+
+/* Hits filler keys 'from' .. 'to' - 1 once each, under a limit that keeps
+   them for good: tables grow, and entries move into their cells. */
+static void fill_keys(fixture *fx, sluice_algo id, int from, int to)
+{
+    sluice_limit l = limit_of(id, 1000, 1ull << 40);
+
+    for (int k = from; k < to; k++) {
+        char key[24];
+        int len = snprintf(key, sizeof(key), "fill:%d", k);
+
+        (void)HITN(fx, &l, key, (size_t)len, 1);
+    }
+}
 
 /*
  * The store against the struct arithmetic (the locked path's), per key, on
  * a clock that only moves forward: the store's answer does not depend on
- * which path served it.
+ * which path served it. With 'fill', among many more keys, so the trace's
+ * keys live in cells (mem.h), move when the tables grow, and rebase into
+ * cells or blocks.
  */
-static void path_trace(sluice_algo id, int steps)
+static void path_trace(sluice_algo id, int steps, bool fill)
 {
     const sluice__algo *algo = sluice__algos[id];
     _Alignas(8) unsigned char ref[PATH_KEYS][64];
@@ -190,6 +215,8 @@ static void path_trace(sluice_algo id, int steps)
     fx_open(&fx, now);
     for (int k = 0; k < PATH_KEYS; k++)
         algo->init(ref[k]);
+    if (fill)
+        fill_keys(&fx, id, 0, PATH_FILL);
     for (int i = 0; i < steps; i++) {
         sluice_limit l = random_limit(id);
         uint64_t cost = random_cost(&l);
@@ -201,6 +228,9 @@ static void path_trace(sluice_algo id, int steps)
         if (now > SLUICE_NOW_MAX_MS)
             now = SLUICE_NOW_MAX_MS;
         fx_at(&fx, now);
+        if (fill)
+            fill_keys(&fx, id, PATH_FILL + i * PATH_FILL_PER_STEP,
+                      PATH_FILL + (i + 1) * PATH_FILL_PER_STEP);
         CHECK_OK(algo->decide(ref[key[0] - 'a'], &l, now, cost, consume,
                               &want));
         got = fx_decide_at(&fx, &l, key, 1, cost, consume, __FILE__,
@@ -222,7 +252,10 @@ static void test_paths(void)
             continue;
         test_context("paths: %s", sluice__algos[a]->name);
         for (int t = 0; t < 100; t++)
-            path_trace((sluice_algo)a, 300);
+            path_trace((sluice_algo)a, 300, false);
+        test_context("paths: %s, among many keys", sluice__algos[a]->name);
+        for (int t = 0; t < 4; t++)
+            path_trace((sluice_algo)a, 300, true);
     }
 }
 
@@ -349,11 +382,11 @@ static void test_hot_key(void)
 
 /* ---- Churn -------------------------------------------------------------- */
 
-#define CHURN_KEYS 3000
-#define CHURN_ROUNDS 60
+#define CHURN_KEYS_MAX 40000 /* enough for tables with cells (mem.h) */
 
 typedef struct churn {
     fixture *fx;
+    uint64_t keys;
     _Atomic int *stop;
     _Atomic uint64_t *admitted; /* per key, in the current round */
     uint64_t seed;
@@ -372,7 +405,7 @@ static void *churn_thread(void *arg)
         int len, rc;
 
         c->seed = c->seed * 6364136223846793005ULL + 1442695040888963407ULL;
-        k = (c->seed >> 33) % CHURN_KEYS;
+        k = (c->seed >> 33) % c->keys;
         len = snprintf(key, sizeof(key), "k%" PRIu64, k);
         rc = sluice_hit(&d, c->fx->store, &l, key, (size_t)len, 1);
         if (rc == SLUICE_OK && d.allowed)
@@ -384,35 +417,35 @@ static void *churn_thread(void *arg)
 }
 
 /*
- * Each round: threads hit keys under a cap smaller than the key count (so
- * the cap and the sweeps unlink keys all along), the main thread resets
- * keys meanwhile; then the clock moves past the window. A key admits at most
- * 5 per window plus 5 per reset it went through.
+ * Each round: threads hit 'keys' keys under a cap of half as many (so the
+ * cap and the sweeps unlink keys all along), the main thread resets keys
+ * meanwhile; then the clock moves past the window. A key admits at most 5
+ * per window plus 5 per reset it went through.
  */
-static void test_churn(void)
+static void churn_rounds(int keys, int rounds)
 {
-    static _Atomic uint64_t admitted[CHURN_KEYS];
-    static uint64_t resets[CHURN_KEYS];
+    static _Atomic uint64_t admitted[CHURN_KEYS_MAX];
+    static uint64_t resets[CHURN_KEYS_MAX];
     sluice_limit l = limit_of(SLUICE_FIXED, 5, 100);
     pthread_t tids[THREADS];
     churn c[THREADS];
     _Atomic int stop;
     fixture fx;
 
-    test_context("churn");
-    fx_open_capped(&fx, 1000, CHURN_KEYS / 2);
-    for (int r = 0; r < CHURN_ROUNDS; r++) {
+    fx_open_capped(&fx, 1000, (size_t)keys / 2);
+    for (int r = 0; r < rounds; r++) {
         memset(resets, 0, sizeof(resets));
-        for (int k = 0; k < CHURN_KEYS; k++)
+        for (int k = 0; k < keys; k++)
             atomic_store(&admitted[k], 0);
         atomic_store(&stop, 0);
         for (int i = 0; i < THREADS; i++) {
-            c[i] = (churn){&fx, &stop, admitted, rng_next(), 0};
+            c[i] = (churn){&fx, (uint64_t)keys, &stop, admitted, rng_next(),
+                           0};
             if (pthread_create(&tids[i], NULL, churn_thread, &c[i]) != 0)
                 exit(2);
         }
         for (int i = 0; i < 2000; i++) {
-            uint64_t k = rng_below(CHURN_KEYS);
+            uint64_t k = rng_below((uint64_t)keys);
             char key[16];
             int len = snprintf(key, sizeof(key), "k%" PRIu64, k);
 
@@ -424,7 +457,7 @@ static void test_churn(void)
             pthread_join(tids[i], NULL);
             CHECK_EQ_U64(c[i].errors, 0);
         }
-        for (int k = 0; k < CHURN_KEYS; k++)
+        for (int k = 0; k < keys; k++)
             if (!CHECK(atomic_load(&admitted[k]) <= 5 * (resets[k] + 1)))
                 break;
         fx_at(&fx, 1000 + 100 * (uint64_t)(r + 1));
@@ -434,6 +467,111 @@ static void test_churn(void)
         (void)HIT(&fx, &l, "last", 1);
     CHECK_EQ_U64(stats_of(fx.store).keys, 1);
     fx_close(&fx);
+}
+
+static void test_churn(void)
+{
+    test_context("churn");
+    churn_rounds(3000, 60);
+    test_context("churn, tables with cells");
+    churn_rounds(CHURN_KEYS_MAX, 12);
+}
+
+/* ---- Cells --------------------------------------------------------------- */
+
+#define CELL_KEYS 30000
+
+/*
+ * What the store's shards hold, walked under their locks: the keys in
+ * cells and in blocks of their own, and the bytes that all of it takes,
+ * counted from what is there, to set beside the store's own count.
+ */
+typedef struct held {
+    uint64_t in_cells, alone, bytes;
+} held;
+
+static held held_of(sluice_store *store)
+{
+    mem_store *m = store->backend.impl;
+    held h = {0, 0, sizeof(*m)}; /* the store itself, as its stats count it */
+
+    for (unsigned i = 0; i < SHARDS; i++) {
+        shard *sh = &m->shards[i].s;
+        table *t = table_of_tag(atomic_load(&sh->table));
+
+        pthread_mutex_lock(&sh->lock);
+        h.bytes += t->n * sizeof(bucket);
+        if (t->cells != NULL)
+            h.bytes += cells_bytes(t->cells->n);
+        for (table *r = sh->retired_tables; r != NULL; r = r->retired)
+            if (r->cells != NULL) /* not freed before their table */
+                h.bytes += cells_bytes(r->cells->n);
+        for (size_t b = 0; b < t->n; b++)
+            for (entry *e = t->b[b].head; e != NULL; e = e->next) {
+                const sluice__algo *algo = sluice__algos[e->algo];
+
+                if (e->in_cell) {
+                    h.in_cells++;
+                    CHECK(*cell_owner(e) == t->cells);
+                } else {
+                    h.alone++;
+                    h.bytes += entry_size((sluice_algo)e->algo, e->key_len);
+                }
+                h.bytes += algo->bytes(entry_state(e));
+            }
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return h;
+}
+
+/*
+ * The cells (mem.h): with many keys of an algorithm with a word, most live
+ * in their table's cells, where the lock-free path finds them with one
+ * miss, all of them in the current table's (a table that grows moves them);
+ * the store's byte count is what its tables, cells and entries take; keys
+ * of an algorithm without a word get no cells. Once every key is idle and
+ * swept, the cells are given back with the entries.
+ */
+static void test_cells(void)
+{
+    for (int a = 0; a < TEST_ALGO_N; a++) {
+        bool word = sluice__algos[a]->word != NULL;
+        sluice_limit l = limit_of((sluice_algo)a, 10, 100);
+        sluice_store_stats st;
+        fixture fx;
+        held h;
+
+        test_context("cells: %s", sluice__algos[a]->name);
+        fx_open(&fx, 1000);
+        for (int k = 0; k < CELL_KEYS; k++) {
+            char key[24];
+            int len = snprintf(key, sizeof(key), "user:%d", k);
+
+            CHECK(HITN(&fx, &l, key, (size_t)len, 1).allowed);
+        }
+        st = stats_of(fx.store);
+        h = held_of(fx.store);
+        CHECK_EQ_U64(h.in_cells + h.alone, CELL_KEYS);
+        CHECK_EQ_U64(h.bytes, st.bytes);
+        if (word)
+            CHECK(h.in_cells >= CELL_KEYS / 2);
+        else
+            CHECK_EQ_U64(h.in_cells, 0);
+        printf("  cells, %s: %d keys, %" PRIu64 " in cells, %.1f bytes a "
+               "key\n", sluice__algos[a]->name, CELL_KEYS, h.in_cells,
+               (double)st.bytes / CELL_KEYS);
+
+        /* All idle: one key's calls sweep the rest, tables shrink. */
+        fx_at(&fx, 1000 + 10 * 1000);
+        for (int i = 0; i < 200000; i++)
+            (void)HIT(&fx, &l, "last", 1);
+        st = stats_of(fx.store);
+        h = held_of(fx.store);
+        CHECK_EQ_U64(st.keys, 1);
+        CHECK_EQ_U64(h.bytes, st.bytes);
+        CHECK(st.bytes < 256 * 1024); /* a table of 16 buckets a shard */
+        fx_close(&fx);
+    }
 }
 
 /* ---- Main --------------------------------------------------------------- */
@@ -447,5 +585,6 @@ int main(int argc, char **argv)
     test_clamp();
     test_hot_key();
     test_churn();
+    test_cells();
     return test_summary("test_mem_fast");
 }

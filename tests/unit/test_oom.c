@@ -1,7 +1,9 @@
 /*
  * test_oom.c - every allocation the library makes is made to fail in turn.
  *
- * This program is linked with -Wl,--wrap=malloc,--wrap=calloc,...
+ * This program is linked with -Wl,--wrap=malloc,--wrap=calloc,... (and
+ * --wrap=mmap,--wrap=mmap64,--wrap=munmap: the embedded store maps its
+ * cells)
  * (tests/CMakeLists.txt), so the library's calls to malloc() and friends
  * reach the __wrap_ functions below, which count them and fail the ones
  * chosen:
@@ -27,10 +29,12 @@
 #include "test.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- The allocator wrapper ----------------------------------------------- */
 
@@ -44,6 +48,14 @@ void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t size);
 void *__wrap_aligned_alloc(size_t align, size_t size);
 void __wrap_free(void *p);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+int __real_munmap(void *addr, size_t len);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off);
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd,
+                    off_t off);
+int __wrap_munmap(void *addr, size_t len);
 
 enum { FAIL_ONE, FAIL_FROM, FAIL_DICE };
 
@@ -119,6 +131,34 @@ void __wrap_free(void *p)
     if (p != NULL)
         live_allocs--;
     __real_free(p);
+}
+
+/* The embedded store maps its cells (src/store/mem.h): a mapping is an
+   allocation here too, and munmap() its free. */
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
+                  off_t off)
+{
+    void *p;
+
+    if (should_fail())
+        return MAP_FAILED;
+    p = __real_mmap(addr, len, prot, flags, fd, off);
+    if (p != MAP_FAILED)
+        live_allocs++;
+    return p;
+}
+
+/* What a build with 64-bit file offsets calls mmap() by. */
+void *__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd,
+                    off_t off)
+{
+    return __wrap_mmap(addr, len, prot, flags, fd, off);
+}
+
+int __wrap_munmap(void *addr, size_t len)
+{
+    live_allocs--;
+    return __real_munmap(addr, len);
 }
 
 /* ---- The scenario's world ------------------------------------------------ */
@@ -463,26 +503,38 @@ static void small_scenario(void)
 
 /*
  * Thousands of keys with allocations failing at random: entries, logs, and
- * shard tables that grow (or fail to, and keep their old size).
+ * shard tables that grow (or fail to, and keep their old size). With
+ * 'cells', more keys, of the algorithms with a word, kept longer: tables
+ * grow past CELLS_MIN_BUCKETS (mem.h), so cells are made (or fail to be),
+ * and entries move into them or out of them into blocks (or fail to).
  */
 #define DICE_KEYS 4000
+#define DICE_CELL_KEYS 12000
 
-static void dice_scenario(uint64_t seed)
+static sluice_limit dice_limit(sluice_algo algo, bool cells)
 {
+    return cells ? limit_of(algo, 5 + (uint64_t)algo, 100000)
+                 : limit_of(algo, 5 + (uint64_t)algo,
+                            20 + 10 * (uint64_t)algo);
+}
+
+static void dice_scenario(uint64_t seed, bool cells)
+{
+    static const sluice_algo words[] = {SLUICE_FIXED, SLUICE_GCRA};
+    int keys = cells ? DICE_CELL_KEYS : DICE_KEYS;
     sluice_store_stats st;
     char key[32];
 
     rng_state = seed;
     if (!world_open(0, 0)) /* 258 allocations: opening would always fail */
         return;
-    for (int i = 0; i < 8000; i++) {
+    for (int i = 0; i < 2 * keys; i++) {
         uint64_t r = rng_next();
-        sluice_algo algo = (sluice_algo)(r % TEST_ALGO_N);
+        sluice_algo algo = cells ? words[r % 2] : (sluice_algo)(r % TEST_ALGO_N);
         /* One limit per algorithm, so the two stores' states can match. */
-        sluice_limit l = limit_of(algo, 5 + (uint64_t)algo,
-                                  20 + 10 * (uint64_t)algo);
+        sluice_limit l = dice_limit(algo, cells);
         size_t n = (size_t)snprintf(key, sizeof(key), "d%" PRIu64,
-                                    (r >> 24) % DICE_KEYS);
+                                    (r >> 24) % (uint64_t)keys);
         uint64_t cost = 1 + (r >> 40) % l.max;
 
         if (i % 7 == 0)
@@ -496,10 +548,9 @@ static void dice_scenario(uint64_t seed)
     }
     /* The stores agree on every key; forgotten, none is left. */
     for (int a = 0; a < TEST_ALGO_N; a++) {
-        sluice_limit l = limit_of((sluice_algo)a, 5 + (uint64_t)a,
-                                  20 + 10 * (uint64_t)a);
+        sluice_limit l = dice_limit((sluice_algo)a, cells);
 
-        for (int k = 0; k < DICE_KEYS; k++) {
+        for (int k = 0; k < keys; k++) {
             size_t n = (size_t)snprintf(key, sizeof(key), "d%d", k);
 
             agree(&l, key, n);
@@ -538,7 +589,13 @@ int main(void)
     fail_mode = FAIL_DICE;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         test_context("dice seed %" PRIu64, seed);
-        dice_scenario(seed);
+        dice_scenario(seed, false);
+        runs++;
+        CHECK_EQ_U64(live_allocs, 0);
+    }
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        test_context("dice seed %" PRIu64 ", tables with cells", seed);
+        dice_scenario(seed, true);
         runs++;
         CHECK_EQ_U64(live_allocs, 0);
     }
