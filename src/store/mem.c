@@ -8,8 +8,8 @@
  *   shard[h >> 56]  (lock, table -> {n, cells, buckets[]}, count, cursor)
  *       buckets[h & (n - 1)] = {head, idle_lo_ms}
  *                                  head -> entry -> entry -> NULL
- *       cells[h & (n - 1)], cells[h >> 28 & (n - 1)]: 128 bytes each, an
- *                                  entry in place, or free
+ *       cells[h & (n/2 - 1)], cells[h >> 28 & (n/2 - 1)]: 128 bytes
+ *                                  each, an entry in place, or free
  *
  *   entry: | next | hash | word | last_ms | base_ms | key_len | algo |
  *          | in_cell | key | idle_at_ms | retired | state |
@@ -244,11 +244,11 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
 {
     uintptr_t tag = atomic_load(&sh->table);
     table *t = table_of_tag(tag);
-    size_t n = (size_t)1 << (tag & 63);
+    bucket *bk = &t->b[hash & (((size_t)1 << (tag & 63)) - 1)];
     entry *e, *a, *b;
 
     if (t->cell_base == NULL) {
-        e = atomic_load(&t->b[hash & (n - 1)].head);
+        e = atomic_load(&bk->head);
         if (e != NULL) {
             /* Its first 64 bytes, which may straddle two cache lines. */
             __builtin_prefetch(e);
@@ -261,14 +261,14 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
     b = cell_at(t->cell_base, cell_second(hash, t->cell_n));
     __builtin_prefetch(a);
     __builtin_prefetch(b);
-    __builtin_prefetch(&t->b[hash & (n - 1)]); /* if neither holds it */
+    __builtin_prefetch(bk); /* if neither holds it */
     *now_ms = m->clock_ms(m->clock_payload);
     if (cell_holds(a, hash, algo, key, key_len))
         return a;
     if (cell_holds(b, hash, algo, key, key_len))
         return b;
-    return chain_find_unlocked(atomic_load(&t->b[hash & (n - 1)].head), hash,
-                               algo, key, key_len);
+    return chain_find_unlocked(atomic_load(&bk->head), hash, algo, key,
+                               key_len);
 }
 
 /*

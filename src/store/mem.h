@@ -23,9 +23,7 @@
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
 #define CELL_SIZE 128u        /* an entry in place in a table's cells */
 #define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
-#ifndef CELLS_SHIFT
-#define CELLS_SHIFT 1u /* a table of n buckets has n >> this cells */
-#endif
+#define CELLS_SHIFT 1u        /* a table of n buckets has n >> this cells */
 #define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
 
 /* The word of an entry whose state is in its struct, under the lock. */
@@ -76,9 +74,9 @@ typedef struct bucket {
  * cell's last 8 bytes point to its cells (cell_owner()), so an entry in
  * one fits in CELL_SIZE - 8 and the others pay nothing for it. The cells
  * are a mapping of their own (mmap()), so they go back to the system when
- * freed, whatever the heap around them holds. Cells
- * outlive their table while entries are in them: a table that goes leaves
- * them 'orphan', freed when the last of their entries is.
+ * freed, whatever the heap around them holds. Cells outlive their table
+ * while entries are in them: a table that goes leaves them 'orphan', freed
+ * when the last of their entries is.
  */
 struct cells {
     unsigned char *base; /* n cells of CELL_SIZE, a mapping of their own */
@@ -170,7 +168,7 @@ static inline void *entry_state(entry *e)
     return cold_of(e) + 1;
 }
 
-/* The two cells where an entry of 'hash' may live, of 'n' cells. */
+/* Cell 'i' of the cells at 'base'. */
 static inline entry *cell_at(unsigned char *base, size_t i)
 {
     return (entry *)(void *)(base + i * CELL_SIZE);
@@ -188,6 +186,7 @@ static inline cells **cell_owner(entry *e)
     return (cells **)(void *)((char *)e + CELL_SIZE - sizeof(cells *));
 }
 
+/* The two cells where an entry of 'hash' may live, of 'n' cells. */
 static inline size_t cell_first(uint64_t hash, size_t n)
 {
     return hash & (n - 1);

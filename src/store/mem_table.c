@@ -66,10 +66,23 @@ static void cells_free(shard *sh, cells *c)
     free(c);
 }
 
+/* A block of its own for an entry of 'algo' and 'key_len', its word
+   WORD_HELD; or NULL. */
+static entry *entry_block(sluice_algo algo, size_t key_len)
+{
+    entry *e = malloc(entry_size(algo, key_len));
+
+    if (e != NULL) {
+        atomic_init(&e->word, WORD_HELD);
+        e->in_cell = false;
+    }
+    return e;
+}
+
 /*
  * Room for an entry of 'algo', 'key_len' and 'hash': a cell of the shard's
  * table if one is free and the entry fits, else a block of its own. Its
- * word is WORD_HELD (a cell's is, while free), its 'cells' set.
+ * word is WORD_HELD (a cell's is, while free), its 'in_cell' set.
  */
 static entry *entry_alloc(shard *sh, sluice_algo algo, uint64_t hash,
                           size_t key_len)
@@ -78,12 +91,8 @@ static entry *entry_alloc(shard *sh, sluice_algo algo, uint64_t hash,
                                                  memory_order_relaxed));
     entry *e = cell_fits(algo, key_len) ? cell_take(t, hash) : NULL;
 
-    if (e == NULL) {
-        if ((e = malloc(entry_size(algo, key_len))) == NULL)
-            return NULL;
-        atomic_init(&e->word, WORD_HELD);
-        e->in_cell = false;
-    }
+    if (e == NULL && (e = entry_block(algo, key_len)) == NULL)
+        return NULL;
     e->key_len = (uint32_t)key_len;
     e->algo = (uint8_t)algo;
     return e;
@@ -164,15 +173,9 @@ static entry *move_room(entry *e, table *t)
                    ? cell_take(t, e->hash)
                    : NULL;
 
-    if (n != NULL)
+    if (n != NULL || !e->in_cell)
         return n;
-    if (!e->in_cell)
-        return NULL;
-    if ((n = malloc(entry_size((sluice_algo)e->algo, e->key_len))) == NULL)
-        return NULL;
-    atomic_init(&n->word, WORD_HELD);
-    n->in_cell = false;
-    return n;
+    return entry_block((sluice_algo)e->algo, e->key_len);
 }
 
 /*
