@@ -18,6 +18,7 @@
  */
 #include "sluice.h"
 #include "bench_options.h"
+#include "bench_keys.h"
 #include "bench_util.h"
 
 #include <errno.h>
@@ -26,7 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-#define KEY_STRIDE 16u /* bytes per pre-made key: text, then length */
 /* 100 per hour: a key's few hits are all admitted, and its state (gcra's
    arrival time too, 36 s ahead per hit) outlives the run, so no key goes
    idle and is made again: every timed hit finds its key. */
@@ -98,24 +98,22 @@ int main(int argc, char **argv)
     uint64_t rng = 0x9e3779b97f4a7c15ULL;
     bool timed;
     struct timespec t0 = {0, 0}, t1;
-    char *text;
+    keyset ks;
     int err;
 
     if ((err = options(&r, argc, argv)) >= 0)
         return err;
     keys = r.keys, hits = r.hits, algo = r.algo, timed = r.timed;
     limit = (sluice_limit)SLUICE_LIMIT(algo, ADMIT_MAX, WINDOW_MS);
-    if ((text = malloc(keys * KEY_STRIDE)) == NULL) {
+    if (keyset_make(&ks, 0, keys) < 0) {
         fprintf(stderr, "sluice_bench_lookup: out of memory for keys\n");
+        keyset_free(&ks);
         return 1;
     }
-    for (unsigned long k = 0; k < keys; k++)
-        text[k * KEY_STRIDE + KEY_STRIDE - 1] = (char)snprintf(
-            text + k * KEY_STRIDE, KEY_STRIDE - 1, "user:%lu", k);
     if ((err = sluice_store_open(&store, "mem://", NULL)) < 0) {
         fprintf(stderr, "sluice_bench_lookup: cannot open the store: %s\n",
                 sluice_last_error());
-        free(text);
+        keyset_free(&ks);
         return 1;
     }
     /* The next key is chosen, and asked for, a call ahead: a server has
@@ -123,17 +121,15 @@ int main(int argc, char **argv)
     for (unsigned long k = 0, next = pick_key(&rng, keys);
          k < keys + hits && err == SLUICE_OK; k++) {
         size_t i = k < keys ? k : next;
-        const char *key = text + i * KEY_STRIDE;
 
         if (k >= keys) {
             next = pick_key(&rng, keys);
-            __builtin_prefetch(text + next * KEY_STRIDE);
+            key_prefetch(&ks, next);
         }
-
         if (k == keys)
             clock_gettime(CLOCK_MONOTONIC, &t0);
-        err = sluice_hit(&d, store, &limit, key,
-                         (unsigned char)key[KEY_STRIDE - 1], 1);
+        err = sluice_hit(&d, store, &limit, key_at(&ks, i), key_len(&ks, i),
+                         1);
         admitted += err == SLUICE_OK && d.allowed;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -148,6 +144,6 @@ int main(int argc, char **argv)
                ((double)(t1.tv_sec - t0.tv_sec) * 1e9 +
                 (double)(t1.tv_nsec - t0.tv_nsec)) / (double)hits);
     sluice_store_free(store);
-    free(text);
+    keyset_free(&ks);
     return err == SLUICE_OK ? 0 : 1;
 }

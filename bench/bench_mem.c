@@ -46,6 +46,7 @@
  */
 #include "sluice.h"
 #include "bench_options.h"
+#include "bench_keys.h"
 #include "bench_util.h"
 
 #include <errno.h>
@@ -59,7 +60,6 @@
 #include <unistd.h>
 
 #define MANY_KEYS 100000u
-#define KEY_STRIDE 16u      /* bytes per pre-made key: text, then length */
 #define CHECK_EVERY 1024u   /* calls between two reads of the clock */
 #define WARM_HITS 100000u   /* calls on a hot key before timing */
 #define MAX_THREADS 2u
@@ -87,66 +87,6 @@
    dependent loads over LATENCY_BYTES, far more than the caches hold. */
 #define LATENCY_BYTES ((size_t)64 << 20)
 #define LATENCY_LOADS 2000000u
-
-/* ---- Keys ------------------------------------------------------------------- */
-
-/*
- * Keys "user:<first>" .. "user:<first + n - 1>", one per KEY_STRIDE bytes:
- * the text, then its length in the slot's last byte, so that one cache line
- * holds both.
- */
-typedef struct keyset {
-    char *bytes;
-    size_t n;
-} keyset;
-
-static int keyset_make(keyset *ks, size_t first, size_t n)
-{
-    ks->bytes = malloc(n * KEY_STRIDE);
-    ks->n = n;
-    if (ks->bytes == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        char *slot = ks->bytes + i * KEY_STRIDE;
-        int len = snprintf(slot, KEY_STRIDE - 1, "user:%zu", first + i);
-
-        if (len < 0 || len >= (int)KEY_STRIDE - 1)
-            return -1;
-        slot[KEY_STRIDE - 1] = (char)len;
-    }
-    return 0;
-}
-
-static const char *key_at(const keyset *ks, size_t i)
-{
-    return ks->bytes + i * KEY_STRIDE;
-}
-
-static size_t key_len(const keyset *ks, size_t i)
-{
-    return (unsigned char)ks->bytes[i * KEY_STRIDE + KEY_STRIDE - 1];
-}
-
-/*
- * Asks for key 'i' to be brought into the cache ahead of its use. A server
- * has just parsed the key of the request it decides, so the key is in cache;
- * without this, 100,000 random keys would add a cache miss of the
- * benchmark's own to every call.
- */
-static void key_prefetch(const keyset *ks, size_t i)
-{
-#if defined(__GNUC__)
-    __builtin_prefetch(ks->bytes + i * KEY_STRIDE);
-#else
-    (void)ks;
-    (void)i;
-#endif
-}
-
-static void keyset_free(keyset *ks)
-{
-    free(ks->bytes);
-}
 
 /* ---- Cases ------------------------------------------------------------------ */
 
@@ -474,11 +414,17 @@ typedef struct report {
     double latency_ns;                /* their median */
 } report;
 
+/* Algorithm 'a's case 'num' over its case 'den', in decisions per second. */
+static double case_ratio(const report *rp, unsigned a, int num, int den)
+{
+    double d = rp->res[a][den].median;
+
+    return d > 0 ? rp->res[a][num].median / d : 0;
+}
+
 static double ratio_of(const report *rp, unsigned a, const ratio *q)
 {
-    double den = rp->res[a][q->den].median;
-
-    return den > 0 ? rp->res[a][q->num].median / den : 0;
+    return case_ratio(rp, a, q->num, q->den);
 }
 
 static bool fixed_hot_met(const report *rp)
@@ -539,13 +485,6 @@ static unsigned busy_rows(const report *rp)
 static const sluice_algo fast_algos[] = {SLUICE_FIXED, SLUICE_GCRA};
 #define NFAST (sizeof(fast_algos) / sizeof(fast_algos[0]))
 
-/* 2 threads on one hot key over 1 thread, from an algorithm's results. */
-static double same_key_ratio(const case_result *r)
-{
-    return r[HOT_1T].median > 0 ? r[HOT_2T_SAME].median / r[HOT_1T].median
-                                : 0;
-}
-
 /*
  * The lock-free path's targets, for each algorithm it serves; the
  * 100,000-key rows beside a hot key plus one load from memory, measured in
@@ -557,7 +496,7 @@ static void print_fast_targets(const report *rp)
     for (unsigned i = 0; i < NFAST; i++) {
         const case_result *r = rp->res[fast_algos[i]];
         const char *name = sluice_algo_name(fast_algos[i]);
-        double same = same_key_ratio(r);
+        double same = case_ratio(rp, fast_algos[i], HOT_2T_SAME, HOT_1T);
 
         printf("  %s hot key, 1 thread: %.1f ns \u2014 target \u2264 %.0f "
                "ns: %s\n", name, r[HOT_1T].ns_per_call, TARGET_FAST_HOT_NS,
@@ -712,7 +651,7 @@ static void json_fast_targets(const report *rp)
     for (unsigned i = 0; i < NFAST; i++) {
         const case_result *r = rp->res[fast_algos[i]];
         const char *name = sluice_algo_name(fast_algos[i]);
-        double same = same_key_ratio(r);
+        double same = case_ratio(rp, fast_algos[i], HOT_2T_SAME, HOT_1T);
 
         printf(",\n    {\"name\": \"%s_hot_1t_ns_per_call\", \"value\": "
                "%.2f, \"target_ns_max\": %.0f, \"met\": %s}", name,
