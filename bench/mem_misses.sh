@@ -4,19 +4,23 @@
 # decision on 100,000 keys, counted by valgrind's callgrind with its cache
 # simulator, inside sluice_hit() only. Seconds on a shared machine swing
 # with where the host puts the memory traffic (BENCHMARKS.md); these counts
-# do not: the same binary and keys give the same figures, so this is the
-# figure to compare a change of the store's layout with.
+# do not: the same binary and keys give the same figures.
 #
-# For each last-level cache size (MIBS: by default 2, 8 and 32 MiB, a small, a middling and
-# a large share of a server's), bench_lookup runs twice: making KEYS keys
-# alone, then making them and hitting them HITS times at random; the
-# difference over HITS is a hit's cost on a key that exists (the lock-free
-# path for fixed and gcra). Columns: instructions, first-level data misses,
-# last-level data read misses (the loads that wait for memory), per hit.
+# For each last-level cache size in MIBS (by default 2, 8 and 32 MiB: a
+# small, a middling and a large share of a server's), bench_lookup runs
+# twice: making KEYS keys alone, then making them and hitting them HITS
+# times at random; the difference over HITS is a hit's cost on a key that
+# exists (the lock-free path for fixed and gcra). Columns, per hit:
+# instructions, first-level data misses, and last-level data read misses,
+# the lines that come from memory (prefetched ones too). These count
+# traffic, not waiting: lines asked for at once cost one wait, lines asked
+# for one after another one each; `sluice_bench_lookup --time` measures
+# the wait (BENCHMARKS.md, "Cells").
 #
 # Usage: bench/mem_misses.sh [BUILD-DIR] [ALGO...] (default build-rel;
-# fixed gcra sliding-counter). KEYS=100000 HITS=200000 MIBS="2 8 32". It never fails on a
-# figure; it exits 1 if valgrind or the build is missing.
+# fixed gcra sliding-counter). KEYS=100000 HITS=200000 MIBS="2 8 32". It
+# never fails on a figure; it exits 1 if valgrind, the build or a run of
+# bench_lookup fails.
 
 set -eu
 
