@@ -483,6 +483,45 @@ static size_t ring_bytes(char *buf, uint32_t head, uint32_t len, uint32_t cap,
     return 16 + 8 * (size_t)slots;
 }
 
+/*
+ * Sorted sets that are not a sliding log's (its members carry the running
+ * total, sliding_log.lua): foreign value number 'v' (4 on) at times inside
+ * the window of test_foreign(), so that nothing is trimmed; false past the
+ * last.
+ */
+static bool log_foreign_value(const char *key, int v)
+{
+    static const char *const sets[][4] = {
+        {"5", "b"},                                  /* any member */
+        {"1700000000000", "1700000000000:0a1b:1:1"}, /* an older sluice's */
+        {"1699999999000", "A0000000000000001:0"},    /* units 0 */
+        {"1699999999000", "A0000000000000001:01"},   /* a leading zero */
+        {"1699999999000", "B01000000000000001"},     /* hi with a leading 0 */
+        {"1699999999000", "A000000000000001"},       /* 15 digits */
+        {"1699999999000", "A00000000000000001"},     /* 17 digits */
+        {"1699999999000", "A0000000000000001:2"},    /* fewer than its units */
+        {"1699999999000", "A9007199254740992"},      /* lo of 2^53 */
+        {"1699999999000", "A0000000000000001x"},     /* a byte after */
+        /* the newest is fine, the oldest is not */
+        {"1699999999000", "zz", "1699999999500", "A0000000000000002"},
+        /* the newest's total before the oldest's start */
+        {"1699999999000", "A0000000000000009:3", "1699999999500",
+         "A0000000000000002"},
+        /* totals more than 2^53 apart */
+        {"1699999999000", "A0000000000000001", "1699999999500",
+         "B30000000000000001"},
+    };
+    const char *const *set;
+
+    if (v < 4 || v - 4 >= (int)NELEM(sets))
+        return false;
+    set = sets[v - 4];
+    if (set[2] == NULL)
+        return rs_ok(&server, "ZADD %s %s %s", key, set[0], set[1]) == 0;
+    return rs_ok(&server, "ZADD %s %s %s %s %s", key, set[0], set[1], set[2],
+                 set[3]) == 0;
+}
+
 /* Sets 'key' to foreign value number 'v' for 'algo'; false past the last. */
 static bool foreign_value(const char *algo, const char *key, int v)
 {
@@ -502,6 +541,8 @@ static bool foreign_value(const char *algo, const char *key, int v)
                    ? rs_ok(&server, "SET %s hello", key) == 0
                    : rs_ok(&server, "ZADD %s 5 b", key) == 0;
     }
+    if (strcmp(algo, "sliding-log") == 0)
+        return log_foreign_value(key, v);
     if (!clog || v > 9)
         return false;
     switch (v) { /* strings that are not a ring */
@@ -596,13 +637,30 @@ static bool odd_value(const char *algo, const char *key, int v)
     }
     if (strcmp(algo, "sliding-log") == 0) {
         switch (v) {
-        case 0: return rs_ok(&server, "ZADD %s %" PRIu64 ".5 a %" PRIu64
-                             " b", key, ODD_T - 10, ODD_T - 5) == 0;
-        case 1: return rs_ok(&server, "ZADD %s %" PRIu64 ".5 c", key,
-                             ODD_T + 500) == 0;
-        case 2: return rs_ok(&server, "ZADD %s %" PRIu64 " old %" PRIu64
-                             " new", key, ODD_T - 70000, ODD_T - 100) == 0;
-        case 3: return rs_ok(&server, "ZADD %s +inf far -inf near", key) == 0;
+        case 0: return rs_ok(&server, "ZADD %s %" PRIu64 ".5 "
+                             "A0000000000000001 %" PRIu64 " A0000000000000002",
+                             key, ODD_T - 10, ODD_T - 5) == 0;
+        /* ahead of the clock (a fraction there would put the member
+           added at the held clock, written whole, before it: a set whose
+           ends then disagree, foreign) */
+        case 1: return rs_ok(&server, "ZADD %s %" PRIu64
+                             " A0000000000000003:3", key, ODD_T + 500) == 0;
+        case 2: return rs_ok(&server, "ZADD %s %" PRIu64 " A0000000000000001 "
+                             "%" PRIu64 " A0000000000000002", key,
+                             ODD_T - 70000, ODD_T - 100) == 0;
+        case 3: return rs_ok(&server, "ZADD %s +inf A0000000000000002 -inf "
+                             "A0000000000000001", key) == 0;
+        /* running totals about 2^53, where the low part wraps: one set
+           across it, and one that the calls take across it */
+        case 4: return rs_ok(&server, "ZADD %s %" PRIu64 " A9007199254740990:5"
+                             " %" PRIu64 " B10000000000000003:5", key,
+                             ODD_T - 10, ODD_T - 5) == 0;
+        case 5: return rs_ok(&server, "ZADD %s %" PRIu64 " A9007199254740990:2",
+                             key, ODD_T - 10) == 0;
+        /* a running total's high part of 16 digits */
+        case 6: return rs_ok(&server, "ZADD %s %" PRIu64
+                             " Q90071992547409910000000000000001", key,
+                             ODD_T - 10) == 0;
         }
         return false;
     }

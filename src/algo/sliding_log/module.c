@@ -2,31 +2,33 @@
  * module.c - the sliding log inside the server (sluice.so).
  *
  * The decision of sliding_log.lua, step for step, on the very sorted set it
- * keeps, with the key API instead of commands:
+ * keeps (its head comment gives the members' form: one a request, carrying
+ * the set's running total of units), with the key API instead of commands:
  *
  *   script                                  here
- *   ZRANGE key -1 -1 WITHSCORES (newest)    ZsetFirstInScoreRange(now, +inf)
- *                                           (held clock), ZsetLastInScoreRange
+ *   ZRANGE key -1 -1 WITHSCORES (newest)    ZsetLastInScoreRange
  *   ZREMRANGEBYSCORE key -inf now-w         ZsetFirstInScoreRange + ZsetRem
  *   ZCARD key                               ValueLength
- *   ZADD key at member ...                  ZsetAdd, member at:token:place:i
+ *   ZRANGE key 0 0 (oldest)                 ZsetFirstInScoreRange
+ *   ZADD key now member                     ZsetAdd
  *   PTTL < w ? PEXPIRE key w                GetAbsExpire, SetAbsExpire (from
  *                                           the call's server clock)
- *   ZRANGE key must-1 must-1 WITHSCORES     a walk from the nearer end (a
- *                                           ZRANGE through RM_Call when both
- *                                           ends are far: refusals only)
+ *   ZRANGE key r r WITHSCORES (bisecting    the same, through RM_Call
+ *   a refusal's rank)                       (refusals only)
  *
- * The arithmetic is the script's, in doubles (scores are doubles), and
- * what it writes is what the script writes: members and scores formatted
- * with its str() (%.0f). A clock earlier than the newest member is held at
- * it, as the script holds it.
+ * The arithmetic of times is the script's, in doubles (scores are
+ * doubles), and what it writes is what the script writes: the score
+ * formatted with its str() (%.0f), the member as its member(). The running
+ * totals are exact integers below 2^53 in both, so here they are uint64_t.
+ * A clock earlier than the newest member is held at it, as the script
+ * holds it.
  *
  * Replicas and the AOF receive the effects, with exact numbers: the
  * ZREMRANGEBYSCORE with the bound used (never a clock-relative one), the
- * ZADD of the exact members, and PEXPIREAT with the absolute expiry. The
+ * ZADD of the exact member, and PEXPIREAT with the absolute expiry. The
  * keyspace events are the script's commands': "zremrangebyscore" for a
  * trim that removed something (then "del" when it emptied the set), "zadd"
- * for each batch, "expire" for an expiry extended.
+ * for the member added, "expire" for an expiry extended.
  */
 #include "module/module.h"
 
@@ -35,10 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Members per ZADD replicated, as the script's batches. */
-#define ZADD_BATCH 512
-/* Steps a refusal walks along the set to its rank before asking ZRANGE. */
-#define WALK_MAX 64
+#define TWO53 ((uint64_t)1 << 53) /* where a running total's low part wraps */
 
 /* A number once written with str() and read back, as a script's argument
    is: the score ZADD and ZREMRANGEBYSCORE receive. */
@@ -58,74 +57,171 @@ static uint64_t lua_reply(double d)
     return (uint64_t)sluice__mod_lua_int(d);
 }
 
+/* ---- Members: a running total and the request's units ------------------- */
+
+/* A running total of units, hi * 2^53 + lo, lo < 2^53. */
+typedef struct run_total {
+    uint64_t hi, lo;
+} run_total;
+
+/* The decimal digits p[0..len) as a number below 2^53; false when they are
+   not all digits, or not below 2^53. */
+static bool digits_below_2_53(const char *p, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 16)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return v < TWO53;
+}
+
+/*
+ * The script's parse(): the running total and units of member m[0..len), or
+ * false when it is not a member the sliding log writes.
+ */
+static bool member_parse(const char *m, size_t len, run_total *end,
+                         uint64_t *units)
+{
+    size_t n;
+
+    if (len < 1 || m[0] < 'A' || m[0] > 'Q')
+        return false;
+    n = (size_t)(m[0] - 'A');
+    if (len < 1 + n + 16)
+        return false;
+    end->hi = 0;
+    *units = 1;
+    if (n > 0 && (m[1] == '0' || !digits_below_2_53(m + 1, n, &end->hi)))
+        return false;
+    for (size_t i = 0; i < 16; i++) /* leading zeros are the form here */
+        if (m[1 + n + i] < '0' || m[1 + n + i] > '9')
+            return false;
+    if (!digits_below_2_53(m + 1 + n, 16, &end->lo))
+        return false;
+    if (len > 1 + n + 16) {
+        const char *u = m + 1 + n + 16;
+        size_t ulen = len - (1 + n + 16);
+
+        if (u[0] != ':' || ulen < 2 || u[1] == '0' ||
+            !digits_below_2_53(u + 1, ulen - 1, units))
+            return false;
+    }
+    return !(end->hi == 0 && end->lo < *units);
+}
+
+/* The script's member(): writes the member into 'buf' (at least 64
+   bytes); answers its length. */
+static size_t member_text(char *buf, run_total end, uint64_t units)
+{
+    char hi[24] = "";
+    int len;
+
+    if (end.hi > 0)
+        snprintf(hi, sizeof(hi), "%llu", (unsigned long long)end.hi);
+    len = snprintf(buf, 64, "%c%s%016llu", 'A' + (int)strlen(hi), hi,
+                   (unsigned long long)end.lo);
+    if (units > 1)
+        len += snprintf(buf + len, 64 - (size_t)len, ":%llu",
+                        (unsigned long long)units);
+    return (size_t)len;
+}
+
+/* The script's minus() and plus(). */
+static run_total total_minus(run_total t, uint64_t units)
+{
+    if (t.lo >= units)
+        return (run_total){t.hi, t.lo - units};
+    return (run_total){t.hi - 1, t.lo + (TWO53 - units)};
+}
+
+static run_total total_plus(run_total t, uint64_t units)
+{
+    if (t.lo >= TWO53 - units)
+        return (run_total){t.hi + 1, t.lo - (TWO53 - units)};
+    return (run_total){t.hi, t.lo + units};
+}
+
+/* The script's since(): 't - base' into '*out' when that is below 2^53. */
+static bool total_since(run_total t, run_total base, uint64_t *out)
+{
+    if (t.hi == base.hi && t.lo >= base.lo) {
+        *out = t.lo - base.lo;
+        return true;
+    }
+    if (t.hi == base.hi + 1 && t.lo < base.lo) {
+        *out = (TWO53 - base.lo) + t.lo;
+        return true;
+    }
+    return false;
+}
+
 /* ---- Reading the set ----------------------------------------------------- */
 
-/* The score of the set's newest (highest) member; the set is not empty. */
-static double newest_score(RedisModuleCtx *ctx, RedisModuleKey *key)
+/*
+ * The member at one end of the set (the newest: 'last'), parsed, and its
+ * score; false when the set is empty or the member is not the log's
+ * ('*ours' tells which).
+ */
+static bool end_member(RedisModuleCtx *ctx, RedisModuleKey *key, bool last,
+                       run_total *end, uint64_t *units, double *score,
+                       bool *ours)
 {
-    double score = 0;
     RedisModuleString *m;
+    bool found = false;
 
-    RedisModule_ZsetLastInScoreRange(key, -INFINITY, INFINITY, 0, 0);
-    m = RedisModule_ZsetRangeCurrentElement(key, &score);
-    if (m != NULL)
-        RedisModule_FreeString(ctx, m);
-    RedisModule_ZsetRangeStop(key);
-    return score;
-}
-
-/* Whether the set holds a member scored above 'now' (the clock is then
-   held at the newest): no member is read, so nothing is allocated. */
-static bool any_after(RedisModuleKey *key, double now)
-{
-    bool yes = RedisModule_ZsetFirstInScoreRange(key, now, INFINITY, 1, 0) ==
-                   REDISMODULE_OK &&
-               !RedisModule_ZsetRangeEndReached(key);
-
-    RedisModule_ZsetRangeStop(key);
-    return yes;
-}
-
-/* The score of the member of 'rank' (0: the lowest) in a set of 'total'. */
-static double rank_score(const sluice__mod_call *call, RedisModuleKey *key,
-                         long long rank, long long total)
-{
-    double score = 0;
-    long long steps = rank < total - 1 - rank ? rank : total - 1 - rank;
-
-    if (steps > WALK_MAX) {
-        RedisModuleCallReply *r, *e;
-
-        r = RedisModule_Call(call->ctx, "ZRANGE", "sllc", call->key, rank,
-                             rank, "WITHSCORES");
-        if (r != NULL && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY
-            && RedisModule_CallReplyLength(r) == 2) {
-            size_t len;
-            const char *p;
-
-            e = RedisModule_CallReplyArrayElement(r, 1);
-            p = RedisModule_CallReplyStringPtr(e, &len);
-            if (p != NULL && !sluice__mod_lua_tonumber(p, len, &score))
-                score = 0;
-        }
-        if (r != NULL)
-            RedisModule_FreeCallReply(r);
-        return score;
-    }
-    if (steps == rank) {
-        RedisModule_ZsetFirstInScoreRange(key, -INFINITY, INFINITY, 0, 0);
-        while (steps-- > 0)
-            RedisModule_ZsetRangeNext(key);
-    } else {
+    *ours = true;
+    if (last)
         RedisModule_ZsetLastInScoreRange(key, -INFINITY, INFINITY, 0, 0);
-        while (steps-- > 0)
-            RedisModule_ZsetRangePrev(key);
+    else
+        RedisModule_ZsetFirstInScoreRange(key, -INFINITY, INFINITY, 0, 0);
+    m = RedisModule_ZsetRangeCurrentElement(key, score);
+    if (m != NULL) {
+        size_t len;
+        const char *p = RedisModule_StringPtrLen(m, &len);
+
+        found = true;
+        *ours = member_parse(p, len, end, units);
+        RedisModule_FreeString(ctx, m);
     }
-    RedisModuleString *m = RedisModule_ZsetRangeCurrentElement(key, &score);
-    if (m != NULL)
-        RedisModule_FreeString(call->ctx, m);
     RedisModule_ZsetRangeStop(key);
-    return score;
+    return found && *ours;
+}
+
+/*
+ * The member of 'rank' (-1: the newest) through ZRANGE, as the script reads
+ * it: parsed into 'end' (false when it is not the log's) and its score.
+ */
+static bool rank_member(const sluice__mod_call *call, long long rank,
+                        run_total *end, double *score)
+{
+    RedisModuleCallReply *r;
+    bool ok = false;
+
+    r = RedisModule_Call(call->ctx, "ZRANGE", "sllc", call->key, rank, rank,
+                         "WITHSCORES");
+    if (r != NULL && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY &&
+        RedisModule_CallReplyLength(r) == 2) {
+        size_t mlen, slen;
+        const char *m = RedisModule_CallReplyStringPtr(
+            RedisModule_CallReplyArrayElement(r, 0), &mlen);
+        const char *s = RedisModule_CallReplyStringPtr(
+            RedisModule_CallReplyArrayElement(r, 1), &slen);
+        uint64_t units;
+
+        *score = 0;
+        if (s != NULL && !sluice__mod_lua_tonumber(s, slen, score))
+            *score = 0;
+        ok = m != NULL && member_parse(m, mlen, end, &units);
+    }
+    if (r != NULL)
+        RedisModule_FreeCallReply(r);
+    return ok;
 }
 
 /* ---- Writing it ---------------------------------------------------------- */
@@ -137,7 +233,7 @@ static double rank_score(const sluice__mod_call *call, RedisModuleKey *key,
  * when any left. Answers how many left.
  */
 static size_t trim(const sluice__mod_call *call, RedisModuleKey *key,
-                 double bound)
+                   double bound)
 {
     RedisModuleString *few[16], **gone = few;
     size_t n = 0, cap = 16;
@@ -180,46 +276,26 @@ static size_t trim(const sluice__mod_call *call, RedisModuleKey *key,
 }
 
 /*
- * ZADD of 'cost' members at 'now' (at:token:place:i, i = 1..cost), in the
- * script's batches, then the expiry extended to one window if it would end
- * sooner; both replicated.
+ * ZADD of the request's one member at 'now', taking the running total to
+ * 'end', then the expiry extended to one window if it would end sooner;
+ * both replicated.
  */
-static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
+static void add(const sluice__mod_call *call, RedisModuleKey *key, double now,
+                run_total end)
 {
-    RedisModuleString *argv[2 * ZADD_BATCH], *at;
+    RedisModuleString *at, *m;
     char buf[600];
-    size_t at_len, prefix_len;
-    double score = as_written(now);
-    uint64_t i = 0;
+    size_t len;
     long long expire_at, w = (long long)call->limit->window_ms;
 
-    at_len = sluice__mod_lua_str(buf, sizeof(buf), now);
-    at = RedisModule_CreateString(call->ctx, buf, at_len);
-    prefix_len = at_len + (size_t)snprintf(buf + at_len, sizeof(buf) - at_len,
-                                           ":%.*s:%u:", (int)call->token_len,
-                                           call->token, call->place);
-    while (i < call->cost) {
-        uint64_t n = call->cost - i < ZADD_BATCH ? call->cost - i : ZADD_BATCH;
-
-        for (uint64_t j = 0; j < n; j++) {
-            size_t len = prefix_len +
-                sluice__mod_lua_str(buf + prefix_len, sizeof(buf) - prefix_len,
-                        (double)(i + j + 1));
-
-            argv[2 * j] = at;
-            argv[2 * j + 1] = RedisModule_CreateString(call->ctx, buf, len);
-            RedisModule_ZsetAdd(key, score, argv[2 * j + 1], NULL);
-        }
-        RedisModule_Replicate(call->ctx, "ZADD", "sv", call->key, argv,
-                              (size_t)(2 * n));
-        if (i == 0)
-            sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zadd");
-        else
-            sluice__mod_event_more(call, REDISMODULE_NOTIFY_ZSET, "zadd");
-        for (uint64_t j = 0; j < n; j++)
-            RedisModule_FreeString(call->ctx, argv[2 * j + 1]);
-        i += n;
-    }
+    len = sluice__mod_lua_str(buf, sizeof(buf), now);
+    at = RedisModule_CreateString(call->ctx, buf, len);
+    len = member_text(buf, end, call->cost);
+    m = RedisModule_CreateString(call->ctx, buf, len);
+    RedisModule_ZsetAdd(key, as_written(now), m, NULL);
+    RedisModule_Replicate(call->ctx, "ZADD", "sss", call->key, at, m);
+    sluice__mod_event(call, REDISMODULE_NOTIFY_ZSET, "zadd");
+    RedisModule_FreeString(call->ctx, m);
     RedisModule_FreeString(call->ctx, at);
     /* Only ever extend the key's life: a call with a shorter window must not
        cut short entries that a longer one still counts. */
@@ -236,20 +312,55 @@ static void add(const sluice__mod_call *call, RedisModuleKey *key, double now)
 
 /* ---- The decision -------------------------------------------------------- */
 
+/*
+ * The script's bisection: the rank of the first member whose running total
+ * reaches 'must' units past 'base' (the oldest member's start), among
+ * 'n'; -1 when a member on the way is not the log's.
+ */
+static long long leaving_rank(const sluice__mod_call *call, run_total base,
+                              uint64_t must, long long n)
+{
+    long long first = 0, last = n - 1;
+
+    while (first < last) {
+        long long mid = (first + last) / 2;
+        run_total end;
+        uint64_t reach;
+        double score;
+
+        if (!rank_member(call, mid, &end, &score) ||
+            !total_since(end, base, &reach))
+            return -1;
+        if (reach >= must)
+            last = mid;
+        else
+            first = mid + 1;
+    }
+    return first;
+}
+
 static int log_decide(const sluice__mod_call *call, sluice_decision *out)
 {
-    double w = (double)call->limit->window_ms, max = (double)call->limit->max;
-    double cost = (double)call->cost, now = (double)call->now_ms;
-    double newest = 0, total = 0, must, leaving;
+    double w = (double)call->limit->window_ms, now = (double)call->now_ms;
+    double score, leaving, newest;
+    uint64_t max = call->limit->max, cost = call->cost, total = 0, units;
+    uint64_t must, n = 0;
+    run_total end = {0, 0}, base = {0, 0}, oldest;
     RedisModuleKey *key;
+    long long rank;
+    bool ours;
     int type;
 
     key = sluice__mod_open_as(call, REDISMODULE_KEYTYPE_ZSET, &type);
     if (key == NULL)
         return SLUICE__MODULE_FOREIGN;
     if (type == REDISMODULE_KEYTYPE_ZSET) {
-        if (any_after(key, now))
-            now = newest_score(call->ctx, key);
+        if (!end_member(call->ctx, key, true, &end, &units, &score, &ours)) {
+            RedisModule_CloseKey(key);
+            return SLUICE__MODULE_FOREIGN; /* a set is never empty */
+        }
+        if (score > now)
+            now = score;
         /* As ZREMRANGEBYSCORE, leave no empty set behind, and say so. */
         if (trim(call, key, as_written(now - w)) > 0 &&
             RedisModule_ValueLength(key) == 0) {
@@ -257,26 +368,41 @@ static int log_decide(const sluice__mod_call *call, sluice_decision *out)
                 RedisModule_DeleteKey(key);
             sluice__mod_event_more(call, REDISMODULE_NOTIFY_GENERIC, "del");
         }
-        total = (double)RedisModule_ValueLength(key);
+        n = RedisModule_ValueLength(key);
     }
-    out->limit = call->limit->max;
+    if (n > 0) {
+        if (!end_member(call->ctx, key, false, &oldest, &units, &score,
+                        &ours) ||
+            !total_since(end, (base = total_minus(oldest, units)), &total) ||
+            total < n) {
+            RedisModule_CloseKey(key);
+            return SLUICE__MODULE_FOREIGN;
+        }
+    } else {
+        end = (run_total){0, 0}; /* an empty set starts its total anew */
+    }
+    out->limit = max;
     if (total + cost <= max) {
         if (call->consume)
-            add(call, key, now);
+            add(call, key, now, total_plus(end, cost));
         RedisModule_CloseKey(key);
         out->allowed = 1;
-        out->remaining = lua_reply(max - total - cost);
+        out->remaining = max - total - cost;
         out->retry_after_ms = 0;
         out->reset_after_ms = call->limit->window_ms;
         return 0;
     }
-    /* Refused: the set is not empty, and its newest member stayed. */
-    newest = newest_score(call->ctx, key);
-    must = total - (max - cost);
-    leaving = rank_score(call, key, (long long)must - 1, (long long)total);
+    /* Refused: the (total + cost - max)th oldest unit must leave first. */
+    must = total + cost - max;
+    rank = leaving_rank(call, base, must, (long long)n);
+    if (rank < 0 || !rank_member(call, rank, &oldest, &leaving) ||
+        !rank_member(call, -1, &oldest, &newest)) {
+        RedisModule_CloseKey(key);
+        return SLUICE__MODULE_FOREIGN;
+    }
     RedisModule_CloseKey(key);
     out->allowed = 0;
-    out->remaining = total < max ? lua_reply(max - total) : 0;
+    out->remaining = total < max ? max - total : 0;
     out->retry_after_ms = lua_reply(leaving - now + w);
     out->reset_after_ms = lua_reply(newest - now + w);
     return 0;
