@@ -127,12 +127,13 @@ SLUICE_EXTERN unsigned sluice_algo_count(void);
  *   1 <= cost      <= max                     (else SLUICE_ECOST)
  *   sliding-counter and gcra also need max * window_ms <= 2^53;
  *   gcra takes 0 <= burst <= max (0 means max), and cost <= burst;
- *   compact-log needs max <= SLUICE_COMPACT_LOG_MAX (2^20).
+ *   compact-log needs max <= SLUICE_COMPACT_LOG_MAX (2^14: a request then
+ *   writes at most 128 KiB, well inside a server's 10 ms).
  */
 #define SLUICE_MAX_MAX ((uint64_t)9007199254740991ULL)
 #define SLUICE_WINDOW_MAX_MS ((uint64_t)1 << 40)
 #define SLUICE_COUNTER_PRODUCT_MAX ((uint64_t)1 << 53)
-#define SLUICE_COMPACT_LOG_MAX ((uint64_t)1 << 20)
+#define SLUICE_COMPACT_LOG_MAX ((uint64_t)1 << 14)
 /* A clock must read at most this (2^53 ms, about 285,000 years). */
 #define SLUICE_NOW_MAX_MS ((uint64_t)1 << 53)
 

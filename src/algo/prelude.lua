@@ -6,8 +6,9 @@ KEYS[1..n]  one key per request, all in one slot
 ARGV[1]  max            ARGV[2]  window_ms
 ARGV[3]  "1" to count admitted requests, "0" to only look (peek)
 ARGV[4]  now in ms, or "" to read the server's clock (TIME), once for all
-ARGV[5]  a token unique to this call (what an algorithm writes may need to
-         be unique, like the sliding log's members)
+ARGV[5]  a token unique to this call, for an algorithm whose writes must
+         be unique across calls (none of the five needs it now: the
+         sliding log's members carry a running total instead)
 ARGV[5 + i]  the cost of request i
 ARGV[6 + n]  the burst, for an algorithm that takes one (gcra): 1..max;
          absent, max

@@ -57,8 +57,8 @@ typedef struct sluice__mod_call {
        the caller sent no NOW. */
     uint64_t server_ms;
     /* What makes this request's writes unique, where an algorithm needs it
-       (the sliding log's members): a token unique to the call, and the
-       request's place in the call (1, 2, ...). */
+       (the scripts' ARGV[5]; none of the five does now): a token unique to
+       the call, and the request's place in the call (1, 2, ...). */
     const char *token;
     size_t token_len;
     unsigned place;

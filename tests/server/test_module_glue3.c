@@ -11,8 +11,7 @@
  *     the algorithm's script (EVALSHA, ARGV[4] = now) on its twin. The four
  *     figures must be equal at every step, and after every step the two
  *     keys too: type, value (hash fields, sorted-set members and scores,
- *     the string's bytes; a member's token, the one part that differs, is
- *     left out), and PTTL within a small margin.
+ *     the string's bytes), and PTTL within a small margin.
  *   - Mixed: module and script take turns on one key, a script alone keeps
  *     a twin: one budget, the same figures and keys.
  *   - Big logs: max up to 2000 and costs up to max, so that a refusal's
@@ -192,30 +191,16 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A sliding-log member without its token: "at:token:place:i" becomes
-   "at:place:i". */
-static void untokened(char *out, size_t cap, const char *m, bool drop)
-{
-    const char *a = strchr(m, ':'), *b = a ? strchr(a + 1, ':') : NULL;
-
-    if (!drop || b == NULL)
-        snprintf(out, cap, "%s", m);
-    else
-        snprintf(out, cap, "%.*s%s", (int)(a - m), m, b);
-}
-
 /* The entries of a hash or sorted set, "x y" a line, sorted, joined. */
-static void join_pairs(snap *sn, redisReply *r, bool zset, bool drop)
+static void join_pairs(snap *sn, redisReply *r)
 {
     size_t n = r->elements / 2, len = 0;
     char **lines = calloc(n + 1, sizeof(*lines));
 
     for (size_t i = 0; i < n; i++) {
-        char m[256];
-        size_t size;
+        const char *m = r->element[2 * i]->str;
+        size_t size = strlen(m) + r->element[2 * i + 1]->len + 3;
 
-        untokened(m, sizeof(m), r->element[2 * i]->str, zset && drop);
-        size = strlen(m) + r->element[2 * i + 1]->len + 3;
         lines[i] = malloc(size);
         snprintf(lines[i], size, "%s %s\n", m, r->element[2 * i + 1]->str);
         len += strlen(lines[i]);
@@ -230,8 +215,8 @@ static void join_pairs(snap *sn, redisReply *r, bool zset, bool drop)
     free(lines);
 }
 
-/* Reads 'key' on 's'; 'drop' leaves the sliding log's tokens out. */
-static void snap_take(rs_server *s, const char *key, bool drop, snap *sn)
+/* Reads 'key' on 's'. */
+static void snap_take(rs_server *s, const char *key, snap *sn)
 {
     redisReply *r = rs_cmd(s, "TYPE %s", key);
 
@@ -253,7 +238,7 @@ static void snap_take(rs_server *s, const char *key, bool drop, snap *sn)
         memcpy(sn->text, r->str, r->len);
         sn->len = r->len;
     } else if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        join_pairs(sn, r, strcmp(sn->type, "zset") == 0, drop);
+        join_pairs(sn, r);
     }
     freeReplyObject(r);
     sn->pttl = rs_int(s, "PTTL %s", key);
@@ -292,14 +277,14 @@ static bool snap_same(const snap *a, const snap *b, bool exact_expiry)
     return llabs(a->pttl - b->pttl) <= PTTL_MARGIN_MS;
 }
 
-/* Checks that 'ka' and 'kb' on 's' hold the same (tokens left out). */
+/* Checks that 'ka' and 'kb' on 's' hold the same. */
 static bool check_twins(rs_server *s, const char *ka, const char *kb)
 {
     snap a, b;
     bool same;
 
-    snap_take(s, ka, true, &a);
-    snap_take(s, kb, true, &b);
+    snap_take(s, ka, &a);
+    snap_take(s, kb, &b);
     same = snap_same(&a, &b, false);
     if (!same)
         fprintf(stderr,
@@ -575,7 +560,7 @@ static void test_foreign(const algo_case *algo)
 
         test_context("%s foreign value %d", algo->name, v);
         rs_ok(&server, "PEXPIRE %s 500000", key);
-        snap_take(&server, key, false, &before);
+        snap_take(&server, key, &before);
         c.n = 1;
         r = by_module(&server, &c, "");
         CHECK(r != NULL && r->type == REDIS_REPLY_ERROR &&
@@ -595,7 +580,7 @@ static void test_foreign(const algo_case *algo)
         if (CHECK(figures(r, 1, f) == 0))
             CHECK(f[0] == -1 && f[1] == 0 && f[2] == 0 && f[3] == 0);
         freeReplyObject(r);
-        snap_take(&server, key, false, &after);
+        snap_take(&server, key, &after);
         CHECK(snap_same(&before, &after, true));
         snap_free(&before);
         snap_free(&after);
@@ -723,14 +708,14 @@ static void test_counter_bad_count(void)
 
     rs_ok(&server, "DEL badcount");
     rs_ok(&server, "HSET badcount w 60000 i %" PRIu64 " c x p 0", idx);
-    snap_take(&server, "badcount", false, &before);
+    snap_take(&server, "badcount", &before);
     r = by_module(&server, &c, "");
     CHECK(r != NULL && r->type == REDIS_REPLY_ERROR);
     freeReplyObject(r);
     r = by_script(&server, &c, "");
     CHECK(r != NULL && r->type == REDIS_REPLY_ERROR);
     freeReplyObject(r);
-    snap_take(&server, "badcount", false, &after);
+    snap_take(&server, "badcount", &after);
     CHECK(snap_same(&before, &after, true));
     snap_free(&before);
     snap_free(&after);
@@ -843,7 +828,7 @@ static void take_all(rs_server *s, snap *out)
         char key[80];
 
         effect_key(key, sizeof(key), i);
-        snap_take(s, key, false, &out[i]);
+        snap_take(s, key, &out[i]);
     }
 }
 

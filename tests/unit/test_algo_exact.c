@@ -76,8 +76,8 @@ static uint64_t random_cost(uint64_t max)
 
 /*
  * compact-log writes 8 bytes per admitted unit, so a cost of about its max
- * (2^20), replayed for every probe, made this test take minutes under
- * ASan: its costs stay at most 2^12 here (a cost of 2^20 at its bound is
+ * (once 2^20, now 2^14), replayed for every probe, made this test slow under
+ * ASan: its costs stay at most 2^12 here (a cost at its bound is
  * in test_compact_log and test_valkey_diff).
  */
 #define COMPACT_COST_MAX 4096u

@@ -24,8 +24,10 @@
  * bytes at a time with GETRANGE and SETRANGE, never whole; here it is an
  * array that grows by doubling and halves when it is mostly empty.
  *
- * Bound: max <= SLUICE_COMPACT_LOG_MAX (2^20), so a key's ring is at most
- * 8 MiB, and a request of cost c is one write of 8c bytes (clog_check()).
+ * Bound: max <= SLUICE_COMPACT_LOG_MAX (2^14), so a key's ring is at most
+ * 128 KiB, and a request of cost c is one write of 8c bytes (clog_check()):
+ * on a server about a millisecond at most, even where the ring is laid out
+ * again (Lua makes a string of 512 KiB in 3-5 ms; 2^20 took 160 ms).
  */
 #include "algo/algo.h"
 
@@ -39,7 +41,7 @@ typedef struct clog_state {
 
 #define CLOG_MIN_CAP 8u
 
-/* The ring bounds max: a ring of 2^20 times is 8 MiB. */
+/* The ring bounds max: a ring of 2^14 times is 128 KiB. */
 static int clog_check(const sluice_limit *limit)
 {
     if (limit->max > SLUICE_COMPACT_LOG_MAX)
@@ -158,7 +160,7 @@ static void fill(uint64_t *t, uint32_t n, uint64_t now_ms)
 }
 
 /* Appends 'cost' units at 'now'; the state is unchanged on failure.
-   len + cost <= max <= 2^20 (checked by the caller and clog_check()). */
+   len + cost <= max <= 2^14 (checked by the caller and clog_check()). */
 static int clog_append(clog_state *s, uint64_t now_ms, uint64_t cost)
 {
     uint32_t need = s->len + (uint32_t)cost;

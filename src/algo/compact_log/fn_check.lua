@@ -2,7 +2,7 @@
 -- Functions library (see src/algo/fn_prelude.lua), as clog_check() has it
 -- (SLUICE_COMPACT_LOG_MAX): the body of a function of (max, w, burst)
 -- answering what is wrong, or nil.
-if max > 1048576 then
-  return 'compact-log needs max <= 1048576 (max ' .. str(max) .. '): it keeps '
+if max > 16384 then
+  return 'compact-log needs max <= 16384 (max ' .. str(max) .. '): it keeps '
          .. '8 bytes per unit in the window'
 end
