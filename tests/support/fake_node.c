@@ -306,7 +306,9 @@ static int serve_output(fake_conn *c, uint64_t now)
     if (now < c->send_at_ms)
         return 0;
     n = c->node->drip_ms > 0 ? 1 : c->out_len - c->out_sent;
-    w = send(c->fd, c->out + c->out_sent, n, MSG_NOSIGNAL);
+    /* Never blocks: a long answer to a client that reads slowly (or not at
+       all) goes as the socket takes it, and the node serves the others. */
+    w = send(c->fd, c->out + c->out_sent, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
     c->out_sent += (size_t)w;
@@ -350,8 +352,16 @@ static void accept_conn(fake_node *n)
 
 /* ---- The node's thread --------------------------------------------------- */
 
-/* How long poll() may wait: until the next byte is due, at most POLL_MS.
-   (Only the node's thread touches its connections.) */
+/* Whether 'c' has answer bytes due now: the node then waits for its
+   socket to take them (POLLOUT). */
+static int output_due(const fake_conn *c, uint64_t now)
+{
+    return c->out_sent < c->out_len && c->send_at_ms <= now;
+}
+
+/* How long poll() may wait: until the next byte is due, at most POLL_MS;
+   bytes due already wait for POLLOUT. (Only the node's thread touches its
+   connections.) */
 static int poll_timeout(const fake_node *n, uint64_t now)
 {
     uint64_t wait = POLL_MS;
@@ -359,10 +369,9 @@ static int poll_timeout(const fake_node *n, uint64_t now)
     for (int i = 0; i < n->nconns; i++) {
         const fake_conn *c = n->conns[i];
 
-        if (c->out_sent < c->out_len)
-            wait = c->send_at_ms <= now ? 0
-                   : c->send_at_ms - now < wait ? c->send_at_ms - now
-                                                : wait;
+        if (c->out_sent < c->out_len && c->send_at_ms > now &&
+            c->send_at_ms - now < wait)
+            wait = c->send_at_ms - now;
     }
     return (int)wait;
 }
@@ -391,12 +400,15 @@ static void *node_loop(void *arg)
     while (!atomic_load(&n->stop)) {
         struct pollfd p[MAX_CONNS + 1];
         int np = 0, nc = n->nconns;
+        uint64_t now = rs_mono_ms();
 
         p[np++] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
         for (int i = 0; i < nc; i++)
-            p[np++] = (struct pollfd){.fd = n->conns[i]->fd, .events = POLLIN};
-        if (poll(p, (nfds_t)np, poll_timeout(n, rs_mono_ms())) < 0 &&
-            errno != EINTR)
+            p[np++] = (struct pollfd){
+                .fd = n->conns[i]->fd,
+                .events = (short)(POLLIN | (output_due(n->conns[i], now)
+                                                ? POLLOUT : 0))};
+        if (poll(p, (nfds_t)np, poll_timeout(n, now)) < 0 && errno != EINTR)
             break;
         /* From the last, so closing one moves none still to be seen. */
         for (int i = nc - 1; i >= 0; i--) {

@@ -16,7 +16,9 @@
  *
  * For each command the node calls the handler (if any); it answers with
  * fake_reply(), may hang up after its answer (fake_hang_up()), or answers
- * nothing at all (a server that never answers). When the handler returns
+ * nothing at all (a server that never answers). Answers go out as each
+ * socket takes them, never blocking the node: a client that stops reading
+ * a long answer holds up no other. When the handler returns
  * 0, or there is none, the node answers from the replies set with
  * fake_node_on(), else "-ERR unknown command".
  *
