@@ -78,15 +78,9 @@ static int handler(fake_conn *c, const fake_cmd *cmd, void *payload)
         return 1;
     }
     if (fake_cmd_is(cmd, "EVALSHA")) {
-        if (answer.long_line > 0) {
-            char *line = malloc(answer.long_line + 1);
-
-            if (line != NULL) {
-                line[0] = '+';
-                memset(line + 1, 'x', answer.long_line);
-                fake_reply(c, line, answer.long_line + 1);
-                free(line);
-            }
+        if (answer.long_line > 0) { /* sent from its first byte on */
+            fake_reply(c, "+", 1);
+            fake_reply_fill(c, 'x', answer.long_line);
         } else if (answer.eval != NULL) {
             fake_reply(c, answer.eval, answer.eval_len);
         }
