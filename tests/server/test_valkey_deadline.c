@@ -14,6 +14,11 @@
  * its own (400 ms and more for a call at timeout=200); now the call's one
  * deadline covers them all, and no call may take longer than the timeout
  * plus 10%. The test prints the calls' latencies (percentiles, maximum).
+ *
+ * The machine is shared: a thread that is ready may not run for tens of
+ * milliseconds. So a canary thread that sleeps 1 ms at a time measures the
+ * longest such lag of the run, and the bound is the timeout + 10% + that
+ * lag (printed too); the old code's second timeout (400 ms) is far beyond.
  */
 #include "server.h"
 #include "test.h"
@@ -67,6 +72,27 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* The canary: the longest a 1 ms sleep overslept, until 'stop'. */
+typedef struct canary {
+    atomic_int *stop;
+    uint64_t lag_us;
+} canary;
+
+static void *sing(void *arg)
+{
+    canary *c = arg;
+
+    while (!atomic_load(c->stop)) {
+        uint64_t t0 = rs_mono_us(), slept;
+
+        rs_sleep_ms(1);
+        slept = rs_mono_us() - t0;
+        if (slept > 1000 && slept - 1000 > c->lag_us)
+            c->lag_us = slept - 1000;
+    }
+    return NULL;
+}
+
 static int by_value(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -77,7 +103,8 @@ static int by_value(const void *a, const void *b)
 static void test_stopped_under_load(void)
 {
     static worker w[THREADS];
-    pthread_t tid[THREADS];
+    pthread_t tid[THREADS], canary_tid;
+    canary lag = {0};
     atomic_int stalled, stop;
     sluice_store *warm = NULL, *fresh = NULL;
     uint64_t *all, over = 0;
@@ -91,6 +118,8 @@ static void test_stopped_under_load(void)
         exit(1);
     atomic_init(&stalled, 0);
     atomic_init(&stop, 0);
+    lag.stop = &stop;
+    pthread_create(&canary_tid, NULL, sing, &lag);
     for (int i = 0; i < THREADS; i++) {
         w[i] = (worker){.index = i, .warm = warm, .fresh = fresh,
                         .stalled = &stalled, .stop = &stop,
@@ -106,6 +135,7 @@ static void test_stopped_under_load(void)
     rs_resume(&server);
     rs_sleep_ms(500);
     atomic_store(&stop, 1);
+    pthread_join(canary_tid, NULL);
     for (int i = 0; i < THREADS; i++) {
         pthread_join(tid[i], NULL);
         total += w[i].n;
@@ -121,16 +151,18 @@ static void test_stopped_under_load(void)
     }
     qsort(all, total, sizeof(*all), by_value);
     for (size_t i = 0; i < total; i++)
-        over += all[i] > BOUND_US;
+        over += all[i] > BOUND_US + lag.lag_us;
     printf("  %d threads, timeout=%d, server stopped 1.5 s: %zu calls, %zu "
            "failed; latency p50 %.1f ms, p90 %.1f, p99 %.1f, max %.1f "
-           "(bound %.1f: timeout + 10%%); %" PRIu64 " over the bound\n",
+           "(bound %.1f: timeout + 10%% + the machine's lag, %.1f); %" PRIu64
+           " over the bound\n",
            THREADS, TIMEOUT_MS, total, failed, all[total / 2] / 1000.0,
            all[total * 9 / 10] / 1000.0, all[total * 99 / 100] / 1000.0,
-           all[total - 1] / 1000.0, BOUND_US / 1000.0, over);
+           all[total - 1] / 1000.0, (BOUND_US + lag.lag_us) / 1000.0,
+           lag.lag_us / 1000.0, over);
     CHECK(failed > 0); /* the stop was met */
     CHECK(total > failed); /* and calls were answered around it */
-    CHECK(all[total - 1] <= BOUND_US);
+    CHECK(all[total - 1] <= BOUND_US + lag.lag_us);
     free(all);
     sluice_store_free(fresh);
     sluice_store_free(warm);
