@@ -57,33 +57,115 @@ bool sluice__vk_unavailable(const redisReply *r)
     return false;
 }
 
-int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+/* The most bytes of an error reply that a message quotes. */
+#define ERROR_TEXT_MAX 200
+
+/*
+ * The text of error reply 'r' for a message, into 'buf' (ERROR_TEXT_MAX * 4
+ * + 4 bytes): all of its bytes, a NUL and every other control byte written
+ * as \xNN, so that what follows a NUL is not lost and nothing in a message
+ * moves a terminal; cut after ERROR_TEXT_MAX bytes, with "...".
+ */
+static void error_text(char *buf, const redisReply *r)
 {
-    if (sluice__vk_module_missing(n, r))
-        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
-                             "no sluice module: %s", n->name, doing, r->str);
-    if (sluice__vk_unavailable(r))
-        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
-                             doing, r->str);
-    return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
-                         r->str);
+    static const char hex[] = "0123456789abcdef";
+    size_t n = r->len < ERROR_TEXT_MAX ? r->len : ERROR_TEXT_MAX, k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)r->str[i];
+
+        if (b < 0x20 || b == 0x7f) {
+            buf[k++] = '\\';
+            buf[k++] = 'x';
+            buf[k++] = hex[b >> 4];
+            buf[k++] = hex[b & 15];
+        } else {
+            buf[k++] = (char)b;
+        }
+    }
+    if (n < r->len) {
+        memcpy(buf + k, "...", 3);
+        k += 3;
+    }
+    buf[k] = '\0';
 }
 
-int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
-                            redisReply **out, const char *doing, int argc,
-                            const char **argv, const size_t *lens)
+int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 {
-    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
+    char text[ERROR_TEXT_MAX * 4 + 4];
+
+    error_text(text, r);
+    if (sluice__vk_module_missing(n, r))
+        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
+                             "no sluice module: %s", n->name, doing, text);
+    if (sluice__vk_unavailable(r))
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                             doing, text);
+    return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
+                         text);
+}
+
+/*
+ * Whether 'c' holds nothing more than the replies that were asked for: no
+ * byte in its reader, and none waiting in its socket (looked at without
+ * waiting). A byte more is a reply nobody asked for, which would answer the
+ * next command on the connection and shift every answer after it: that is
+ * SLUICE_EPROTO ('doing' names what was read last), and the caller closes
+ * the connection. A close by the server is left for conn_stale() to find.
+ */
+static int conn_in_step(const vk_node *n, const vk_conn *c, const char *doing)
+{
+    const redisReader *r = c->ctx->reader;
+    char buf[64];
+    ssize_t got;
+
+    if (r->len > r->pos)
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %zu bytes after "
+                             "the last reply asked for (a reply nobody asked "
+                             "for); the connection is closed", n->name, doing,
+                             r->len - r->pos);
+    got = recv(c->ctx->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0)
+        return sluice__error(SLUICE_EPROTO, "valkey %s: %s: bytes after the "
+                             "last reply asked for (a reply nobody asked "
+                             "for); the connection is closed", n->name, doing);
+    return SLUICE_OK;
+}
+
+int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
+                             uint64_t deadline_ms, bool alone,
+                             const char *doing, int argc, const char **argv,
+                             const size_t *lens, redisReply **out)
+{
     redisReply *r = NULL;
     int err;
 
     if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
         return conn_fail(n, c, sluice__vk_wire_fail(n, c->ctx, NULL, doing));
-    if ((err = sluice__vk_wire_write(n, c->ctx, deadline,
+    if ((err = sluice__vk_wire_write(n, c->ctx, deadline_ms,
                                      v->command_timeout_ms)) < 0 ||
-        (err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
+        (err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline_ms,
                                     v->command_timeout_ms, &r)) < 0)
         return conn_fail(n, c, err);
+    if (alone && (err = conn_in_step(n, c, doing)) < 0) {
+        freeReplyObject(r);
+        return conn_fail(n, c, err);
+    }
+    *out = r;
+    return SLUICE_OK;
+}
+
+int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
+                            uint64_t deadline_ms, redisReply **out,
+                            const char *doing, int argc, const char **argv,
+                            const size_t *lens)
+{
+    redisReply *r = NULL;
+    int err = sluice__vk_conn_exchange(v, n, c, deadline_ms, true, doing,
+                                       argc, argv, lens, &r);
+
+    if (err < 0)
+        return err;
     if (r->type == REDIS_REPLY_ERROR) {
         err = sluice__vk_reply_error(n, r, doing);
         freeReplyObject(r);
@@ -93,20 +175,24 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
     return SLUICE_OK;
 }
 
-/* True when the server has closed 'c' (or sent what nobody asked for). */
+/* True when the server has closed 'c' (or sent what nobody asked for,
+   which may wait in its reader or in its socket). */
 static int conn_stale(vk_conn *c)
 {
     struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
     char byte;
 
+    if (c->ctx->reader->len > c->ctx->reader->pos)
+        return 1;
     if (poll(&p, 1, 0) <= 0)
         return 0;
     return recv(c->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
            (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
-/* AUTH and SELECT on the new connection 'c'. */
-static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
+/* AUTH and SELECT on the new connection 'c', by 'deadline_ms'. */
+static int conn_login(vk_store *v, vk_node *n, vk_conn *c,
+                      uint64_t deadline_ms)
 {
     redisReply *r = NULL;
     char dbtext[24];
@@ -121,8 +207,8 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
             argv[1] = v->password;
             lens[1] = lens[2];
         }
-        if ((err = sluice__vk_conn_command(v, n, c, &r, "AUTH", argc, argv,
-                                           lens)) < 0)
+        if ((err = sluice__vk_conn_command(v, n, c, deadline_ms, &r, "AUTH",
+                                           argc, argv, lens)) < 0)
             return err;
         freeReplyObject(r);
     }
@@ -131,17 +217,21 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c)
         size_t lens[2] = {6, 0};
 
         lens[1] = (size_t)snprintf(dbtext, sizeof(dbtext), "%ld", v->db);
-        if ((err = sluice__vk_conn_command(v, n, c, &r, "SELECT", 2, argv,
-                                           lens)) < 0)
+        if ((err = sluice__vk_conn_command(v, n, c, deadline_ms, &r,
+                                           "SELECT", 2, argv, lens)) < 0)
             return err;
         freeReplyObject(r);
     }
     return SLUICE_OK;
 }
 
-/* Opens 'c' if it is closed: connect, AUTH, SELECT, the engine (engine.c),
-   scripts. */
-int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
+/*
+ * Opens 'c' if it is closed: connect, AUTH, SELECT, the engine (engine.c),
+ * scripts. One deadline, the call's, covers them all: a server slow to
+ * answer each of them costs the call its timeout, not a timeout per step.
+ */
+int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
+                          uint64_t deadline_ms)
 {
     int err;
 
@@ -149,14 +239,15 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c)
         return SLUICE_OK;
     conn_close(c);
     if ((err = sluice__vk_wire_open(&c->ctx, &c->caps, n,
-                                    v->connect_timeout_ms, v->max_reply_bytes,
+                                    v->connect_timeout_ms, deadline_ms,
+                                    v->command_timeout_ms, v->max_reply_bytes,
                                     v->max_reply_elements)) < 0)
         return err;
-    if ((err = conn_login(v, n, c)) < 0 ||
-        (err = sluice__vk_engine_detect(v, n, c)) < 0)
+    if ((err = conn_login(v, n, c, deadline_ms)) < 0 ||
+        (err = sluice__vk_engine_detect(v, n, c, deadline_ms)) < 0)
         goto fail;
     if (!atomic_load(&v->scripts_loaded)) {
-        if ((err = sluice__vk_scripts_load(v, n, c)) < 0)
+        if ((err = sluice__vk_scripts_load(v, n, c, deadline_ms)) < 0)
             goto fail;
         atomic_store(&v->scripts_loaded, 1);
     }
@@ -241,7 +332,7 @@ static uint64_t batch_deadline(const vk_request *batch)
  */
 static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
 {
-    int err = sluice__vk_conn_ready(v, n, c);
+    int err = sluice__vk_conn_ready(v, n, c, batch_deadline(batch));
 
     for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
         if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) != REDIS_OK)
@@ -256,10 +347,28 @@ static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
     return err;
 }
 
+/* Fails every request of 'batch' from 'e' on with 'err', dropping a reply
+   one of them holds. */
+static void batch_fail(vk_request *e, int err)
+{
+    for (; e != NULL; e = e->next) {
+        if (e->reply != NULL) {
+            freeReplyObject(e->reply);
+            e->reply = NULL;
+        }
+        request_fail(e, err);
+    }
+}
+
 /*
  * The leader's reads for a batch that batch_write() sent ('err' its answer):
  * every reply, in order, by the batch's deadline. A broken connection fails
- * the rest of the batch.
+ * the rest of the batch. Once every reply is read the connection must hold
+ * nothing more: a reply nobody asked for means the stream is out of step,
+ * and since the extra reply may have come anywhere in it, any reply of the
+ * batch may be another request's. So the whole batch fails with
+ * SLUICE_EPROTO and the connection is closed: no later call reads a stale
+ * reply.
  */
 static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
                        int err)
@@ -273,8 +382,7 @@ static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
             if ((err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
                                             v->command_timeout_ms, &r)) < 0) {
                 conn_fail(n, c, err);
-                for (vk_request *f = e; f != NULL; f = f->next)
-                    request_fail(f, err);
+                batch_fail(e, err);
                 break;
             }
             if (k + 1 < e->ncmds)
@@ -282,6 +390,10 @@ static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
             else
                 e->reply = r;
         }
+    }
+    if (err == 0 && (err = conn_in_step(n, c, "read")) < 0) {
+        conn_fail(n, c, err);
+        batch_fail(batch, err);
     }
 }
 

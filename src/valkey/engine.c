@@ -69,25 +69,20 @@ static void version_shown(char *buf, size_t cap, const redisReply *r)
 }
 
 /* Sends SLUICE.VERSION on the new connection 'c' and reads its reply
-   (an error reply too). */
-static int version_ask(vk_store *v, vk_node *n, vk_conn *c, redisReply **out)
+   (an error reply too) by 'deadline_ms'. */
+static int version_ask(vk_store *v, vk_node *n, vk_conn *c,
+                       uint64_t deadline_ms, redisReply **out)
 {
     const char *argv[] = {"SLUICE.VERSION"};
     size_t lens[] = {14};
-    uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
-    int err;
 
-    if (redisAppendCommandArgv(c->ctx, 1, argv, lens) != REDIS_OK)
-        return sluice__vk_wire_fail(n, c->ctx, NULL, "SLUICE.VERSION");
-    if ((err = sluice__vk_wire_write(n, c->ctx, deadline,
-                                     v->command_timeout_ms)) < 0)
-        return err;
-    return sluice__vk_wire_read(n, c->ctx, &c->caps, deadline,
-                                v->command_timeout_ms, out);
+    return sluice__vk_conn_exchange(v, n, c, deadline_ms, true,
+                                    "SLUICE.VERSION", 1, argv, lens, out);
 }
 
 /* A connection that fails here is closed by the caller (conn.c). */
-int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
+int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
+                             uint64_t deadline_ms)
 {
     redisReply *r = NULL;
     char why[80];
@@ -95,7 +90,7 @@ int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c)
 
     if (v->engine == SLUICE_ENGINE_LUA)
         return SLUICE_OK;
-    if ((err = version_ask(v, n, c, &r)) < 0)
+    if ((err = version_ask(v, n, c, deadline_ms, &r)) < 0)
         return err; /* no answer to note */
     /* A server that cannot answer now (LOADING, BUSY, ...) says nothing
        of its module: the connect fails as it would on the next command. */

@@ -24,6 +24,7 @@ int sluice__vk_subscribe(void *impl, const char *channel, sluice__sub **out)
     size_t lens[] = {9, strlen(channel)};
     redisReply *r = NULL;
     sluice__sub *s;
+    uint64_t deadline;
     int err;
 
     *out = NULL;
@@ -34,10 +35,16 @@ int sluice__vk_subscribe(void *impl, const char *channel, sluice__sub **out)
     s->node = v->nodes[0];
     pthread_rwlock_unlock(&v->map_lock);
     pthread_mutex_init(&s->conn.lock, NULL);
-    if ((err = sluice__vk_conn_ready(v, s->node, &s->conn)) == 0 &&
-        (err = sluice__vk_conn_command(v, s->node, &s->conn, &r, "SUBSCRIBE",
-                                       2, argv, lens)) == 0)
+    /* One deadline for the connect and SUBSCRIBE; a message may follow the
+       confirmation at once, so the connection may hold more than it. */
+    deadline = sluice__deadline_ms(v->command_timeout_ms);
+    if ((err = sluice__vk_conn_ready(v, s->node, &s->conn, deadline)) == 0 &&
+        (err = sluice__vk_conn_exchange(v, s->node, &s->conn, deadline, false,
+                                        "SUBSCRIBE", 2, argv, lens, &r)) == 0) {
+        if (r->type == REDIS_REPLY_ERROR)
+            err = sluice__vk_reply_error(s->node, r, "SUBSCRIBE");
         freeReplyObject(r); /* the confirmation: ["subscribe", channel, 1] */
+    }
     if (err < 0) {
         sluice__vk_sub_free(s);
         return err;

@@ -33,15 +33,16 @@ static int load_reply(vk_node *n, const sluice__script *script,
     return SLUICE_OK;
 }
 
-int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c)
+int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
+                            uint64_t deadline_ms)
 {
     for (size_t i = 0; sluice__scripts[i] != NULL; i++) {
         const sluice__script *s = sluice__scripts[i];
         const char *argv[] = {"SCRIPT", "LOAD", s->text};
         size_t lens[] = {6, 4, s->len};
         redisReply *r = NULL;
-        int err = sluice__vk_conn_command(v, n, c, &r, "SCRIPT LOAD", 3, argv,
-                                          lens);
+        int err = sluice__vk_conn_command(v, n, c, deadline_ms, &r,
+                                          "SCRIPT LOAD", 3, argv, lens);
 
         if (err == 0) {
             err = load_reply(n, s, r);

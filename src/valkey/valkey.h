@@ -74,18 +74,23 @@ typedef struct vk_caps {
 struct vk_node;
 
 /*
- * Connects to node 'n' within 'connect_timeout_ms', makes the socket
- * non-blocking, and has its reader count into 'caps' (which must outlive
- * the connection) with these caps.
+ * Connects to node 'n' within 'connect_timeout_ms' and by the call's
+ * 'deadline_ms' (monotonic), whichever comes first ('timeout_ms' is what
+ * the message says the call was allowed), makes the socket non-blocking,
+ * and has its reader count into 'caps' (which must outlive the connection)
+ * with these caps.
  */
 int sluice__vk_wire_open(redisContext **out, vk_caps *caps,
                          const struct vk_node *n, uint64_t connect_timeout_ms,
+                         uint64_t deadline_ms, uint64_t timeout_ms,
                          uint64_t max_bytes, uint64_t max_elements);
 /* Writes what 'ctx' holds to send, by 'deadline_ms' (monotonic);
    'timeout_ms' is what the message says was allowed. */
 int sluice__vk_wire_write(const struct vk_node *n, redisContext *ctx,
                           uint64_t deadline_ms, uint64_t timeout_ms);
-/* Reads one reply by 'deadline_ms', within the caps. */
+/* Reads one reply by 'deadline_ms', within the caps. Bytes that arrive
+   after the deadline are a timeout, and a line ended by a bare LF is
+   SLUICE_EPROTO at once. */
 int sluice__vk_wire_read(const struct vk_node *n, redisContext *ctx,
                          vk_caps *caps, uint64_t deadline_ms,
                          uint64_t timeout_ms, redisReply **out);
@@ -216,16 +221,34 @@ void sluice__vk_node_free(vk_node *n);
 /* The connection of 'n' that this call is dealt, in turn. */
 vk_conn *sluice__vk_node_pick(vk_node *n);
 
-/* Opens 'c' if it is closed: connect, AUTH, SELECT, timeouts, scripts. */
-int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c);
-/* Runs one command on the open connection 'c' alone, within the command
-   timeout; the reply is the caller's, an error reply an error. */
+/*
+ * Opens 'c' if it is closed: connect, AUTH, SELECT, the engine, scripts,
+ * every step by the one 'deadline_ms' (monotonic) of the call that needs
+ * the connection.
+ */
+int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
+                          uint64_t deadline_ms);
+/*
+ * Sends one command on the open connection 'c' alone and reads its reply
+ * (an error reply too) by 'deadline_ms'. With 'alone', the reply must be
+ * all that the connection holds: more bytes are SLUICE_EPROTO (a reply
+ * nobody asked for would answer the next command). A connection that fails
+ * is closed.
+ */
+int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
+                             uint64_t deadline_ms, bool alone,
+                             const char *doing, int argc, const char **argv,
+                             const size_t *lens, redisReply **out);
+/* The same with 'alone', and an error reply an error; the reply is the
+   caller's. */
 int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
-                            redisReply **out, const char *doing, int argc,
-                            const char **argv, const size_t *lens);
+                            uint64_t deadline_ms, redisReply **out,
+                            const char *doing, int argc, const char **argv,
+                            const size_t *lens);
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
    answer now), SLUICE_ENOTSUP (an unknown SLUICE.* command: no module; 'n'
-   is noted so) or SLUICE_EPROTO, with its message. */
+   is noted so) or SLUICE_EPROTO, with its message, which quotes all of
+   the reply's bytes (a NUL or control byte as \xNN). */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
 /* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
 bool sluice__vk_unavailable(const redisReply *r);
@@ -279,8 +302,10 @@ int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking,
 
 /* ---- Scripts (scripts.c) ------------------------------------------------------- */
 
-/* SCRIPT LOAD of every script on the open connection 'c'. */
-int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c);
+/* SCRIPT LOAD of every script on the open connection 'c', all of them by
+   'deadline_ms'. */
+int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
+                            uint64_t deadline_ms);
 /* True for a NOSCRIPT reply: the server lacks the script. */
 bool sluice__vk_noscript(const redisReply *r);
 /*
@@ -301,11 +326,12 @@ enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
 
 /*
  * Asks the new connection 'c' of 'n' for the module (SLUICE.VERSION) and
- * notes the answer on 'n'; engine=lua asks nothing. Answers 0, a
- * connection's error, or, for engine=module on a server without the
- * module, SLUICE_ENOTSUP.
+ * notes the answer on 'n', by 'deadline_ms'; engine=lua asks nothing.
+ * Answers 0, a connection's error, or, for engine=module on a server
+ * without the module, SLUICE_ENOTSUP.
  */
-int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c);
+int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
+                             uint64_t deadline_ms);
 /* Whether a call to node 'n' (NULL: not known yet) is sent to the module
    rather than to the script. */
 bool sluice__vk_engine_module(const vk_store *v, vk_node *n);

@@ -170,20 +170,32 @@ static int timed_out(const vk_node *n, const char *doing, uint64_t ms)
 /* ---- Opening ----------------------------------------------------------------------- */
 
 int sluice__vk_wire_open(redisContext **out, vk_caps *caps, const vk_node *n,
-                         uint64_t connect_timeout_ms, uint64_t max_bytes,
+                         uint64_t connect_timeout_ms, uint64_t deadline_ms,
+                         uint64_t timeout_ms, uint64_t max_bytes,
                          uint64_t max_elements)
 {
-    struct timeval tv = {(time_t)(connect_timeout_ms / 1000),
-                         (suseconds_t)(connect_timeout_ms % 1000) * 1000};
-    redisContext *ctx = redisConnectWithTimeout(n->host, n->port, tv);
+    uint64_t now = sluice__monotonic_ms();
+    uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+    /* hiredis takes a relative timeout: what is left of the call, or
+       'connect_timeout_ms' if that is less. */
+    bool call_bound = left < connect_timeout_ms;
+    uint64_t wait_ms = call_bound ? left : connect_timeout_ms;
+    struct timeval tv = {(time_t)(wait_ms / 1000),
+                         (suseconds_t)(wait_ms % 1000) * 1000};
+    redisContext *ctx;
     int flags, err;
 
     *out = NULL;
+    if (wait_ms == 0) /* hiredis would take a zero timeout as none at all */
+        return timed_out(n, "connect", call_bound ? timeout_ms
+                                                  : connect_timeout_ms);
+    ctx = redisConnectWithTimeout(n->host, n->port, tv);
     if (ctx == NULL || ctx->err) {
         bool slow = ctx != NULL && (errno == ETIMEDOUT || errno == EINPROGRESS ||
                                     strstr(ctx->errstr, "timed out") != NULL);
 
-        err = slow ? timed_out(n, "connect", connect_timeout_ms)
+        err = slow ? timed_out(n, "connect", call_bound ? timeout_ms
+                                                        : connect_timeout_ms)
                    : sluice__vk_wire_fail(n, ctx, NULL, "connect");
         if (ctx != NULL)
             redisFree(ctx);
@@ -214,7 +226,10 @@ int sluice__vk_wire_open(redisContext **out, vk_caps *caps, const vk_node *n,
 
 /*
  * Waits until the socket of 'ctx' is ready for 'events', at most until
- * 'deadline_ms' (monotonic). Answers 1 when it is, 0 when the deadline came.
+ * 'deadline_ms' (monotonic). Answers 1 when it is ready before the
+ * deadline, 0 when the deadline came first: a socket found ready only at or
+ * after the deadline counts as the deadline, so a server that keeps sending
+ * cannot keep a call past it.
  */
 static int wait_for(redisContext *ctx, short events, uint64_t deadline_ms)
 {
@@ -222,11 +237,14 @@ static int wait_for(redisContext *ctx, short events, uint64_t deadline_ms)
         uint64_t now = sluice__monotonic_ms();
         uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
         struct pollfd p = {.fd = ctx->fd, .events = events};
-        int rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        int rc;
 
+        if (left == 0)
+            return 0;
+        rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
         if (rc > 0)
-            return 1;
-        if (rc == 0 || left == 0)
+            return sluice__monotonic_ms() < deadline_ms;
+        if (rc == 0)
             return 0;
         if (errno != EINTR)
             return 1; /* the read or write that follows says what is wrong */
@@ -248,6 +266,21 @@ int sluice__vk_wire_write(const vk_node *n, redisContext *ctx,
     }
 }
 
+/*
+ * True when the unread bytes of 'r' hold a line ended by a bare LF. The
+ * reader stands at the start of a line whenever it waits for more (it
+ * takes a bulk string's length line and its bytes together), and no line
+ * of RESP holds an LF but its last byte, so the first LF must follow a CR.
+ * hiredis' reader would wait for that CR for ever.
+ */
+static bool bare_lf(const redisReader *r)
+{
+    const char *start = r->buf + r->pos;
+    const char *lf = memchr(start, '\n', r->len - r->pos);
+
+    return lf != NULL && (lf == start || lf[-1] != '\r');
+}
+
 int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
                          uint64_t deadline_ms, uint64_t timeout_ms,
                          redisReply **out)
@@ -257,7 +290,7 @@ int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
     caps->bytes = caps->elements = 0;
     caps->over = false;
     caps->bad = NULL;
-    for (;;) {
+    for (bool first = true;; first = false) {
         if (redisGetReplyFromReader(ctx, &reply) != REDIS_OK)
             return sluice__vk_wire_fail(n, ctx, caps, "read");
         if (reply != NULL) {
@@ -272,7 +305,15 @@ int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
             ctx->err = REDIS_ERR_OOM;
             return sluice__vk_wire_fail(n, ctx, caps, "read");
         }
-        if (!wait_for(ctx, POLLIN, deadline_ms))
+        if (bare_lf(ctx->reader))
+            return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
+                                 "reply (a line ended by LF without CR)",
+                                 n->name);
+        /* Past the deadline, what the socket holds already is read once
+           (a wait of 0 ms takes what is there); after that, bytes that
+           come late are a timeout, however fast they keep coming. */
+        if ((!first || sluice__monotonic_ms() < deadline_ms) &&
+            !wait_for(ctx, POLLIN, deadline_ms))
             return timed_out(n, "read", timeout_ms);
         if (redisBufferRead(ctx) != REDIS_OK)
             return sluice__vk_wire_fail(n, ctx, caps, "read");

@@ -35,6 +35,8 @@ struct fake_conn {
     redisReader *reader;
     char *out;           /* queued answer bytes */
     size_t out_len, out_sent, out_cap;
+    size_t fill_at, fill_left; /* a run of fill_block[0], at out[fill_at] */
+    char fill_block[16384];
     uint64_t send_at_ms; /* when the next byte may go */
     int hang_up;
 };
@@ -170,6 +172,12 @@ long fake_node_count(fake_node *n, const char *name)
 
 /* ---- Answers ------------------------------------------------------------- */
 
+/* Whether 'c' has answer bytes not sent yet. */
+static int pending(const fake_conn *c)
+{
+    return c->out_sent < c->out_len || c->fill_left > 0;
+}
+
 void fake_reply(fake_conn *c, const char *bytes, size_t len)
 {
     if (c->out_len + len > c->out_cap) {
@@ -181,10 +189,21 @@ void fake_reply(fake_conn *c, const char *bytes, size_t len)
         c->out = grown;
         c->out_cap = cap;
     }
-    if (c->out_sent == c->out_len)
+    if (!pending(c))
         c->send_at_ms = rs_mono_ms() + c->node->delay_ms;
     memcpy(c->out + c->out_len, bytes, len);
     c->out_len += len;
+}
+
+void fake_reply_fill(fake_conn *c, char byte, size_t count)
+{
+    if (c->fill_left > 0 || count == 0)
+        return; /* one run at a time */
+    if (!pending(c))
+        c->send_at_ms = rs_mono_ms() + c->node->delay_ms;
+    memset(c->fill_block, byte, sizeof(c->fill_block));
+    c->fill_at = c->out_len;
+    c->fill_left = count;
 }
 
 void fake_replyf(fake_conn *c, const char *fmt, ...)
@@ -295,23 +314,40 @@ static int serve_input(fake_conn *c)
     return answer_all(c);
 }
 
-/* Sends what is due of c's answer; -1: close the connection. */
+/* Sends what is due of c's answer: its queued bytes, and the run of fill
+   bytes where it stands among them; -1: close the connection. */
 static int serve_output(fake_conn *c, uint64_t now)
 {
+    int filling = c->fill_left > 0 && c->out_sent == c->fill_at;
+    const char *from;
     size_t n;
     ssize_t w;
 
-    if (c->out_sent == c->out_len)
+    if (!pending(c))
         return c->hang_up ? -1 : 0;
     if (now < c->send_at_ms)
         return 0;
-    n = c->node->drip_ms > 0 ? 1 : c->out_len - c->out_sent;
-    w = send(c->fd, c->out + c->out_sent, n, MSG_NOSIGNAL);
+    if (filling) {
+        from = c->fill_block;
+        n = c->fill_left < sizeof(c->fill_block) ? c->fill_left
+                                                 : sizeof(c->fill_block);
+    } else {
+        from = c->out + c->out_sent;
+        n = (c->fill_left > 0 ? c->fill_at : c->out_len) - c->out_sent;
+    }
+    if (c->node->drip_ms > 0)
+        n = 1;
+    /* Never blocks: a long answer to a client that reads slowly (or not at
+       all) goes as the socket takes it, and the node serves the others. */
+    w = send(c->fd, from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
-    c->out_sent += (size_t)w;
+    if (filling)
+        c->fill_left -= (size_t)w;
+    else
+        c->out_sent += (size_t)w;
     c->send_at_ms = now + c->node->drip_ms;
-    if (c->out_sent == c->out_len) {
+    if (!pending(c)) {
         c->out_sent = c->out_len = 0;
         return c->hang_up ? -1 : 0;
     }
@@ -350,8 +386,16 @@ static void accept_conn(fake_node *n)
 
 /* ---- The node's thread --------------------------------------------------- */
 
-/* How long poll() may wait: until the next byte is due, at most POLL_MS.
-   (Only the node's thread touches its connections.) */
+/* Whether 'c' has answer bytes due now: the node then waits for its
+   socket to take them (POLLOUT). */
+static int output_due(const fake_conn *c, uint64_t now)
+{
+    return pending(c) && c->send_at_ms <= now;
+}
+
+/* How long poll() may wait: until the next byte is due, at most POLL_MS;
+   bytes due already wait for POLLOUT. (Only the node's thread touches its
+   connections.) */
 static int poll_timeout(const fake_node *n, uint64_t now)
 {
     uint64_t wait = POLL_MS;
@@ -359,10 +403,9 @@ static int poll_timeout(const fake_node *n, uint64_t now)
     for (int i = 0; i < n->nconns; i++) {
         const fake_conn *c = n->conns[i];
 
-        if (c->out_sent < c->out_len)
-            wait = c->send_at_ms <= now ? 0
-                   : c->send_at_ms - now < wait ? c->send_at_ms - now
-                                                : wait;
+        if (pending(c) && c->send_at_ms > now &&
+            c->send_at_ms - now < wait)
+            wait = c->send_at_ms - now;
     }
     return (int)wait;
 }
@@ -391,12 +434,15 @@ static void *node_loop(void *arg)
     while (!atomic_load(&n->stop)) {
         struct pollfd p[MAX_CONNS + 1];
         int np = 0, nc = n->nconns;
+        uint64_t now = rs_mono_ms();
 
         p[np++] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
         for (int i = 0; i < nc; i++)
-            p[np++] = (struct pollfd){.fd = n->conns[i]->fd, .events = POLLIN};
-        if (poll(p, (nfds_t)np, poll_timeout(n, rs_mono_ms())) < 0 &&
-            errno != EINTR)
+            p[np++] = (struct pollfd){
+                .fd = n->conns[i]->fd,
+                .events = (short)(POLLIN | (output_due(n->conns[i], now)
+                                                ? POLLOUT : 0))};
+        if (poll(p, (nfds_t)np, poll_timeout(n, now)) < 0 && errno != EINTR)
             break;
         /* From the last, so closing one moves none still to be seen. */
         for (int i = nc - 1; i >= 0; i--) {

@@ -16,7 +16,9 @@
  *
  * For each command the node calls the handler (if any); it answers with
  * fake_reply(), may hang up after its answer (fake_hang_up()), or answers
- * nothing at all (a server that never answers). When the handler returns
+ * nothing at all (a server that never answers). Answers go out as each
+ * socket takes them, never blocking the node: a client that stops reading
+ * a long answer holds up no other. When the handler returns
  * 0, or there is none, the node answers from the replies set with
  * fake_node_on(), else "-ERR unknown command".
  *
@@ -83,6 +85,13 @@ void fake_replyf(fake_conn *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/*
+ * Queues 'count' bytes of 'byte' after what is queued so far, made as they
+ * are sent, never held: so a test can send a line of gigabytes from the
+ * first byte on, without building it first. One such run a connection at a
+ * time; what is queued after it goes after it.
+ */
+void fake_reply_fill(fake_conn *c, char byte, size_t count);
 /* Closes the connection once what is queued is sent. */
 void fake_hang_up(fake_conn *c);
 /* The node that received the command. */
