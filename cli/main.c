@@ -71,7 +71,9 @@ static const char main_help[] =
     "  1  refused: the request is over the limit (queue: nothing to take,\n"
     "     or a lost lease)\n"
     "  2  usage error: a bad command, option, number or trace line\n"
-    "  3  runtime error: the store cannot be opened or reached, or failed\n"
+    "  3  runtime error: the store cannot be opened or reached, is\n"
+    "     misconfigured (ECONFIG: e.g. a cluster node behind valkey://, use\n"
+    "     valkey+cluster://), or failed\n"
     "\n"
     "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
     "for the version.\n";
