@@ -190,6 +190,26 @@ if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/e
 else
     fail "a message that quotes the whole password is withheld" "exit $rc; $err"
 fi
+# A malformed URL ("valkey:/", the "://" at the end) masks its user name
+# and password too: everything before the last '@' past the scheme.
+run hit k "${LIMIT[@]}" --store 'valkey:/alice7:hunter2@127.0.0.1://'
+if [ "$rc" -eq 3 ] && grep -q "valkey:/\*\*\*@127.0.0.1://" "$TMP/err" &&
+    ! grep -q "hunter2\|alice7" "$TMP/err"; then
+    pass "a malformed URL masks its user and password ($err)"
+else
+    fail "a malformed URL masks its user and password" "exit $rc; $err"
+fi
+# Schemes are case-insensitive: VALKEY:// is a server store (that refuses
+# the connection here), MEM:// the embedded one.
+run hit k "${LIMIT[@]}" --store 'VALKEY://127.0.0.1:1?timeout=100'
+if [ "$rc" -eq 3 ] && grep -q "connect" "$TMP/err" &&
+    ! grep -q "unsupported" "$TMP/err"; then
+    pass "an upper-case VALKEY:// is a valkey:// store ($err)"
+else
+    fail "an upper-case VALKEY:// is a valkey:// store" "exit $rc; $err"
+fi
+run hit k "${LIMIT[@]}" --store 'MEM://'
+expect_rc "an upper-case MEM:// is the embedded store" 0
 # A password holding '/' and '?' is masked whole.
 run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
 if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
