@@ -533,7 +533,9 @@ SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *
  * The queue limiter's read: the wait in ms before queue 'queue' may take
  * another job, 0 to admit. With 'max' 0 the cap is read from the meta hash;
  * with no cap known, 0. Non-zero only when the counter has reached the cap
- * and its window still has time left.
+ * and its window still has time left. A cap read from the meta hash without
+ * a duration there is SLUICE_EPROTO, as for sluice_queue_take(): it cannot
+ * be enforced. A 'max' passed here needs none.
  */
 SLUICE_EXTERN int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
                                             const char *queue, size_t queue_len,

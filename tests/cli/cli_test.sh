@@ -13,7 +13,8 @@ set -u
 
 SLUICE=${1:?usage: cli_test.sh PATH-TO-SLUICE}
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+fake_pid=
+trap 'stop_pid "$fake_pid"; rm -rf "$TMP"' EXIT
 passed=0
 failed=0
 
@@ -210,6 +211,33 @@ else
 fi
 run hit k "${LIMIT[@]}" --store 'MEM://'
 expect_rc "an upper-case MEM:// is the embedded store" 0
+# reset checks DEL's reply: a fake server (tests/tools/fake_server.c) that
+# answers DEL with what no DEL answers gives EPROTO and exit 3, never
+# "reset"; the integers 0 and 1 are what a DEL of one key answers.
+for reply in '+OK\r\n' ':-1\r\n' '*0\r\n' '$3\r\nabc\r\n' ':2\r\n' \
+    '$-1\r\n' ':0\r\n' ':1\r\n'; do
+    if ! start_fake 25000 "$reply"; then
+        fail "the fake server starts (\$SLUICE_FAKE_SERVER)" \
+            "$(cat "$TMP/fake.log" 2>&1)"
+        break
+    fi
+    run reset k --algo fixed --store \
+        "valkey://127.0.0.1:$fake_port?engine=lua&timeout=1000"
+    case $reply in
+    :0* | :1*)
+        check "reset: DEL answering ${reply%%\\r*} is a reset" 0 '^reset$' ;;
+    *)
+        if [ "$rc" -eq 3 ] && [ -z "$out" ] &&
+            grep -q "reset: DEL answered .*(EPROTO)" "$TMP/err"; then
+            pass "reset: DEL answering ${reply%%\\r*} is EPROTO ($err)"
+        else
+            fail "reset: DEL answering ${reply%%\\r*} is EPROTO" \
+                "exit $rc; out '$out'; $err"
+        fi ;;
+    esac
+    stop_pid "$fake_pid"
+    fake_pid=
+done
 # A password holding '/' and '?' is masked whole.
 run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
 if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
