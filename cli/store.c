@@ -4,13 +4,15 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- Opening --------------------------------------------------------------- */
 
 bool cli_url_is_embedded(const char *url)
 {
-    return url == NULL || url[0] == '\0' || strcmp(url, "mem://") == 0;
+    return url == NULL || url[0] == '\0' || strcasecmp(url, "mem://") == 0;
 }
 
 int cli_store_open(sluice_store **store, const char *cmd, const char *url,
@@ -35,15 +37,24 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 
 /*
  * Where the password of 'url' starts, and its length in '*len'; NULL when
- * the URL carries none. The library's rule: the userinfo runs from "://"
- * to the last '@' (a password may hold '/' or '?' raw), and the password
- * follows its first ':' (without one, the whole userinfo is secret).
+ * the URL carries none. After the library's rule: the userinfo runs from
+ * past the scheme (a name, its ':' and any '/', whichever its case and
+ * even when malformed, "valkey:/") to the last '@' (a password may hold
+ * '/' or '?' raw), and the password follows its first ':' (without one,
+ * the whole userinfo is secret).
  */
 static const char *url_password(const char *url, size_t *len)
 {
-    const char *p = strstr(url, "://"), *at, *colon;
+    const char *p = url, *at, *colon;
 
-    if (p == NULL || (at = strrchr(p += 3, '@')) == NULL)
+    while (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.')
+        p++;
+    if (p > url && *p == ':')
+        while (*++p == '/')
+            ;
+    else
+        p = url;
+    if ((at = strrchr(p, '@')) == NULL)
         return NULL;
     colon = memchr(p, ':', (size_t)(at - p));
     p = colon != NULL ? colon + 1 : p;

@@ -71,14 +71,15 @@ extern "C" {
     X(ETIMEDOUT,-8, "the store's server did not answer in time")              \
     X(EPROTO,   -9, "unexpected reply from the store's server")               \
     X(ENOTSUP, -10, "operation not supported by this store")                 \
-    X(ELEASE,  -11, "the job's lease is no longer this worker's")
+    X(ELEASE,  -11, "the job's lease is no longer this worker's")            \
+    X(ECONFIG, -12, "store misconfigured: its URL or its servers, no outage")
 
 typedef enum sluice_errno {
     SLUICE_OK = 0,
 #define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
     SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
 #undef SLUICE__ERRNO_ENUM
-    SLUICE__ERRNO_LAST = -12
+    SLUICE__ERRNO_LAST = -13
 } sluice_errno;
 
 /* A static sentence for 'err' ("unknown error" for a code not in the list). */
@@ -300,8 +301,9 @@ typedef struct sluice_store_opts {
        (that error, the default), _OPEN (admit) or _CLOSED (refuse, with
        retry_after_ms = the command timeout). The decision's 'fallback'
        says which stood in, and the stats count them. Replies that are
-       wrong (SLUICE_EPROTO) are always errors. URL: on_error=error|open|
-       closed. */
+       wrong (SLUICE_EPROTO) and a misconfigured store (SLUICE_ECONFIG: a
+       cluster node's MOVED or ASK on a valkey:// store, a redirect loop)
+       are always errors. URL: on_error=error|open|closed. */
     sluice_on_error on_error;
     /* Server stores: once the server refuses a key with a wait of N ms,
        refuse the same request (same key, limit and cost) in this process
@@ -532,7 +534,9 @@ SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *
  * The queue limiter's read: the wait in ms before queue 'queue' may take
  * another job, 0 to admit. With 'max' 0 the cap is read from the meta hash;
  * with no cap known, 0. Non-zero only when the counter has reached the cap
- * and its window still has time left.
+ * and its window still has time left. A cap read from the meta hash without
+ * a duration there is SLUICE_EPROTO, as for sluice_queue_take(): it cannot
+ * be enforced. A 'max' passed here needs none.
  */
 SLUICE_EXTERN int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
                                             const char *queue, size_t queue_len,

@@ -6,7 +6,8 @@
  *       counter step (counter.lua), one unit -> [count, pttl]
  *   SLUICE.EMQTTL limiter meta [max]   emq_ttl.lua (limiter.lua's
  *       limiter_state()): the wait in ms; 'max' 0 or absent reads the
- *       field 'max' of the meta hash
+ *       field 'max' of the meta hash, and then a hash with a numeric
+ *       'max' and no duration above 0 is the dequeue point's error
  *
  * The key 'limiter' is the queue's emq:{q}:limiter, the same string and
  * expiry the scripts keep; errors the scripts pass on (a key of the wrong
@@ -119,6 +120,38 @@ static int wait_of(RedisModuleCtx *ctx, RedisModuleString *limiter,
     return 0;
 }
 
+/* tonumber() of the field 'name' of the hash 'key'; false without one. */
+static bool hash_number(RedisModuleCtx *ctx, RedisModuleKey *key,
+                        const char *name, double *out)
+{
+    RedisModuleString *field = NULL;
+    bool ok = false;
+
+    RedisModule_HashGet(key, REDISMODULE_HASH_CFIELDS, name, &field, NULL);
+    if (field != NULL) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(field, &len);
+
+        ok = sluice__mod_lua_tonumber(s, len, out);
+        RedisModule_FreeString(ctx, field);
+    }
+    return ok;
+}
+
+/* True when the meta hash 'meta' has no duration above 0, which the
+   dequeue point refuses for a cap of its 'max' (queue_take.lua). */
+static bool cap_unenforceable(RedisModuleCtx *ctx, RedisModuleString *meta)
+{
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, meta, REDISMODULE_READ);
+    double duration;
+    bool bad = !(RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_HASH &&
+                 hash_number(ctx, key, "duration", &duration) &&
+                 duration > 0);
+
+    RedisModule_CloseKey(key);
+    return bad;
+}
+
 int sluice__mod_emqttl(RedisModuleCtx *ctx, RedisModuleString **argv,
                        int argc)
 {
@@ -139,5 +172,17 @@ int sluice__mod_emqttl(RedisModuleCtx *ctx, RedisModuleString **argv,
         found = -1;
     if (found < 0)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
+    if (max == 0 && found > 0 && cap_unenforceable(ctx, argv[2])) {
+        size_t len;
+        const char *name = RedisModule_StringPtrLen(argv[2], &len);
+        RedisModuleString *msg = RedisModule_CreateStringPrintf(
+            ctx, "ERR sluice: the queue's meta hash %.*s has a cap (max) "
+            "but no duration, so it cannot be enforced", (int)len, name);
+        const char *text = RedisModule_StringPtrLen(msg, &len);
+
+        RedisModule_ReplyWithError(ctx, text);
+        RedisModule_FreeString(ctx, msg);
+        return REDISMODULE_OK;
+    }
     return RedisModule_ReplyWithLongLong(ctx, wait);
 }

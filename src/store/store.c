@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- Opening ------------------------------------------------------------------ */
 
@@ -20,7 +21,8 @@ static const size_t store_opts_size[SLUICE_STORE_OPTS_VERSION + 1] = {
     [3] = sizeof(sluice_store_opts),
 };
 
-/* The stores, by the start of their URL: a new store is one line here. */
+/* The stores, by the start of their URL (in any case, as RFC 3986 has
+   schemes): a new store is one line here. */
 static const struct backend {
     const char *scheme; /* "" stands for a NULL URL too */
     bool whole;         /* the URL is the scheme and nothing more */
@@ -40,8 +42,8 @@ static const struct backend *backend_of(const char *url)
         const struct backend *b = &backends[i];
         size_t n = strlen(b->scheme);
 
-        if (b->whole ? strcmp(url, b->scheme) == 0
-                     : strncmp(url, b->scheme, n) == 0)
+        if (b->whole ? strcasecmp(url, b->scheme) == 0
+                     : strncasecmp(url, b->scheme, n) == 0)
             return b;
     }
     return NULL;
@@ -118,25 +120,45 @@ int sluice__store_server(const sluice__server_ops **ops, void **impl,
 }
 
 /*
+ * The length of the scheme that 'url' starts with, as a message may show
+ * it: one of this library's names (any case) and its ':' and '/'s; 0 when
+ * it starts with none, so that a URL without its scheme (a user name where
+ * the scheme should be) shows none of its userinfo.
+ */
+static size_t shown_scheme_len(const char *url)
+{
+    static const char *const names[] = {"valkey+cluster", "redis+cluster",
+                                        "valkey", "redis", "mem"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+
+        if (strncasecmp(url, names[i], n) == 0 && url[n] == ':') {
+            while (url[++n] == '/')
+                ;
+            return n;
+        }
+    }
+    return 0;
+}
+
+/*
  * Writes 'url' into 'out' as it may be shown in a message: bytes outside
- * printable ASCII as '?', cut to fit, and the password (what follows the
- * user's ':' up to the last '@', or the whole userinfo when it has no ':')
- * as "***". The last '@' anywhere counts, not only one before the first '/'
- * or '?': a password that holds them raw breaks the URL's grammar, and must
- * not show in the message that says so.
+ * printable ASCII as '?', cut to fit, and the userinfo, user name and
+ * password alike, as "***". The userinfo is everything between the scheme
+ * (shown_scheme_len(), or the URL's start) and the URL's last '@', wherever
+ * that is: not only one before the first '/' or '?', since a password that
+ * holds them raw breaks the URL's grammar and must not show in the message
+ * that says so, nor in any other malformed shape ("valkey:/u:pw@h://").
  */
 void sluice__url_shown(char *out, size_t cap, const char *url)
 {
-    const char *scheme_end = strstr(url, "://");
-    const char *start = scheme_end ? scheme_end + 3 : url;
-    const char *at = strrchr(start, '@'), *from = NULL, *s;
+    const char *from = url + shown_scheme_len(url);
+    const char *at = strrchr(from, '@'), *s;
     size_t n = 0;
 
-    if (at != NULL) {
-        const char *colon = memchr(start, ':', (size_t)(at - start));
-
-        from = colon != NULL ? colon + 1 : start;
-    }
+    if (at == NULL)
+        from = NULL;
     for (s = url; *s != '\0' && n + 4 < cap; s++) {
         if (s == from) {
             memcpy(out + n, "***", 3);

@@ -221,8 +221,8 @@ char *sluice__key_build(char *buf, size_t cap, size_t *len, const char *prefix,
 
 /*
  * Writes 'url' into 'out' (of 'cap' bytes) as it may be shown in a message:
- * the password replaced by "***", bytes outside printable ASCII by '?', cut
- * to fit.
+ * the userinfo (user and password: all from the scheme to the last '@')
+ * replaced by "***", bytes outside printable ASCII by '?', cut to fit.
  */
 void sluice__url_shown(char *out, size_t cap, const char *url);
 /* Room for a URL as shown: what is longer is cut, so that the message

@@ -18,8 +18,10 @@
  *                          a replica, calls reach it.
  *
  * Every call follows them here (sluice__vk_follow()), whether it was sent
- * alone or in a batch (decide.c): at most MAX_SENDS sends per call, then a
- * clear error. Map rereads are at most one per REFRESH_GAP_MS, and nodes
+ * alone or in a batch (decide.c): at most MAX_SENDS sends per call. A call
+ * still redirected then is in a loop (nodes that disagree about who serves
+ * the slot): SLUICE_ECONFIG, which no failure policy stands in for, since
+ * waiting mends nothing that a reshard's single hop would not have. Map rereads are at most one per REFRESH_GAP_MS, and nodes
  * that just failed are asked for the map last.
  */
 #include "valkey/valkey.h"
@@ -378,11 +380,17 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
         else
             map_moved(v, rt->slot, host, host_len, port);
         if (rt->sends >= MAX_SENDS)
-            return sluice__error(SLUICE_ECONN, "cluster: slot %u still "
-                                 "redirected after %d tries", rt->slot,
-                                 MAX_SENDS);
+            return sluice__error(SLUICE_ECONFIG, "cluster: slot %u still "
+                                 "redirected after %d tries (last: %.*s): "
+                                 "its nodes disagree about who serves it",
+                                 rt->slot, MAX_SENDS,
+                                 (int)(r->len > 80 ? 80 : r->len), r->str);
         return 1;
     }
+    if (sluice__vk_redirection(r))
+        return sluice__error(SLUICE_EPROTO, "cluster: a redirection that "
+                             "names no node: %.*s",
+                             (int)(r->len > 80 ? 80 : r->len), r->str);
     if (r->len >= 8 && strncmp(r->str, "TRYAGAIN", 8) == 0)
         return try_again(rt);
     return 0;

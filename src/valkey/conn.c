@@ -43,13 +43,16 @@ static int conn_fail(vk_node *n, vk_conn *c, int err)
  * Maps an error reply. Replies that mean "not now" (a server loading its
  * data, busy with a script, a replica without its master, a cluster that is
  * down or mid-move) count as the server being unavailable, like a broken
- * connection; any other is a protocol error that no policy should paper over.
+ * connection. A redirection (MOVED, ASK) reaching here was not followed:
+ * the URL names one node of a cluster without valkey+cluster://, which is
+ * a misconfiguration, never an outage, so no policy may stand in for it
+ * (cluster.c follows those of a cluster store before they get here). Any
+ * other is a protocol error that no policy should paper over.
  */
 bool sluice__vk_unavailable(const redisReply *r)
 {
     static const char *const unavailable[] = {
-        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED",
-        "ASK"};
+        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"};
 
     for (size_t i = 0; i < sizeof(unavailable) / sizeof(unavailable[0]); i++)
         if (strncmp(r->str, unavailable[i], strlen(unavailable[i])) == 0)
@@ -90,6 +93,12 @@ static void error_text(char *buf, const redisReply *r)
     buf[k] = '\0';
 }
 
+bool sluice__vk_redirection(const redisReply *r)
+{
+    return (r->len >= 6 && strncmp(r->str, "MOVED ", 6) == 0) ||
+           (r->len >= 4 && strncmp(r->str, "ASK ", 4) == 0);
+}
+
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 {
     char text[ERROR_TEXT_MAX * 4 + 4];
@@ -101,6 +110,10 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
     if (sluice__vk_unavailable(r))
         return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
                              doing, text);
+    if (sluice__vk_redirection(r))
+        return sluice__error(SLUICE_ECONFIG, "valkey %s: %s: %s: this server "
+                             "is a cluster node: use valkey+cluster://",
+                             n->name, doing, text);
     return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
                          text);
 }

@@ -11,6 +11,7 @@
  */
 #include "valkey/valkey.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,36 @@
 
 /* ---- The store's table ----------------------------------------------------------- */
 
+/* What reply 'r' is, for a message: "the integer -1", "a status", ... */
+static void reply_shown(char *out, size_t cap, const redisReply *r)
+{
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        snprintf(out, cap, "the integer %lld", r->integer);
+        break;
+    case REDIS_REPLY_STATUS:
+        snprintf(out, cap, "a status");
+        break;
+    case REDIS_REPLY_STRING:
+        snprintf(out, cap, "a string of %zu bytes", r->len);
+        break;
+    case REDIS_REPLY_ARRAY:
+        snprintf(out, cap, "an array of %zu", r->elements);
+        break;
+    case REDIS_REPLY_NIL:
+        snprintf(out, cap, "nil");
+        break;
+    default:
+        snprintf(out, cap, "a reply of type %d", r->type);
+    }
+}
+
+/*
+ * Forgets the key of 'limit' on 'key': one DEL, whose reply must be what a
+ * DEL of one key answers, the integer 0 or 1; anything else (a status, a
+ * negative number, an array, a string) is SLUICE_EPROTO, since a server
+ * that answers so has not been seen to delete anything.
+ */
 static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
                     size_t key_len)
 {
@@ -39,8 +70,17 @@ static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
 
     if (k == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
-    if ((err = sluice__vk_call(v, k, klen, NULL, 2, argv, lens, &r)) == 0)
+    if ((err = sluice__vk_call(v, k, klen, NULL, 2, argv, lens, &r)) == 0) {
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
+            r->integer > 1) {
+            char what[48];
+
+            reply_shown(what, sizeof(what), r);
+            err = sluice__error(SLUICE_EPROTO, "reset: DEL answered %s, not "
+                                "the integer 0 or 1", what);
+        }
         freeReplyObject(r);
+    }
     if (k != kbuf)
         free(k);
     return err;

@@ -8,8 +8,10 @@
  *
  * Percent-escapes are decoded in the user, password and query values. The
  * query's options (the table 'options' below) override the caller's
- * sluice_store_opts. Messages quote the URL with its password masked and its
- * unprintable bytes replaced (sluice__url_shown()), never the URL itself.
+ * sluice_store_opts. Messages quote the URL with its userinfo masked and
+ * its unprintable bytes replaced (sluice__url_shown()), never the URL
+ * itself, and never a piece of it that an '@' follows: such a piece may be
+ * a password written with a raw '/' or '?'.
  */
 #include "valkey/valkey.h"
 
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define DEFAULT_PORT 6379
 
@@ -249,6 +252,17 @@ static int set_prefix(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     (void)o;
     if (text == NULL)
         return err;
+    /* Checked here too (store.c checks the options'), so that the message
+       quotes the URL as shown, never the value: it may be part of a
+       password that holds a raw '?'. */
+    if (text[0] == '\0' || strpbrk(text, "{}") != NULL ||
+        strlen(text) > SLUICE__PREFIX_MAX) {
+        free(text);
+        return sluice__error(SLUICE_EINVAL, "store URL '%s': %.*s must be "
+                             "non-empty, at most %d bytes, and hold no brace",
+                             ov->url, (int)ov->nlen, ov->name,
+                             SLUICE__PREFIX_MAX);
+    }
     free(*slot);
     *slot = text;
     return SLUICE_OK;
@@ -328,7 +342,8 @@ static int url_query(vk_url *u, sluice_store_opts *o, const char *q,
 
 /* ---- The whole URL ------------------------------------------------------------------ */
 
-/* Where the host part starts, past the scheme; sets u->cluster. */
+/* Where the host part starts, past the scheme (in any case: RFC 3986's
+   schemes are case-insensitive); sets u->cluster. */
 static const char *url_scheme(vk_url *u, const char *url)
 {
     static const struct {
@@ -342,7 +357,7 @@ static const char *url_scheme(vk_url *u, const char *url)
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
         size_t n = strlen(schemes[i].scheme);
 
-        if (strncmp(url, schemes[i].scheme, n) == 0) {
+        if (strncasecmp(url, schemes[i].scheme, n) == 0) {
             u->cluster = schemes[i].cluster;
             return url + n;
         }
@@ -405,6 +420,19 @@ static int url_db(vk_url *u, const char *p, const char *end,
     return SLUICE_OK;
 }
 
+/*
+ * The error for a URL that does not parse and has an '@' after its host:
+ * most likely a user or password written with a raw '/' or '?', so what
+ * follows them (the path, the query) is part of a secret and is not quoted.
+ */
+static int at_after_host(const char *shown)
+{
+    return sluice__error(SLUICE_EURL, "store URL '%s': an '@' follows the "
+                         "host: a user or password that holds '/' or '?' "
+                         "writes them as %%2F and %%3F (and an '@' as %%40)",
+                         shown);
+}
+
 int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
 {
     const char *p, *end, *at = NULL, *query, *slash, *auth_end;
@@ -433,19 +461,12 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
             return err;
         p = at + 1;
     }
-    if ((err = url_hosts(u, p, auth_end, shown)) < 0) {
-        if (at == NULL && strchr(auth_end, '@') != NULL)
-            return sluice__error(SLUICE_EURL, "store URL '%s': an '@' follows "
-                                 "the host: a user or password that holds "
-                                 "'/' or '?' writes them as %%2F and %%3F",
-                                 shown);
-        return err;
-    }
-    if (slash != NULL && slash + 1 < end &&
-        (err = url_db(u, slash + 1, end, shown)) < 0)
-        return err;
-    if (query != NULL)
-        return url_query(u, o, query + 1, shown);
+    if ((err = url_hosts(u, p, auth_end, shown)) < 0)
+        return strchr(auth_end, '@') == NULL ? err : at_after_host(shown);
+    if ((slash != NULL && slash + 1 < end &&
+         (err = url_db(u, slash + 1, end, shown)) < 0) ||
+        (query != NULL && (err = url_query(u, o, query + 1, shown)) < 0))
+        return strchr(auth_end, '@') == NULL ? err : at_after_host(shown);
     return SLUICE_OK;
 }
 

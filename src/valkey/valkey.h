@@ -247,11 +247,14 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
                             const size_t *lens);
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
    answer now), SLUICE_ENOTSUP (an unknown SLUICE.* command: no module; 'n'
-   is noted so) or SLUICE_EPROTO, with its message, which quotes all of
-   the reply's bytes (a NUL or control byte as \xNN). */
+   is noted so), SLUICE_ECONFIG (a redirection nobody follows: a cluster
+   node behind a valkey:// URL) or SLUICE_EPROTO, with its message, which
+   quotes all of the reply's bytes (a NUL or control byte as \xNN). */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
 /* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
 bool sluice__vk_unavailable(const redisReply *r);
+/* True for an error reply 'r' that is a redirection (MOVED, ASK). */
+bool sluice__vk_redirection(const redisReply *r);
 
 /*
  * The two arguments every decision script takes after the limit: 'now'
@@ -391,7 +394,9 @@ void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
  * Follows the error reply 'r' that a send on 'rt' got: MOVED mends the map,
  * ASK sends the next one to its node, TRYAGAIN pauses. Answers 1 when the
  * call should be sent again, 0 when 'r' is its answer (no redirection), or
- * an error when it may not be (too many sends, or mid-move for too long).
+ * an error when it may not be: SLUICE_ECONFIG after too many sends (a
+ * redirect loop), SLUICE_ECONN when mid-move for too long, SLUICE_EPROTO
+ * for a redirection that does not parse.
  */
 int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r);
 /*

@@ -166,7 +166,25 @@ RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")
 Q="chat:42"
 run ttl "$Q" --store "$STORE"
 check "ttl: no counter, no cap: admit" 0 '^0$'
+# A cap without a duration cannot be enforced: ttl fails as 'queue take'
+# does (it answered 0), naming the problem; with --max it needs none.
 "${RAW[@]}" HSET "emq:{$Q}:meta" max 3 >/dev/null
+run ttl "$Q" --store "$STORE"
+if [ "$rc" -eq 3 ] && [ -z "$out" ] && grep -q "no duration" "$TMP/err"; then
+    pass "ttl: a cap without a duration is an error, as for take ($err)"
+else
+    fail "ttl: a cap without a duration is an error, as for take" \
+        "exit $rc; out '$out'; $err"
+fi
+run queue take "$Q" --store "$STORE"
+if [ "$rc" -eq 3 ] && grep -q "no duration" "$TMP/err"; then
+    pass "queue take: the same error ($err)"
+else
+    fail "queue take: the same error" "exit $rc; $err"
+fi
+run ttl "$Q" --max 3 --store "$STORE"
+check "ttl: a cap passed explicitly needs no duration" 0 '^0$'
+"${RAW[@]}" HSET "emq:{$Q}:meta" duration 60000 >/dev/null
 "${RAW[@]}" SET "emq:{$Q}:limiter" 2 PX 60000 >/dev/null
 run ttl "$Q" --store "$STORE"
 check "ttl: under the cap from meta: admit" 0 '^0$'

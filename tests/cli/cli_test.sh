@@ -13,7 +13,8 @@ set -u
 
 SLUICE=${1:?usage: cli_test.sh PATH-TO-SLUICE}
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+fake_pid=
+trap 'stop_pid "$fake_pid"; rm -rf "$TMP"' EXIT
 passed=0
 failed=0
 
@@ -190,6 +191,53 @@ if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/e
 else
     fail "a message that quotes the whole password is withheld" "exit $rc; $err"
 fi
+# A malformed URL ("valkey:/", the "://" at the end) masks its user name
+# and password too: everything before the last '@' past the scheme.
+run hit k "${LIMIT[@]}" --store 'valkey:/alice7:hunter2@127.0.0.1://'
+if [ "$rc" -eq 3 ] && grep -q "valkey:/\*\*\*@127.0.0.1://" "$TMP/err" &&
+    ! grep -q "hunter2\|alice7" "$TMP/err"; then
+    pass "a malformed URL masks its user and password ($err)"
+else
+    fail "a malformed URL masks its user and password" "exit $rc; $err"
+fi
+# Schemes are case-insensitive: VALKEY:// is a server store (that refuses
+# the connection here), MEM:// the embedded one.
+run hit k "${LIMIT[@]}" --store 'VALKEY://127.0.0.1:1?timeout=100'
+if [ "$rc" -eq 3 ] && grep -q "connect" "$TMP/err" &&
+    ! grep -q "unsupported" "$TMP/err"; then
+    pass "an upper-case VALKEY:// is a valkey:// store ($err)"
+else
+    fail "an upper-case VALKEY:// is a valkey:// store" "exit $rc; $err"
+fi
+run hit k "${LIMIT[@]}" --store 'MEM://'
+expect_rc "an upper-case MEM:// is the embedded store" 0
+# reset checks DEL's reply: a fake server (tests/tools/fake_server.c) that
+# answers DEL with what no DEL answers gives EPROTO and exit 3, never
+# "reset"; the integers 0 and 1 are what a DEL of one key answers.
+for reply in '+OK\r\n' ':-1\r\n' '*0\r\n' '$3\r\nabc\r\n' ':2\r\n' \
+    '$-1\r\n' ':0\r\n' ':1\r\n'; do
+    if ! start_fake 25000 "$reply"; then
+        fail "the fake server starts (\$SLUICE_FAKE_SERVER)" \
+            "$(cat "$TMP/fake.log" 2>&1)"
+        break
+    fi
+    run reset k --algo fixed --store \
+        "valkey://127.0.0.1:$fake_port?engine=lua&timeout=1000"
+    case $reply in
+    :0* | :1*)
+        check "reset: DEL answering ${reply%%\\r*} is a reset" 0 '^reset$' ;;
+    *)
+        if [ "$rc" -eq 3 ] && [ -z "$out" ] &&
+            grep -q "reset: DEL answered .*(EPROTO)" "$TMP/err"; then
+            pass "reset: DEL answering ${reply%%\\r*} is EPROTO ($err)"
+        else
+            fail "reset: DEL answering ${reply%%\\r*} is EPROTO" \
+                "exit $rc; out '$out'; $err"
+        fi ;;
+    esac
+    stop_pid "$fake_pid"
+    fake_pid=
+done
 # A password holding '/' and '?' is masked whole.
 run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
 if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&

@@ -537,13 +537,14 @@ static void test_shared_budget(void)
 
 /* ---- 2. The queue limiter ------------------------------------------------ */
 
-/* HSET emq:{q}:meta max 'max', on the single server and on the cluster. */
+/* HSET emq:{q}:meta max 'max' duration 60000 (a cap read from the hash
+   needs both), on the single server and on the cluster. */
 static void set_cap(const char *meta, size_t mlen, const char *max)
 {
-    const char *argv[] = {"HSET", meta, "max", max};
-    size_t lens[] = {4, mlen, 3, strlen(max)};
-    redisReply *r1 = rs_cmdargv(&single, 4, argv, lens);
-    redisReply *rc = rc_cmdargv(&cluster, -1, 4, argv, lens, NULL);
+    const char *argv[] = {"HSET", meta, "max", max, "duration", "60000"};
+    size_t lens[] = {4, mlen, 3, strlen(max), 8, 5};
+    redisReply *r1 = rs_cmdargv(&single, 6, argv, lens);
+    redisReply *rc = rc_cmdargv(&cluster, -1, 6, argv, lens, NULL);
 
     CHECK(r1 != NULL && r1->type == REDIS_REPLY_INTEGER);
     CHECK(rc != NULL && rc->type == REDIS_REPLY_INTEGER);

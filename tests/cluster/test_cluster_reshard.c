@@ -394,6 +394,7 @@ static void track_queues(reshard_run *r)
         mlen = test_key_of(meta, sizeof(meta), "emq", q->name,
                            strlen(q->name), "meta");
         CHECK(rc_hset(&cluster, meta, mlen, "max", "100000000") == 0);
+        CHECK(rc_hset(&cluster, meta, mlen, "duration", "3600000") == 0);
         n++;
     }
 }

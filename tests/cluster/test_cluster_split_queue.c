@@ -57,6 +57,7 @@ static void split_setup(split *s)
                                      3600000));
     CHECK_EQ_U64(count, 1);
     CHECK(rc_hset(&cluster, s->meta, s->mlen, "max", "5") == 0);
+    CHECK(rc_hset(&cluster, s->meta, s->mlen, "duration", "3600000") == 0);
 }
 
 /* Moves one key of the queue to 'to' (its slot open). */

@@ -151,7 +151,7 @@ static void test_rows(void)
 
     rs_ok(&server, "SET fx 1 PX 600000");
     rs_ok(&server, "SET gc 1733000000000:1 PX 600000");
-    rs_ok(&server, "HSET meta max 3");
+    rs_ok(&server, "HSET meta max 3 duration 1000");
     keyspace(before, sizeof(before));
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const row *rw = &rows[i];

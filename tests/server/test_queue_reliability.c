@@ -271,6 +271,14 @@ static void test_interop(void)
              SLUICE_EPROTO);
     CHECK(strstr(sluice_last_error(), "no duration") != NULL);
     CHECK_EQ_U64(rs_int(&server, "LLEN emq:{ref}:wait"), 1); /* not taken */
+    /* The read of that cap fails as the take does (it answered 0); a cap
+       passed by the caller needs no duration. */
+    CHECK_RC(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 0),
+             SLUICE_EPROTO);
+    CHECK(strstr(sluice_last_error(), "no duration") != NULL);
+    CHECK(rs_ok(&server, "SET emq:{ref}:limiter 5 PX 5000") == 0);
+    CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 5));
+    CHECK(wait > 4000 && wait <= 5000);
 
     fresh("interop: a full counter without an expiry");
     add(q, "x");

@@ -124,8 +124,9 @@ static void ttl_caps(const ttl_queue *t)
     uint64_t wait = 12345, took;
     long long pttl;
 
-    /* The cap from the meta hash, when the caller passes 0. */
-    CHECK(rs_ok(&server, "HSET %s max 10", meta) == 0);
+    /* The cap from the meta hash, when the caller passes 0 (with its
+       duration: a cap without one is an error, see test_queue_reliability). */
+    CHECK(rs_ok(&server, "HSET %s max 10 duration 5000", meta) == 0);
     CHECK_OK(ttl_then_pttl(&wait, st, q, 0, lim, &pttl, &took));
     CHECK(wait_is_pttl(wait, pttl, took));
     CHECK(rs_ok(&server, "HSET %s max 11", meta) == 0);
@@ -173,7 +174,7 @@ static void ttl_by_hand(const ttl_queue *t)
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q),
                                        SLUICE_MAX_MAX));
     CHECK(wait > 4000 && wait <= 5000);
-    CHECK(rs_ok(&server, "HSET %s max 1000000", meta) == 0);
+    CHECK(rs_ok(&server, "HSET %s max 1000000 duration 5000", meta) == 0);
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 0));
     CHECK(wait > 4000 && wait <= 5000);
     CHECK(rs_ok(&server, "DEL %s", meta) == 0);
@@ -346,7 +347,7 @@ static void test_admit_loop(sluice_store *st)
     test_context("the admit loop");
     emq_names(lim, meta, sizeof(lim), "emq", q, strlen(q));
     CHECK(rs_ok(&server, "DEL %s %s", lim, meta) == 0);
-    CHECK(rs_ok(&server, "HSET %s max 5", meta) == 0);
+    CHECK(rs_ok(&server, "HSET %s max 5 duration 1000", meta) == 0);
     for (int i = 0; i < 20; i++) {
         CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, q, strlen(q), 0));
         if (wait > 0)
@@ -380,7 +381,8 @@ static void test_key_names(void)
     CHECK_OK(sluice_emq_limiter_incr(&count, NULL, st, "chat:42", 7, 60000));
     CHECK(rs_int(&server, "EXISTS emq:{chat:42}:limiter") == 1);
     CHECK(rs_int(&server, "DBSIZE") == 1);
-    CHECK(rs_ok(&server, "HSET emq:{chat:42}:meta max 1") == 0);
+    CHECK(rs_ok(&server, "HSET emq:{chat:42}:meta max 1 duration 60000") ==
+          0);
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, st, "chat:42", 7, 0));
     CHECK(wait > 50000 && wait <= 60000);
 
@@ -391,7 +393,8 @@ static void test_key_names(void)
     CHECK(get_is("emq:{chat:42}:limiter", "1"));
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, jobs, "chat:42", 7, 0));
     CHECK_EQ_U64(wait, 0); /* no jobs:{chat:42}:meta yet */
-    CHECK(rs_ok(&server, "HSET jobs:{chat:42}:meta max 1") == 0);
+    CHECK(rs_ok(&server, "HSET jobs:{chat:42}:meta max 1 duration 60000") ==
+          0);
     CHECK_OK(sluice_emq_rate_limit_ttl(&wait, jobs, "chat:42", 7, 0));
     CHECK(wait > 50000 && wait <= 60000);
     CHECK(rs_int(&server, "DBSIZE") == 4);

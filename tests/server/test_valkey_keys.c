@@ -313,9 +313,10 @@ static void check_server_keys(void)
 static void check_queue_reads(sluice_store *st)
 {
     for (size_t i = 0; i < NIDS; i++) {
-        const char *argv[] = {"HSET", names[i][META], "max", "1"};
-        size_t alens[] = {4, lens[i][META], 3, 1};
-        redisReply *r = rs_cmdargv(&server, 4, argv, alens);
+        const char *argv[] = {"HSET", names[i][META], "max", "1",
+                              "duration", "60000"};
+        size_t alens[] = {4, lens[i][META], 3, 1, 8, 5};
+        redisReply *r = rs_cmdargv(&server, 6, argv, alens);
         uint64_t wait = 0;
 
         CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER);

@@ -10,13 +10,19 @@
  *     the next call goes to the old node again (ASK is one-shot, and does
  *     not touch the map);
  *   - a node that answers MOVED to itself, or two that send a call back
- *     and forth: exactly MAX_SENDS (5) sends, then SLUICE_ECONN with a
- *     message, quickly;
+ *     and forth: exactly MAX_SENDS (5) sends, then SLUICE_ECONFIG with a
+ *     message, quickly, also under on_error=open (a redirect loop is the
+ *     cluster's misconfiguration, not an outage a policy may stand in for);
  *   - TRYAGAIN then a decision: retried, answered; TRYAGAIN forever: a
  *     bounded number of sends, within the command timeout, then an error;
  *   - NOSCRIPT: SCRIPT LOAD at that node, and the call again;
  *   - a node that never answers: the command timeout;
- *   - malformed redirections: a clear error, no crash, no hang.
+ *   - malformed redirections: SLUICE_EPROTO with a message, no crash, no
+ *     hang;
+ *   - a store of one server (valkey://) on a node that redirects: MOVED and
+ *     ASK are SLUICE_ECONFIG naming valkey+cluster://, under on_error=open
+ *     too, while LOADING, BUSY, MASTERDOWN, TRYAGAIN and CLUSTERDOWN stay
+ *     outages, which the policy stands in for.
  */
 #include "fake_cluster.h"
 #include "server.h" /* rs_free_port(), rs_sleep_ms() */
@@ -239,7 +245,7 @@ static void test_moved_loops(void)
     fc_mode(NODE_A, EV_MOVED, NODE_A);
     st = fc_open_on(NODE_A);
     for (int round = 1; round <= 2; round++) {
-        CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+        CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONFIG);
         CHECK(strstr(sluice_last_error(), "redirected") != NULL);
         CHECK(ms < CALL_BOUND_MS);
         CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), MAX_SENDS * round);
@@ -251,7 +257,7 @@ static void test_moved_loops(void)
     fc_mode(NODE_A, EV_MOVED, NODE_B);
     fc_mode(NODE_B, EV_MOVED, NODE_A);
     st = fc_open_on(NODE_A);
-    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONFIG);
     CHECK(strstr(sluice_last_error(), "redirected") != NULL);
     CHECK(ms < CALL_BOUND_MS);
     CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
@@ -259,11 +265,34 @@ static void test_moved_loops(void)
     /* ASK back and forth, too. */
     fc_mode(NODE_A, EV_ASK, NODE_B);
     fc_mode(NODE_B, EV_ASK, NODE_A);
-    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONN);
+    CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONFIG);
     CHECK(ms < CALL_BOUND_MS);
     CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA") + fc_count(NODE_B, "EVALSHA"),
                  2 * MAX_SENDS);
     sluice_store_free(st);
+
+    /* No failure policy stands in for a loop: on_error=open and =closed
+       answer the error, never a decision, and count no fallback. */
+    for (int policy = 0; policy < 2; policy++) {
+        char seed[32];
+        sluice_store_stats stats;
+
+        test_context("MOVED loop under on_error=%s",
+                     policy ? "closed" : "open");
+        fc_reset();
+        fc_mode(NODE_A, EV_MOVED, NODE_B);
+        fc_mode(NODE_B, EV_MOVED, NODE_A);
+        snprintf(seed, sizeof(seed), "127.0.0.1:%d", fc_port(NODE_A));
+        st = fc_open(seed, policy ? "timeout=1000&on_error=closed"
+                                  : "timeout=1000&on_error=open");
+        for (int i = 0; i < 3; i++) {
+            CHECK_RC(fc_timed_hit(&d, st, "user1", &ms), SLUICE_ECONFIG);
+            CHECK(!d.allowed && d.fallback == SLUICE_ANSWERED);
+        }
+        CHECK_OK(sluice_store_stats_get(&stats, st));
+        CHECK_EQ_U64(stats.fell_open + stats.fell_closed, 0);
+        sluice_store_free(st);
+    }
     test_context(NULL);
 }
 
@@ -542,7 +571,7 @@ static void test_malformed_redirects(void)
         fake_unlock();
         st = fc_open_on(NODE_A);
         rc = fc_timed_hit(&d, st, "user1", &ms);
-        if (!CHECK(rc == SLUICE_ECONN || rc == SLUICE_EPROTO) ||
+        if (!CHECK_RC(rc, SLUICE_EPROTO) ||
             !CHECK(ms < CALL_BOUND_MS))
             fprintf(stderr, "    rc %s, %" PRIu64 " ms, \"%s\"\n",
                     sluice_err_name(rc), ms, sluice_last_error());
@@ -550,6 +579,59 @@ static void test_malformed_redirects(void)
         if (getenv("SLUICE_TEST_VERBOSE") != NULL)
             printf("  redirect #%-2zu %-7s %s\n", i, sluice_err_name(rc),
                    sluice_last_error());
+        sluice_store_free(st);
+    }
+    test_context(NULL);
+}
+
+/* ---- A cluster node behind valkey:// ------------------------------------ */
+
+static void test_one_server_url(void)
+{
+    static const struct {
+        const char *reply;
+        int rc; /* under on_error=open: 0 when the policy stands in */
+    } cases[] = {
+        {"-MOVED 1 127.0.0.1:%d\r\n", SLUICE_ECONFIG},
+        {"-ASK 1 127.0.0.1:%d\r\n", SLUICE_ECONFIG},
+        {"-LOADING Redis is loading the dataset in memory\r\n", 0},
+        {"-BUSY Redis is busy running a script\r\n", 0},
+        {"-MASTERDOWN Link with MASTER is down\r\n", 0},
+        {"-TRYAGAIN Multiple keys request during rehashing\r\n", 0},
+        {"-CLUSTERDOWN The cluster is down\r\n", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char url[96];
+        sluice_store *st = NULL;
+        sluice_decision d;
+        uint64_t ms;
+        int rc;
+
+        test_context("valkey:// answered '%.12s'", cases[i].reply + 1);
+        fc_reset();
+        fake_lock();
+        fc_nodes[NODE_A].mode = EV_RAW;
+        snprintf(fc_nodes[NODE_A].raw, sizeof(fc_nodes[NODE_A].raw),
+                 cases[i].reply, fc_port(NODE_B));
+        fake_unlock();
+        snprintf(url, sizeof(url), "valkey://127.0.0.1:%d?timeout=1000&"
+                 "on_error=open", fc_port(NODE_A));
+        CHECK_OK(sluice_store_open(&st, url, NULL));
+        rc = fc_timed_hit(&d, st, "user1", &ms);
+        CHECK_RC(rc, cases[i].rc);
+        CHECK(ms < CALL_BOUND_MS);
+        if (cases[i].rc == 0) {
+            CHECK(d.allowed && d.fallback == SLUICE_FELL_OPEN);
+        } else {
+            CHECK(!d.allowed && d.fallback == SLUICE_ANSWERED);
+            if (!CHECK(strstr(sluice_last_error(), "this server is a cluster "
+                                                   "node: use valkey+cluster"
+                                                   "://") != NULL))
+                fprintf(stderr, "    message: %s\n", sluice_last_error());
+        }
+        /* The redirection is followed nowhere: B was never asked. */
+        CHECK_EQ_U64(fc_count(NODE_B, "EVALSHA"), 0);
         sluice_store_free(st);
     }
     test_context(NULL);
@@ -573,6 +655,7 @@ int main(void)
     test_stalled_node_alone();
     test_stalled_reread();
     test_malformed_redirects();
+    test_one_server_url();
     fc_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_cluster_redirect");

@@ -3,12 +3,20 @@
  * the store is opened (it connects only on its first call, so no server
  * runs): each malformed URL is refused with SLUICE_EURL or SLUICE_EINVAL
  * and a message that names what is wrong, never the password; valid ones
- * open; prefixes and the pool size from the options struct are checked
- * the same way.
+ * open (schemes in any case); prefixes and the pool size from the options
+ * struct are checked the same way. A fuzzer builds thousands of malformed
+ * URLs with a user name and a password somewhere before their last '@':
+ * no message may quote either.
+ *
+ * Usage: test_valkey_urls [SEED] (or SLUICE_TEST_SEED=N); the seed is
+ * printed.
  */
+#include "rng.h"
 #include "test.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* URLs refused, with the code and a word the message must hold. */
@@ -70,6 +78,10 @@ static const char *const good[] = {
     "redis://h?engine=auto",
     "valkey://h?engine=module",
     "redis+cluster://h1,h2?engine=lua",
+    "VALKEY://127.0.0.1",
+    "Redis://h:7/1",
+    "Valkey+Cluster://h1,h2",
+    "REDIS+CLUSTER://h1",
 };
 
 static void test_bad_urls(void)
@@ -93,25 +105,132 @@ static void test_bad_urls(void)
     test_context(NULL);
 }
 
-/* A message never shows the password. */
+/* A message never shows the password, nor the user name. */
 static void test_secrets(void)
 {
-    static const char *const secret_urls[] = {
-        "redis://:hunter2@127.0.0.1:99999",
-        "redis://u:hunter2@127.0.0.1?bogus=1",
-        "valkey://u:hunter2@?timeout=1",
-        "redis://u:hunter2@127.0.0.1/x",
+    static const struct {
+        const char *url;
+        const char *shown; /* what the message quotes */
+    } secret_urls[] = {
+        {"redis://:hunter2@127.0.0.1:99999", "'redis://***@127.0.0.1:99999'"},
+        {"redis://alice7:hunter2@127.0.0.1?bogus=1", "redis://***@"},
+        {"valkey://alice7:hunter2@?timeout=1", "valkey://***@?"},
+        {"redis://alice7:hunter2@127.0.0.1/x", "redis://***@127"},
+        {"valkey:/alice7:hunter2@127.0.0.1://", "'valkey:/***@127.0.0.1://'"},
+        {"VALKEY:alice7:hunter2@h://", "'VALKEY:***@h://'"},
+        {"alice7:hunter2@127.0.0.1", "'***@127.0.0.1'"},
+        {"http://alice7:hunter2@127.0.0.1", "'***@127.0.0.1'"},
+        {"redis://alice7:hun/ter2@h/0?x@y", "'redis://***@y'"},
+        {"redis://h?alice7:hunter2@x", "'redis://***@x'"},
     };
     sluice_store *st = NULL;
 
-    test_context("no password in a message");
     for (size_t i = 0; i < sizeof(secret_urls) / sizeof(secret_urls[0]);
          i++) {
-        CHECK_RC(sluice_store_open(&st, secret_urls[i], NULL), SLUICE_EURL);
-        if (!CHECK(strstr(sluice_last_error(), "hunter2") == NULL))
-            fprintf(stderr, "    message: %s\n", sluice_last_error());
+        const char *msg;
+
+        test_context("no userinfo in the message of '%s'", secret_urls[i].url);
+        CHECK(sluice_store_open(&st, secret_urls[i].url, NULL) < 0);
+        msg = sluice_last_error();
+        if (!CHECK(strstr(msg, "hunter") == NULL &&
+                   strstr(msg, "alice") == NULL &&
+                   strstr(msg, secret_urls[i].shown) != NULL))
+            fprintf(stderr, "    message: %s\n", msg);
     }
     test_context(NULL);
+}
+
+/* ---- The fuzzer -------------------------------------------------------- */
+
+static const char *const fz_schemes[] = {
+    "valkey://", "VALKEY://", "Redis+Cluster://", "redis://", "valkey:/",
+    "valkey:", "valkey", "", "http://", "valkey:///", "mem://", "redis//",
+    "valkey+cluster:", "://", "valkey+cluster://h,", "redis:/x",
+};
+/* Where the user ("alice7") and password ("hunter2") go: U and P. */
+static const char *const fz_userinfo[] = {
+    "U:P", ":P", "U", "P", "U:P/x", "U:P?x=1", "U:%zzP", "U:P#", "U:P:P",
+    "U@P", "U:P@P", "/U:P", "?U:P", "U:P,h", "[U:P", "U:P%", "U%3AP",
+    "U:P?timeout=0", "x?prefix=U:P",
+};
+static const char *const fz_tails[] = {
+    "127.0.0.1", "h:6379", "", "[::1", "h:99999", "h/x", "h?bogus=1", "h://",
+    "h,h2", "h?timeout=0", "h/0?pool=0", "h#frag", "h:0", "h?prefix=%zz",
+    "h?prefix=a{", ":6379", "h?engine", "h/-1", "h:65a",
+};
+
+/* Appends 'text' with U and P spelt out to url[0..*n), within 'cap'. */
+static void fz_put(char *url, size_t *n, size_t cap, const char *text)
+{
+    for (; *text != '\0'; text++) {
+        const char *piece = *text == 'U' ? "alice7" : *text == 'P' ? "hunter2"
+                                                                   : NULL;
+        size_t len = piece != NULL ? strlen(piece) : 1;
+
+        if (*n + len + 1 >= cap)
+            return;
+        memcpy(url + *n, piece != NULL ? piece : text, len);
+        *n += len;
+        url[*n] = '\0';
+    }
+}
+
+/* A malformed URL with both secrets before its last '@'. */
+static void fz_url(char *url, size_t cap)
+{
+    static const char junk[] = "/?#:@,[]%&=x1";
+    size_t n = 0, k;
+
+    url[0] = '\0';
+    fz_put(url, &n, cap, fz_schemes[rng_below(sizeof(fz_schemes) /
+                                              sizeof(fz_schemes[0]))]);
+    for (k = rng_below(3); k > 0; k--) {
+        char c[2] = {junk[rng_below(sizeof(junk) - 1)], '\0'};
+
+        fz_put(url, &n, cap, c);
+    }
+    fz_put(url, &n, cap, fz_userinfo[rng_below(sizeof(fz_userinfo) /
+                                               sizeof(fz_userinfo[0]))]);
+    for (k = rng_below(4); k > 0; k--) {
+        char c[2] = {junk[rng_below(sizeof(junk) - 1)], '\0'};
+
+        fz_put(url, &n, cap, c);
+    }
+    fz_put(url, &n, cap, "@");
+    if (rng_pct(20))
+        fz_put(url, &n, cap, "@");
+    fz_put(url, &n, cap, fz_tails[rng_below(sizeof(fz_tails) /
+                                            sizeof(fz_tails[0]))]);
+}
+
+static void test_fuzz_secrets(uint64_t seed)
+{
+    char url[192];
+    int refused = 0;
+
+    rng_state = seed;
+    test_context("fuzzed URLs, seed %" PRIu64, seed);
+    for (int i = 0; i < 40000; i++) {
+        sluice_store *st = NULL;
+        const char *msg;
+
+        fz_url(url, sizeof(url));
+        if (sluice_store_open(&st, url, NULL) == 0) {
+            sluice_store_free(st);
+            continue;
+        }
+        refused++;
+        msg = sluice_last_error();
+        if (!CHECK(strstr(msg, "hunter2") == NULL &&
+                   strstr(msg, "alice7") == NULL)) {
+            fprintf(stderr, "    url '%s'\n    message: %s\n", url, msg);
+            break;
+        }
+    }
+    test_context(NULL);
+    printf("  %d fuzzed URLs refused, none quoting its user or password "
+           "(seed %" PRIu64 ")\n", refused, seed);
+    CHECK(refused > 30000);
 }
 
 static void test_good_urls(void)
@@ -157,10 +276,13 @@ static void test_good_urls(void)
     test_context(NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    uint64_t seed = test_seed(argc, argv, 0, test_random_seed());
+
     test_bad_urls();
     test_secrets();
+    test_fuzz_secrets(seed);
     test_good_urls();
     return test_summary("test_valkey_urls");
 }
