@@ -311,7 +311,7 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     uint64_t t;
-    size_t before;
+    size_t before, after;
     int err;
 
     t = atomic_load(&e->last_ms);
@@ -321,8 +321,11 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     err = algo->decide(entry_state(e), limit, t, cost, consume, out);
 
     /* Even a failed decide may have trimmed the state and freed memory. */
-    sh->bytes += algo->bytes(entry_state(e));
+    after = algo->bytes(entry_state(e));
+    sh->bytes += after;
     sh->bytes -= before;
+    if (after < before)
+        sh->freed += before - after;
     if (err == SLUICE_OK)
         add_gap(out, t, now_ms);
     if (err == SLUICE_OK) {

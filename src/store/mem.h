@@ -25,6 +25,10 @@
 #define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
 #define CELLS_SHIFT 1u        /* a table of n buckets has n >> this cells */
 #define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
+/* The heap is trimmed once this much was freed since the last time, and at
+   least TRIM_KEY_BYTES per live key (sluice__mem_trim()). */
+#define TRIM_MIN_BYTES ((uint64_t)1 << 20)
+#define TRIM_KEY_BYTES 4096u
 
 /* The word of an entry whose state is in its struct, under the lock. */
 #define WORD_HELD SLUICE__WORD_STORE_BIT
@@ -118,6 +122,7 @@ typedef struct shard {
     size_t sweep_cursor;
     uint64_t bytes;
     uint64_t expired;
+    uint64_t freed; /* bytes given back to the heap, not yet in 'untrimmed' */
 } shard;
 
 /* Each shard on cache lines of its own, so two threads never share one. */
@@ -136,7 +141,9 @@ typedef struct mem_store {
     _Alignas(64) _Atomic size_t keys;
     _Atomic uint64_t full;
     _Atomic uint64_t last_full_sweep_ms;
-    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
+    /* Bytes freed to the heap since it was last trimmed, and the trims. */
+    _Atomic uint64_t untrimmed;
+    _Atomic uint64_t trims;
     sluice__epoch epoch; /* its own cache lines */
     padded_shard shards[SHARDS];
 } mem_store;
@@ -304,6 +311,7 @@ static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
 }
 void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
+void sluice__mem_trim(mem_store *m);
 bool sluice__mem_reserve_key(mem_store *m);
 table *sluice__mem_table_new(size_t n, bool with_cells);
 void sluice__mem_table_free(shard *sh, table *t);

@@ -103,6 +103,7 @@ void sluice__mem_entry_free(shard *sh, entry *e)
     cells *c;
 
     if (!e->in_cell) {
+        sh->freed += entry_size((sluice_algo)e->algo, e->key_len);
         free(e);
         return;
     }
@@ -158,6 +159,7 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
     sh->bytes -= sluice__mem_entry_bytes(e);
     sh->count--;
     atomic_fetch_sub(&m->keys, 1);
+    sh->freed += sluice__algos[e->algo]->bytes(entry_state(e));
     sluice__algos[e->algo]->release(entry_state(e));
     entry_retire(m, sh, e);
 }
@@ -337,6 +339,16 @@ void sluice__mem_bucket_note(shard *sh, entry *e)
 
 static void shard_shrink(mem_store *m, shard *sh);
 
+/* Adds what 'sh' gave back to the heap to the store's count of it. */
+static void freed_flush(mem_store *m, shard *sh)
+{
+    if (sh->freed > 0) {
+        atomic_fetch_add_explicit(&m->untrimmed, sh->freed,
+                                  memory_order_relaxed);
+        sh->freed = 0;
+    }
+}
+
 /*
  * Sweeps the next 'n' buckets of 'sh' from its cursor; at the end of each
  * pass over the table, shrinks it if it has grown sparse.
@@ -353,6 +365,7 @@ void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
         }
     }
     reclaim(m, sh);
+    freed_flush(m, sh);
 }
 
 _Thread_local unsigned sluice__mem_sweep_calls
@@ -369,6 +382,7 @@ void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms)
         return;
     sluice__mem_sweep_some(m, sh, SWEEP_OTHER_BUCKETS, now_ms);
     pthread_mutex_unlock(&sh->lock);
+    sluice__mem_trim(m);
 }
 
 static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
@@ -378,22 +392,33 @@ static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
 }
 
 /*
- * Asks the allocator to give free memory back to the system (glibc keeps
- * freed small blocks otherwise), at most once a second store-wide: after a
- * table shrinks, most of what its keys held is free.
+ * Asks the allocator to give its free memory back to the system (glibc
+ * keeps freed small blocks, and the pages under them, otherwise), once the
+ * bytes freed since the last time are at least TRIM_MIN_BYTES and at least
+ * TRIM_KEY_BYTES per key still held. malloc_trim() walks the heap's free
+ * chunks (about one per live block, at worst) and returns the pages of
+ * what was freed, so a trim costs about the live keys plus what was freed,
+ * which that rule has already paid for: trims come a geometric series
+ * apart while a mass of keys goes (half, a quarter, ... of it each), and
+ * at most once per TRIM_MIN_BYTES freed when few keys are held. Counting
+ * bytes, not time, keeps it off the clock: what a store gives back does
+ * not depend on how fast its caller runs. Called with no shard lock held
+ * (after a store-wide sweep step), so no other call waits for it; one
+ * thread trims, the others go on.
  */
-static void release_memory(mem_store *m)
+void sluice__mem_trim(mem_store *m)
 {
-#ifdef __GLIBC__
-    uint64_t now = sluice__monotonic_ms(), last = atomic_load(&m->trimmed_ms);
+    uint64_t u = atomic_load_explicit(&m->untrimmed, memory_order_relaxed);
 
-    if (now - last < 1000 ||
-        !atomic_compare_exchange_strong(&m->trimmed_ms, &last, now))
+    if (u < TRIM_MIN_BYTES ||
+        u < (uint64_t)atomic_load_explicit(&m->keys, memory_order_relaxed) *
+                TRIM_KEY_BYTES ||
+        !atomic_compare_exchange_strong(&m->untrimmed, &u, 0))
         return;
+#ifdef __GLIBC__
     malloc_trim(0);
-#else
-    (void)m;
 #endif
+    atomic_fetch_add_explicit(&m->trims, 1, memory_order_relaxed);
 }
 
 /* 'n' cells (at least a page's worth), all free; or NULL. */
@@ -452,6 +477,7 @@ table *sluice__mem_table_new(size_t n, bool with_cells)
    them (the last of them to be freed frees them then). */
 void sluice__mem_table_free(shard *sh, table *t)
 {
+    sh->freed += sizeof(table) + t->n * sizeof(bucket);
     if (t->cells != NULL) {
         t->cells->orphan = true;
         if (t->cells->used == 0)
@@ -564,23 +590,18 @@ void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
 /*
  * Gives memory back once a shard's keys are mostly gone: its table halves
  * while it is under an eighth full (so it never halves and doubles back in
- * turn), and the allocator is asked to return what is free to the system,
- * at most once a second store-wide.
+ * turn). The old tables go to the heap once reclaimed, and the heap to the
+ * system with the rest (sluice__mem_trim()).
  */
 static void shard_shrink(mem_store *m, shard *sh)
 {
-    bool halved = false;
-
     while (sh->nbuckets > SHARD_MIN_BUCKETS && sh->count < sh->nbuckets / 8) {
         size_t n = sh->nbuckets;
 
         shard_resize(m, sh, n / 2);
         if (sh->nbuckets == n)
             break; /* out of memory: keep the larger table */
-        halved = true;
     }
-    if (halved)
-        release_memory(m);
 }
 
 /*
