@@ -2,7 +2,7 @@
  * bench_reclaim.c - the embedded store's memory, before and after its keys
  * go idle: does it come back?
  *
- *   sluice_bench_reclaim [--keys N] [--algo NAME] [--json]
+ *   sluice_bench_reclaim [--keys N] [--algo NAME] [--cap-only] [--json]
  *
  * For each algorithm (or the one named), one store on a virtual clock (so a
  * window passes at once) takes N distinct keys (default 5,000,000), one
@@ -14,6 +14,14 @@
  * (/proc/self/statm) and the store's own count of bytes are printed at each
  * step, and last after the store is freed; the resident set after idle is
  * printed beside its target, TARGET_IDLE_MB.
+ *
+ * Then new keys at the key cap: a store capped at a million keys (the
+ * default), and one at 100,000, is filled with live keys (the fixed window,
+ * an hour), and REFUSALS new keys are hit, the virtual clock a millisecond
+ * on before each (a store-wide sweep was once allowed a millisecond apart,
+ * so each of these calls swept it all). Each is refused with SLUICE_EFULL;
+ * the time per refusal is printed beside TARGET_CAP_US. --cap-only runs
+ * this part alone.
  *
  * A benchmark: it prints figures and never fails.
  */
@@ -33,6 +41,8 @@
 #define IDLE_CALLS 1000000u
 #define WINDOW_MS 1000u
 #define TARGET_IDLE_MB 5.0
+#define REFUSALS 20000u
+#define TARGET_CAP_US 10.0
 
 typedef struct step {
     const char *what;
@@ -142,6 +152,55 @@ static int run_one(run *r, uint64_t keys)
     return 0;
 }
 
+/* New keys at a cap of 'cap': the time per refusal in µs ('*us'); 0, or 1
+   on a failure (a call that is not SLUICE_EFULL included). */
+static int cap_run(size_t cap, double *us)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 10, 3600000);
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = NULL;
+    sluice_store *st = NULL;
+    sluice_decision d;
+    double t0;
+    int rc = 0;
+
+    if (sluice_vclock_new(&clock, 1000000) < 0)
+        return 1;
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = clock;
+    o.max_keys = cap;
+    if (sluice_store_open(&st, "mem://", &o) < 0 || load(st, &l, cap) < 0) {
+        fprintf(stderr, "sluice_bench_reclaim: %s\n", sluice_last_error());
+        rc = 1;
+    }
+    t0 = now_s();
+    for (unsigned i = 0; i < REFUSALS && rc == 0; i++) {
+        char key[24];
+        int len = snprintf(key, sizeof(key), "new:%u", i);
+
+        sluice_vclock_advance(clock, 1);
+        if (sluice_hit(&d, st, &l, key, (size_t)len, 1) != SLUICE_EFULL) {
+            fprintf(stderr, "sluice_bench_reclaim: a new key at the cap was "
+                    "not refused with SLUICE_EFULL\n");
+            rc = 1;
+        }
+    }
+    *us = (now_s() - t0) / REFUSALS * 1e6;
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    return rc;
+}
+
+static void print_cap(const size_t *caps, const double *us, int n)
+{
+    printf("\nNew keys at the key cap (every key live; %u new keys a ms "
+           "apart, each refused with SLUICE_EFULL)\n", REFUSALS);
+    for (int i = 0; i < n; i++)
+        printf("  cap %8zu: %8.2f us per refused new key - target <= %.0f "
+               "us: %s\n", caps[i], us[i], TARGET_CAP_US,
+               us[i] <= TARGET_CAP_US ? "met" : "not met");
+}
+
 static void print_text(const run *r, int n, uint64_t keys)
 {
     printf("sluice %s embedded store: memory before and after %llu keys go "
@@ -181,7 +240,8 @@ static void print_text(const run *r, int n, uint64_t keys)
     }
 }
 
-static void print_json(const run *r, int n, uint64_t keys)
+static void print_json(const run *r, int n, uint64_t keys,
+                       const size_t *caps, const double *us, int ncaps)
 {
     printf("{\n  \"keys\": %llu,\n  \"target_idle_mb\": %.1f,\n  "
            "\"algorithms\": [\n", (unsigned long long)keys, TARGET_IDLE_MB);
@@ -198,17 +258,25 @@ static void print_json(const run *r, int n, uint64_t keys)
                    i + 1 < 4 ? "," : "");
         printf("    ]}%s\n", a + 1 < n ? "," : "");
     }
+    printf("  ],\n  \"target_cap_us\": %.1f,\n  \"caps\": [\n",
+           TARGET_CAP_US);
+    for (int i = 0; i < ncaps; i++)
+        printf("    {\"cap\": %zu, \"refusals\": %u, "
+               "\"us_per_refusal\": %.2f}%s\n", caps[i], REFUSALS, us[i],
+               i + 1 < ncaps ? "," : "");
     printf("  ]\n}\n");
 }
 
 static int options(int argc, char **argv, uint64_t *keys, int *algo,
-                   bool *json)
+                   bool *cap_only, bool *json)
 {
     for (int i = 1; i < argc; i++) {
         char *end;
 
         if (strcmp(argv[i], "--json") == 0) {
             *json = true;
+        } else if (strcmp(argv[i], "--cap-only") == 0) {
+            *cap_only = true;
         } else if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
             *keys = strtoull(argv[++i], &end, 10);
             if (*end != '\0' || *keys < 1 || *keys > 100000000u) {
@@ -227,7 +295,7 @@ static int options(int argc, char **argv, uint64_t *keys, int *algo,
             *algo = (int)a;
         } else {
             fprintf(stderr, "usage: sluice_bench_reclaim [--keys N] "
-                    "[--algo NAME] [--json]\n");
+                    "[--algo NAME] [--cap-only] [--json]\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -236,14 +304,17 @@ static int options(int argc, char **argv, uint64_t *keys, int *algo,
 
 int main(int argc, char **argv)
 {
+    static const size_t caps[] = {1000000, 100000};
+    double us[2];
     run r[16];
     uint64_t keys = DEFAULT_KEYS;
-    bool json = false;
+    bool json = false, cap_only = false;
     int algo = -1, n = 0, rc;
 
-    if ((rc = options(argc, argv, &keys, &algo, &json)) >= 0)
+    if ((rc = options(argc, argv, &keys, &algo, &cap_only, &json)) >= 0)
         return rc;
-    for (unsigned a = 0; a < sluice_algo_count() && n < 16; a++) {
+    for (unsigned a = 0; a < sluice_algo_count() && n < 16 && !cap_only;
+         a++) {
         if (algo >= 0 && (unsigned)algo != a)
             continue;
         r[n].algo = (sluice_algo)a;
@@ -251,9 +322,15 @@ int main(int argc, char **argv)
             return 1;
         n++;
     }
-    if (json)
-        print_json(r, n, keys);
-    else
+    for (int i = 0; i < 2; i++)
+        if (cap_run(caps[i], &us[i]) != 0)
+            return 1;
+    if (json) {
+        print_json(r, n, keys, caps, us, 2);
+        return 0;
+    }
+    if (n > 0)
         print_text(r, n, keys);
+    print_cap(caps, us, 2);
     return 0;
 }

@@ -665,7 +665,7 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     m->seed = sluice__random_seed();
     atomic_init(&m->keys, 0);
     atomic_init(&m->full, 0);
-    atomic_init(&m->last_full_sweep_ms, 0);
+    atomic_init(&m->cap_shard, 0);
     sluice__epoch_init(&m->epoch);
     for (i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
@@ -686,6 +686,9 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
         sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);
         sh->retired_oldest = UINT64_MAX;
+        sh->cap_lo_ms = UINT64_MAX;
+        sh->lo_ms = &m->shard_lo_ms[i];
+        atomic_init(sh->lo_ms, UINT64_MAX);
     }
     (void)url; /* nothing follows "mem://" */
     out->ops = &mem_ops;

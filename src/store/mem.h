@@ -19,6 +19,7 @@
 #define SWEEP_BUCKETS_PER_CALL 2u
 #define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
 #define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
+#define SWEEP_CAP_BUCKETS 4096u  /* buckets a call at the key cap sweeps */
 #define DEFAULT_MAX_KEYS ((size_t)1000000)
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
 #define CELL_SIZE 128u        /* an entry in place in a table's cells */
@@ -120,6 +121,13 @@ typedef struct shard {
                                 has nothing to free and walks nothing */
     size_t count;
     size_t sweep_cursor;
+    /* The sweep at the key cap: its own cursor, the least bound of the
+       buckets it passed (or lowered since), and the shard's bound in the
+       store's array, which it sets when it reaches the end. */
+    size_t cap_cursor;
+    uint64_t cap_lo_ms;
+    _Atomic uint64_t *lo_ms;
+    uint64_t swept; /* buckets its sweeps visited (tests count them) */
     uint64_t bytes;
     uint64_t expired;
     uint64_t freed; /* bytes given back to the heap, not yet in 'untrimmed' */
@@ -140,11 +148,17 @@ typedef struct mem_store {
     size_t max_keys;
     _Alignas(64) _Atomic size_t keys;
     _Atomic uint64_t full;
-    _Atomic uint64_t last_full_sweep_ms;
+    _Atomic unsigned cap_shard; /* where the next sweep at the cap starts */
     /* Bytes freed to the heap since it was last trimmed, and the trims. */
     _Atomic uint64_t untrimmed;
     _Atomic uint64_t trims;
     sluice__epoch epoch; /* its own cache lines */
+    /* Each shard's bound: at most the least idle_lo_ms of its buckets, so
+       a sweep at the cap passes over a shard with nothing idle for one
+       load. Written under the shard's lock, and only when it is lowered
+       (rare: new keys go idle later than old ones) or a sweep at the cap
+       has passed the whole shard. */
+    _Alignas(64) _Atomic uint64_t shard_lo_ms[SHARDS];
     padded_shard shards[SHARDS];
 } mem_store;
 

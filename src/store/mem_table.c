@@ -311,6 +311,7 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
     elink *link = &bk->head;
     uint64_t lo = UINT64_MAX;
 
+    sh->swept++;
     if (bk->idle_lo_ms > now_ms)
         return;
     while (*link != NULL) {
@@ -328,13 +329,19 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
     bk->idle_lo_ms = lo;
 }
 
-/* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
+/* Keeps the bounds of the bucket holding 'e', and of its shard, at or
+   below 'e's idle time. */
 void sluice__mem_bucket_note(shard *sh, entry *e)
 {
     bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+    uint64_t idle_at = cold_of(e)->idle_at_ms;
 
-    if (cold_of(e)->idle_at_ms < bk->idle_lo_ms)
-        bk->idle_lo_ms = cold_of(e)->idle_at_ms;
+    if (idle_at < bk->idle_lo_ms)
+        bk->idle_lo_ms = idle_at;
+    if (idle_at < sh->cap_lo_ms)
+        sh->cap_lo_ms = idle_at;
+    if (idle_at < atomic_load_explicit(sh->lo_ms, memory_order_relaxed))
+        atomic_store_explicit(sh->lo_ms, idle_at, memory_order_relaxed);
 }
 
 static void shard_shrink(mem_store *m, shard *sh);
@@ -541,6 +548,7 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
 {
     table *t = sluice__mem_table_new(n, cells_pay(sh, n));
     table *old = table_of_tag(atomic_load(&sh->table));
+    uint64_t lo = UINT64_MAX;
 
     if (t == NULL)
         return;
@@ -556,6 +564,8 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
             nb->head = e;
             if (cold_of(e)->idle_at_ms < nb->idle_lo_ms)
                 nb->idle_lo_ms = cold_of(e)->idle_at_ms;
+            if (cold_of(e)->idle_at_ms < lo)
+                lo = cold_of(e)->idle_at_ms;
             e = next;
         }
     }
@@ -571,6 +581,10 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
     sh->buckets = t->b;
     sh->nbuckets = n;
     sh->sweep_cursor = 0;
+    /* The new table's bound is exact; a sweep at the cap starts it over. */
+    sh->cap_cursor = 0;
+    sh->cap_lo_ms = UINT64_MAX;
+    atomic_store_explicit(sh->lo_ms, lo, memory_order_relaxed);
 }
 
 /*
@@ -605,25 +619,75 @@ static void shard_shrink(mem_store *m, shard *sh)
 }
 
 /*
- * When the key cap is reached: sweep every shard, at most once per
- * millisecond (so a flood of new keys at the cap cannot turn every call into
- * a full scan). Called with no shard lock held.
+ * The sweep at the cap in 'sh', from its cursor, at most 'budget' buckets;
+ * at the end of the table, sets the shard's bound from what it passed (and
+ * what was noted meanwhile) and starts over. Answers the buckets visited.
+ */
+static size_t cap_sweep(mem_store *m, shard *sh, uint64_t now_ms,
+                        size_t budget)
+{
+    size_t n = 0;
+
+    while (n < budget) {
+        size_t b = sh->cap_cursor;
+
+        sweep_bucket(m, sh, b, now_ms);
+        if (sh->buckets[b].idle_lo_ms < sh->cap_lo_ms)
+            sh->cap_lo_ms = sh->buckets[b].idle_lo_ms;
+        n++;
+        if (++sh->cap_cursor == sh->nbuckets) {
+            atomic_store_explicit(sh->lo_ms, sh->cap_lo_ms,
+                                  memory_order_relaxed);
+            sh->cap_cursor = 0;
+            sh->cap_lo_ms = UINT64_MAX;
+            break;
+        }
+    }
+    reclaim(m, sh);
+    freed_flush(m, sh);
+    return n;
+}
+
+/*
+ * When the key cap is reached: drops idle keys store-wide, at most
+ * SWEEP_CAP_BUCKETS buckets a call (a full sweep of a million keys took
+ * longer than a millisecond, and ran on every call). A shard whose bound
+ * says none of its keys is idle yet is passed over for one load; the
+ * others are swept from their own cursor, from the shard where the last
+ * call stopped, and get an exact bound once swept to the end. So while
+ * nothing is idle, a call at the cap reads the 256 bounds and sweeps
+ * nothing; when keys are idle, each call sweeps a bounded part of what may
+ * hold them, and the next goes on from there. A refusal (SLUICE_EFULL) then
+ * means that no key was idle in what the sweeps have passed since the
+ * bounds were last exact: at once, when the few shards that may hold idle
+ * keys fit the budget; else a call or a few later. Called with no shard
+ * lock held.
  */
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms)
 {
-    uint64_t last = atomic_load(&m->last_full_sweep_ms);
+    unsigned start = atomic_load_explicit(&m->cap_shard,
+                                          memory_order_relaxed);
+    size_t budget = SWEEP_CAP_BUCKETS;
 
-    if (last == now_ms + 1 ||
-        !atomic_compare_exchange_strong(&m->last_full_sweep_ms, &last,
-                                        now_ms + 1))
-        return;
-    for (unsigned i = 0; i < SHARDS; i++) {
+    for (unsigned k = 0; k < SHARDS && budget > 0; k++) {
+        unsigned i = (start + k) % SHARDS;
         shard *sh = &m->shards[i].s;
+        bool more;
 
+        if (atomic_load_explicit(&m->shard_lo_ms[i], memory_order_relaxed) >
+            now_ms)
+            continue;
         pthread_mutex_lock(&sh->lock);
-        sweep_all(m, sh, now_ms);
+        budget -= cap_sweep(m, sh, now_ms, budget);
+        more = sh->cap_cursor != 0; /* stopped inside this shard */
         pthread_mutex_unlock(&sh->lock);
+        if (more || budget == 0) {
+            atomic_store_explicit(&m->cap_shard, more ? i : i + 1,
+                                  memory_order_relaxed);
+            break;
+        }
     }
+    sluice__mem_trim(m);
 }
 
 /* Reserves one key under the cap; false when the store is full. */

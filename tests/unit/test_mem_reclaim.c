@@ -17,6 +17,12 @@
  *   the cap   with max_keys left at 0, the default cap of a million keys
  *             holds: the million-and-first live key is SLUICE_EFULL, and
  *             SLUICE_NO_KEY_CAP lifts it;
+ *   at the cap
+ *             a store at a cap of 200,000 live keys refuses new keys, a
+ *             millisecond apart, each with SLUICE_EFULL, and no call
+ *             sweeps more than SWEEP_CAP_BUCKETS buckets (and the few of
+ *             the ordinary sweeps), where each used to sweep the whole
+ *             store; once the keys are idle, the first new key fits;
  *   a step    on a wall clock that steps back a minute, a refusal's wait is
  *             the caller's: the same request is refused one ms before
  *             retry_after_ms and admitted at it, on the caller's clock.
@@ -214,6 +220,62 @@ static void test_default_cap(void)
     sluice_vclock_free(clock);
 }
 
+/* The buckets every sweep of 'st' has visited. */
+static uint64_t swept_of(sluice_store *st)
+{
+    mem_store *m = st->backend.impl;
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < SHARDS; i++) {
+        shard *sh = &m->shards[i].s;
+
+        pthread_mutex_lock(&sh->lock);
+        n += sh->swept;
+        pthread_mutex_unlock(&sh->lock);
+    }
+    return n;
+}
+
+#define CAP_KEYS 200000
+
+static void test_cap_sweep(void)
+{
+    const uint64_t bound = SWEEP_CAP_BUCKETS + SWEEP_BUCKETS_PER_CALL +
+                           SWEEP_OTHER_BUCKETS;
+    sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 5, 60000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    sluice_decision d;
+    uint64_t most = 0;
+    int rc = 0;
+
+    test_context("at the cap");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, CAP_KEYS);
+    CHECK_EQ_U64(hit_keys(st, &l, CAP_KEYS, &rc), CAP_KEYS);
+    for (int i = 0; i < 500; i++) {
+        char key[24];
+        int len = snprintf(key, sizeof(key), "new%d", i);
+        uint64_t before = swept_of(st);
+
+        sluice_vclock_advance(clock, 1);
+        CHECK_RC(sluice_hit(&d, st, &l, key, (size_t)len, 1), SLUICE_EFULL);
+        if (swept_of(st) - before > most)
+            most = swept_of(st) - before;
+    }
+    printf("  at the cap: %d keys, 500 refused new keys, at most %llu "
+           "buckets swept by one (bound %llu)\n", CAP_KEYS,
+           (unsigned long long)most, (unsigned long long)bound);
+    CHECK(most <= bound);
+    CHECK_EQ_U64(stats_of(st).full, 500);
+    /* Every key idle: the first new key finds room. */
+    sluice_vclock_advance(clock, 60000);
+    CHECK_OK(sluice_hit(&d, st, &l, "fits", 4, 1));
+    CHECK(d.allowed);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
 static void test_clock_step(void)
 {
     sluice_vclock *clock = NULL;
@@ -252,6 +314,7 @@ int main(void)
     test_trim();
     test_reclaim();
     test_default_cap();
+    test_cap_sweep();
     test_clock_step();
     test_context(NULL);
     return test_summary("test_mem_reclaim");
