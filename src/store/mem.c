@@ -107,9 +107,15 @@
  *     or not), in turn, so every shard is swept whatever keys the traffic
  *     reaches;
  *   - the whole shard before its table grows (evict before allocating);
- *   - every shard when the key cap is reached, at most once per millisecond.
- * A table under an eighth full halves at the end of a pass of its cursor,
- * and then the allocator is asked to give free memory back to the system.
+ *   - when the key cap is reached, a bounded part of the store: at most
+ *     SWEEP_CAP_BUCKETS buckets a call, from where the last one stopped,
+ *     passing over each shard whose bound (mem_store.shard_lo_ms) says
+ *     nothing in it is idle yet (sluice__mem_sweep_store()).
+ * A table under an eighth full halves at the end of a pass of its cursor.
+ * Once the bytes freed to the heap since the last time are at least
+ * TRIM_MIN_BYTES and TRIM_KEY_BYTES per live key, the store-wide sweep's
+ * step asks the allocator to give its free memory back to the system
+ * (sluice__mem_trim(), with no lock held).
  * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
  * entries, so a sweep reads only the bucket array and walks a chain only when
  * one of its entries may be idle. Entries are the lines other threads write
@@ -450,7 +456,7 @@ again:
         err = decide_new(m, sh, link, hash, limit, key, key_len, now_ms, cost,
                          out);
     } else if (!swept) {
-        /* At the cap: drop what is idle everywhere, then look again. */
+        /* At the cap: drop what is idle (a bounded sweep), then look again. */
         pthread_mutex_unlock(&sh->lock);
         sluice__mem_sweep_store(m, now_ms);
         swept = true;
