@@ -2,15 +2,26 @@
  * bench_reclaim.c - the embedded store's memory, before and after its keys
  * go idle: does it come back?
  *
- *   sluice_bench_reclaim [--keys N] [--json]
+ *   sluice_bench_reclaim [--keys N] [--algo NAME] [--cap-only] [--json]
  *
- * One store on a virtual clock (so a window passes at once) takes N
- * distinct keys (default 5,000,000), one admitted hit each, with no key cap.
- * Then the clock moves on until every key is idle, and only ONE key is hit
- * from then on, a thousand calls at a time, until the store holds nothing
- * but that key and its tables have shrunk back (or 100 million calls have
- * passed). The resident set (/proc/self/statm) and the store's own count
- * of bytes are printed at each step, and last after the store is freed.
+ * For each algorithm (or the one named), one store on a virtual clock (so a
+ * window passes at once) takes N distinct keys (default 5,000,000), one
+ * admitted hit each, with no key cap. Then the clock moves on until every
+ * key is idle, and only ONE key is hit from then on, a thousand calls at a
+ * time, until the store holds nothing but that key and its tables have
+ * shrunk back (or 100 million calls have passed), and then IDLE_CALLS more
+ * (what was retired last is freed a grace period later). The resident set
+ * (/proc/self/statm) and the store's own count of bytes are printed at each
+ * step, and last after the store is freed; the resident set after idle is
+ * printed beside its target, TARGET_IDLE_MB.
+ *
+ * Then new keys at the key cap: a store capped at a million keys (the
+ * default), and one at 100,000, is filled with live keys (the fixed window,
+ * an hour), and REFUSALS new keys are hit, the virtual clock a millisecond
+ * on before each (a store-wide sweep was once allowed a millisecond apart,
+ * so each of these calls swept it all). Each is refused with SLUICE_EFULL;
+ * the time per refusal is printed beside TARGET_CAP_US. --cap-only runs
+ * this part alone.
  *
  * A benchmark: it prints figures and never fails.
  */
@@ -27,13 +38,25 @@
 
 #define DEFAULT_KEYS 5000000u
 #define CALLS_MAX 100000000u
+#define IDLE_CALLS 1000000u
 #define WINDOW_MS 1000u
+#define TARGET_IDLE_MB 5.0
+#define REFUSALS 20000u
+#define TARGET_CAP_US 10.0
 
 typedef struct step {
     const char *what;
     uint64_t keys, bytes;
     long long rss;
 } step;
+
+/* One algorithm's run: its steps, and the calls and time the reclaim took. */
+typedef struct run {
+    sluice_algo algo;
+    step s[4];
+    uint64_t calls;
+    double secs;
+} run;
 
 static double now_s(void)
 {
@@ -71,7 +94,8 @@ static int load(sluice_store *st, const sluice_limit *l, uint64_t n)
     return 0;
 }
 
-/* Hits one key until the store has reclaimed the rest; answers the calls. */
+/* Hits one key until the store has reclaimed the rest, then IDLE_CALLS
+   more; answers the calls. */
 static uint64_t reclaim(sluice_store *st, const sluice_limit *l,
                         sluice_vclock *clock, uint64_t empty_bytes)
 {
@@ -84,54 +108,175 @@ static uint64_t reclaim(sluice_store *st, const sluice_limit *l,
         for (int i = 0; i < 1000; i++)
             sluice_hit(&d, st, l, "hot", 3, 1);
         calls += 1000;
-        sluice_vclock_advance(clock, 2 * WINDOW_MS);
+        sluice_vclock_advance(clock, 3 * WINDOW_MS);
         sluice_store_stats_get(&s, st);
     } while ((s.keys > 1 || s.bytes > 4 * empty_bytes) && calls < CALLS_MAX);
-    return calls;
+    for (uint64_t i = 0; i < IDLE_CALLS; i++)
+        sluice_hit(&d, st, l, "hot", 3, 1);
+    return calls + IDLE_CALLS;
 }
 
-static void print_text(const step *s, int n, uint64_t keys, uint64_t calls,
-                       double secs)
+/* One algorithm's run on a store of its own; 0, or 1 on a failure. */
+static int run_one(run *r, uint64_t keys)
+{
+    sluice_limit l = SLUICE_LIMIT(r->algo, 10, WINDOW_MS);
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = NULL;
+    sluice_store *st = NULL;
+    double t0;
+
+    if (sluice_vclock_new(&clock, 1000000) < 0)
+        return 1;
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = clock;
+    o.max_keys = SLUICE_NO_KEY_CAP;
+    if (sluice_store_open(&st, "mem://", &o) < 0) {
+        sluice_vclock_free(clock);
+        return 1;
+    }
+    take(&r->s[0], "empty store", st);
+    if (load(st, &l, keys) < 0) {
+        fprintf(stderr, "sluice_bench_reclaim: %s\n", sluice_last_error());
+        sluice_store_free(st);
+        sluice_vclock_free(clock);
+        return 1;
+    }
+    take(&r->s[1], "every key counting", st);
+    t0 = now_s();
+    r->calls = reclaim(st, &l, clock, r->s[0].bytes);
+    r->secs = now_s() - t0;
+    take(&r->s[2], "all idle, then calls on one key", st);
+    sluice_store_free(st);
+    take(&r->s[3], "store freed", NULL);
+    sluice_vclock_free(clock);
+    return 0;
+}
+
+/* New keys at a cap of 'cap': the time per refusal in µs ('*us'); 0, or 1
+   on a failure (a call that is not SLUICE_EFULL included). */
+static int cap_run(size_t cap, double *us)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 10, 3600000);
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = NULL;
+    sluice_store *st = NULL;
+    sluice_decision d;
+    double t0;
+    int rc = 0;
+
+    if (sluice_vclock_new(&clock, 1000000) < 0)
+        return 1;
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = clock;
+    o.max_keys = cap;
+    if (sluice_store_open(&st, "mem://", &o) < 0 || load(st, &l, cap) < 0) {
+        fprintf(stderr, "sluice_bench_reclaim: %s\n", sluice_last_error());
+        rc = 1;
+    }
+    t0 = now_s();
+    for (unsigned i = 0; i < REFUSALS && rc == 0; i++) {
+        char key[24];
+        int len = snprintf(key, sizeof(key), "new:%u", i);
+
+        sluice_vclock_advance(clock, 1);
+        if (sluice_hit(&d, st, &l, key, (size_t)len, 1) != SLUICE_EFULL) {
+            fprintf(stderr, "sluice_bench_reclaim: a new key at the cap was "
+                    "not refused with SLUICE_EFULL\n");
+            rc = 1;
+        }
+    }
+    *us = (now_s() - t0) / REFUSALS * 1e6;
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    return rc;
+}
+
+static void print_cap(const size_t *caps, const double *us, int n)
+{
+    printf("\nNew keys at the key cap (every key live; %u new keys a ms "
+           "apart, each refused with SLUICE_EFULL)\n", REFUSALS);
+    for (int i = 0; i < n; i++)
+        printf("  cap %8zu: %8.2f us per refused new key - target <= %.0f "
+               "us: %s\n", caps[i], us[i], TARGET_CAP_US,
+               us[i] <= TARGET_CAP_US ? "met" : "not met");
+}
+
+static void print_text(const run *r, int n, uint64_t keys)
 {
     printf("sluice %s embedded store: memory before and after %llu keys go "
-           "idle\n(fixed window, one admitted hit a key, no key cap, a "
-           "virtual clock)\n\n", SLUICE_VERSION, (unsigned long long)keys);
-    printf("  %-44s %12s %14s %14s\n", "step", "keys", "store bytes",
-           "resident set");
-    for (int i = 0; i < n; i++) {
-        printf("  %-44s %12llu %14llu ", s[i].what,
-               (unsigned long long)s[i].keys, (unsigned long long)s[i].bytes);
-        if (s[i].rss < 0)
-            printf("%14s\n", "n/a");
-        else
-            printf("%11.1f MB\n", (double)s[i].rss / 1e6);
+           "idle\n(one admitted hit a key, no key cap, a virtual clock; "
+           "each algorithm on a store of its own)\n", SLUICE_VERSION,
+           (unsigned long long)keys);
+    for (int a = 0; a < n; a++) {
+        const step *s = r[a].s;
+
+        printf("\n%s\n  %-44s %12s %14s %14s\n",
+               sluice_algo_name(r[a].algo), "step", "keys", "store bytes",
+               "resident set");
+        for (int i = 0; i < 4; i++) {
+            printf("  %-44s %12llu %14llu ", s[i].what,
+                   (unsigned long long)s[i].keys,
+                   (unsigned long long)s[i].bytes);
+            if (s[i].rss < 0)
+                printf("%14s\n", "n/a");
+            else
+                printf("%11.1f MB\n", (double)s[i].rss / 1e6);
+        }
+        printf("  reclaimed by %llu calls on one key in %.2f s\n",
+               (unsigned long long)r[a].calls, r[a].secs);
     }
-    printf("\nreclaimed by %llu calls on one key in %.2f s; resident set "
-           "after / full: %.2f\n", (unsigned long long)calls, secs,
-           s[1].rss > 0 ? (double)s[2].rss / (double)s[1].rss : 0.0);
+    printf("\nResident set after idle (target <= %.0f MB after %llu keys)\n",
+           TARGET_IDLE_MB, (unsigned long long)keys);
+    for (int a = 0; a < n; a++) {
+        double mb = (double)r[a].s[2].rss / 1e6;
+
+        if (r[a].s[2].rss < 0)
+            printf("  %-16s n/a\n", sluice_algo_name(r[a].algo));
+        else
+            printf("  %-16s %6.1f MB (with them %7.1f MB) - target <= %.0f "
+                   "MB: %s\n", sluice_algo_name(r[a].algo), mb,
+                   (double)r[a].s[1].rss / 1e6, TARGET_IDLE_MB,
+                   mb <= TARGET_IDLE_MB ? "met" : "not met");
+    }
 }
 
-static void print_json(const step *s, int n, uint64_t keys, uint64_t calls,
-                       double secs)
+static void print_json(const run *r, int n, uint64_t keys,
+                       const size_t *caps, const double *us, int ncaps)
 {
-    printf("{\n  \"keys\": %llu,\n  \"reclaim_calls\": %llu,\n  "
-           "\"reclaim_seconds\": %.3f,\n  \"steps\": [\n",
-           (unsigned long long)keys, (unsigned long long)calls, secs);
-    for (int i = 0; i < n; i++)
-        printf("    {\"step\": \"%s\", \"keys\": %llu, \"store_bytes\": %llu, "
-               "\"rss_bytes\": %lld}%s\n", s[i].what,
-               (unsigned long long)s[i].keys, (unsigned long long)s[i].bytes,
-               s[i].rss, i + 1 < n ? "," : "");
+    printf("{\n  \"keys\": %llu,\n  \"target_idle_mb\": %.1f,\n  "
+           "\"algorithms\": [\n", (unsigned long long)keys, TARGET_IDLE_MB);
+    for (int a = 0; a < n; a++) {
+        printf("    {\"algo\": \"%s\", \"reclaim_calls\": %llu, "
+               "\"reclaim_seconds\": %.3f, \"steps\": [\n",
+               sluice_algo_name(r[a].algo), (unsigned long long)r[a].calls,
+               r[a].secs);
+        for (int i = 0; i < 4; i++)
+            printf("      {\"step\": \"%s\", \"keys\": %llu, "
+                   "\"store_bytes\": %llu, \"rss_bytes\": %lld}%s\n",
+                   r[a].s[i].what, (unsigned long long)r[a].s[i].keys,
+                   (unsigned long long)r[a].s[i].bytes, r[a].s[i].rss,
+                   i + 1 < 4 ? "," : "");
+        printf("    ]}%s\n", a + 1 < n ? "," : "");
+    }
+    printf("  ],\n  \"target_cap_us\": %.1f,\n  \"caps\": [\n",
+           TARGET_CAP_US);
+    for (int i = 0; i < ncaps; i++)
+        printf("    {\"cap\": %zu, \"refusals\": %u, "
+               "\"us_per_refusal\": %.2f}%s\n", caps[i], REFUSALS, us[i],
+               i + 1 < ncaps ? "," : "");
     printf("  ]\n}\n");
 }
 
-static int options(int argc, char **argv, uint64_t *keys, bool *json)
+static int options(int argc, char **argv, uint64_t *keys, int *algo,
+                   bool *cap_only, bool *json)
 {
     for (int i = 1; i < argc; i++) {
         char *end;
 
         if (strcmp(argv[i], "--json") == 0) {
             *json = true;
+        } else if (strcmp(argv[i], "--cap-only") == 0) {
+            *cap_only = true;
         } else if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
             *keys = strtoull(argv[++i], &end, 10);
             if (*end != '\0' || *keys < 1 || *keys > 100000000u) {
@@ -139,9 +284,18 @@ static int options(int argc, char **argv, uint64_t *keys, bool *json)
                         "100000000\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--algo") == 0 && i + 1 < argc) {
+            sluice_algo a;
+
+            if (sluice_algo_parse(&a, argv[++i]) < 0) {
+                fprintf(stderr, "sluice_bench_reclaim: --algo: %s\n",
+                        sluice_last_error());
+                return 2;
+            }
+            *algo = (int)a;
         } else {
             fprintf(stderr, "usage: sluice_bench_reclaim [--keys N] "
-                    "[--json]\n");
+                    "[--algo NAME] [--cap-only] [--json]\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -150,40 +304,33 @@ static int options(int argc, char **argv, uint64_t *keys, bool *json)
 
 int main(int argc, char **argv)
 {
-    sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 10, WINDOW_MS);
-    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
-    uint64_t keys = DEFAULT_KEYS, calls;
-    sluice_vclock *clock = NULL;
-    sluice_store *st = NULL;
-    bool json = false;
-    step s[4];
-    double t0;
-    int rc;
+    static const size_t caps[] = {1000000, 100000};
+    double us[2];
+    run r[16];
+    uint64_t keys = DEFAULT_KEYS;
+    bool json = false, cap_only = false;
+    int algo = -1, n = 0, rc;
 
-    if ((rc = options(argc, argv, &keys, &json)) >= 0)
+    if ((rc = options(argc, argv, &keys, &algo, &cap_only, &json)) >= 0)
         return rc;
-    if (sluice_vclock_new(&clock, 1000000) < 0)
-        return 1;
-    o.clock_ms = sluice_vclock_now_ms;
-    o.clock_payload = clock;
-    o.max_keys = (size_t)-1; /* no cap */
-    if (sluice_store_open(&st, "mem://", &o) < 0)
-        return 1;
-    take(&s[0], "empty store", st);
-    if (load(st, &l, keys) < 0) {
-        fprintf(stderr, "sluice_bench_reclaim: %s\n", sluice_last_error());
-        return 1;
+    for (unsigned a = 0; a < sluice_algo_count() && n < 16 && !cap_only;
+         a++) {
+        if (algo >= 0 && (unsigned)algo != a)
+            continue;
+        r[n].algo = (sluice_algo)a;
+        if (run_one(&r[n], keys) != 0)
+            return 1;
+        n++;
     }
-    take(&s[1], "every key counting", st);
-    t0 = now_s();
-    calls = reclaim(st, &l, clock, s[0].bytes);
-    take(&s[2], "all idle, then calls on one key", st);
-    sluice_store_free(st);
-    take(&s[3], "store freed", NULL);
-    if (json)
-        print_json(s, 4, keys, calls, now_s() - t0);
-    else
-        print_text(s, 4, keys, calls, now_s() - t0);
-    sluice_vclock_free(clock);
+    for (int i = 0; i < 2; i++)
+        if (cap_run(caps[i], &us[i]) != 0)
+            return 1;
+    if (json) {
+        print_json(r, n, keys, caps, us, 2);
+        return 0;
+    }
+    if (n > 0)
+        print_text(r, n, keys);
+    print_cap(caps, us, 2);
     return 0;
 }

@@ -107,9 +107,15 @@
  *     or not), in turn, so every shard is swept whatever keys the traffic
  *     reaches;
  *   - the whole shard before its table grows (evict before allocating);
- *   - every shard when the key cap is reached, at most once per millisecond.
- * A table under an eighth full halves at the end of a pass of its cursor,
- * and then the allocator is asked to give free memory back to the system.
+ *   - when the key cap is reached, a bounded part of the store: at most
+ *     SWEEP_CAP_BUCKETS buckets a call, from where the last one stopped,
+ *     passing over each shard whose bound (mem_store.shard_lo_ms) says
+ *     nothing in it is idle yet (sluice__mem_sweep_store()).
+ * A table under an eighth full halves at the end of a pass of its cursor.
+ * Once the bytes freed to the heap since the last time are at least
+ * TRIM_MIN_BYTES and TRIM_KEY_BYTES per live key, the store-wide sweep's
+ * step asks the allocator to give its free memory back to the system
+ * (sluice__mem_trim(), with no lock held).
  * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
  * entries, so a sweep reads only the bucket array and walks a chain only when
  * one of its entries may be idle. Entries are the lines other threads write
@@ -311,7 +317,7 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     uint64_t t;
-    size_t before;
+    size_t before, after;
     int err;
 
     t = atomic_load(&e->last_ms);
@@ -321,8 +327,11 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     err = algo->decide(entry_state(e), limit, t, cost, consume, out);
 
     /* Even a failed decide may have trimmed the state and freed memory. */
-    sh->bytes += algo->bytes(entry_state(e));
+    after = algo->bytes(entry_state(e));
+    sh->bytes += after;
     sh->bytes -= before;
+    if (after < before)
+        sh->freed += before - after;
     if (err == SLUICE_OK)
         add_gap(out, t, now_ms);
     if (err == SLUICE_OK) {
@@ -447,7 +456,7 @@ again:
         err = decide_new(m, sh, link, hash, limit, key, key_len, now_ms, cost,
                          out);
     } else if (!swept) {
-        /* At the cap: drop what is idle everywhere, then look again. */
+        /* At the cap: drop what is idle (a bounded sweep), then look again. */
         pthread_mutex_unlock(&sh->lock);
         sluice__mem_sweep_store(m, now_ms);
         swept = true;
@@ -662,7 +671,7 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     m->seed = sluice__random_seed();
     atomic_init(&m->keys, 0);
     atomic_init(&m->full, 0);
-    atomic_init(&m->last_full_sweep_ms, 0);
+    atomic_init(&m->cap_shard, 0);
     sluice__epoch_init(&m->epoch);
     for (i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
@@ -683,6 +692,9 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
         sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);
         sh->retired_oldest = UINT64_MAX;
+        sh->cap_lo_ms = UINT64_MAX;
+        sh->lo_ms = &m->shard_lo_ms[i];
+        atomic_init(sh->lo_ms, UINT64_MAX);
     }
     (void)url; /* nothing follows "mem://" */
     out->ops = &mem_ops;

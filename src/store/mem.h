@@ -19,12 +19,17 @@
 #define SWEEP_BUCKETS_PER_CALL 2u
 #define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
 #define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
+#define SWEEP_CAP_BUCKETS 4096u  /* buckets a call at the key cap sweeps */
 #define DEFAULT_MAX_KEYS ((size_t)1000000)
 #define STATE_MAX 64u /* the largest algorithm state, checked at open */
 #define CELL_SIZE 128u        /* an entry in place in a table's cells */
 #define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
 #define CELLS_SHIFT 1u        /* a table of n buckets has n >> this cells */
 #define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
+/* The heap is trimmed once this much was freed since the last time, and at
+   least TRIM_KEY_BYTES per live key (sluice__mem_trim()). */
+#define TRIM_MIN_BYTES ((uint64_t)1 << 20)
+#define TRIM_KEY_BYTES 4096u
 
 /* The word of an entry whose state is in its struct, under the lock. */
 #define WORD_HELD SLUICE__WORD_STORE_BIT
@@ -116,8 +121,16 @@ typedef struct shard {
                                 has nothing to free and walks nothing */
     size_t count;
     size_t sweep_cursor;
+    /* The sweep at the key cap: its own cursor, the least bound of the
+       buckets it passed (or lowered since), and the shard's bound in the
+       store's array, which it sets when it reaches the end. */
+    size_t cap_cursor;
+    uint64_t cap_lo_ms;
+    _Atomic uint64_t *lo_ms;
+    uint64_t swept; /* buckets its sweeps visited (tests count them) */
     uint64_t bytes;
     uint64_t expired;
+    uint64_t freed; /* bytes given back to the heap, not yet in 'untrimmed' */
 } shard;
 
 /* Each shard on cache lines of its own, so two threads never share one. */
@@ -135,9 +148,17 @@ typedef struct mem_store {
     size_t max_keys;
     _Alignas(64) _Atomic size_t keys;
     _Atomic uint64_t full;
-    _Atomic uint64_t last_full_sweep_ms;
-    _Atomic uint64_t trimmed_ms; /* when memory was last given back */
+    _Atomic unsigned cap_shard; /* where the next sweep at the cap starts */
+    /* Bytes freed to the heap since it was last trimmed, and the trims. */
+    _Atomic uint64_t untrimmed;
+    _Atomic uint64_t trims;
     sluice__epoch epoch; /* its own cache lines */
+    /* Each shard's bound: at most the least idle_lo_ms of its buckets, so
+       a sweep at the cap passes over a shard with nothing idle for one
+       load. Written under the shard's lock, and only when it is lowered
+       (rare: new keys go idle later than old ones) or a sweep at the cap
+       has passed the whole shard. */
+    _Alignas(64) _Atomic uint64_t shard_lo_ms[SHARDS];
     padded_shard shards[SHARDS];
 } mem_store;
 
@@ -304,6 +325,7 @@ static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
 }
 void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
+void sluice__mem_trim(mem_store *m);
 bool sluice__mem_reserve_key(mem_store *m);
 table *sluice__mem_table_new(size_t n, bool with_cells);
 void sluice__mem_table_free(shard *sh, table *t);

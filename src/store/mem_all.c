@@ -138,7 +138,7 @@ int sluice__mem_decide_all(void *impl, const sluice_limit *limits, size_t n,
         else
             err = decide_held_all(impl, &k, limits, n, now_ms, cost, how,
                                   each);
-        /* At the key cap: drop what is idle everywhere, then try again
+        /* At the key cap: drop what is idle (a bounded sweep), then try again
            once; a second time, it is a refusal (counted in the stats). */
         sluice__mem_hold(impl, k.by_shard, n,
                          err != SLUICE_EFULL ? SLUICE__HOLD_GIVE

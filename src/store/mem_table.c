@@ -103,6 +103,7 @@ void sluice__mem_entry_free(shard *sh, entry *e)
     cells *c;
 
     if (!e->in_cell) {
+        sh->freed += entry_size((sluice_algo)e->algo, e->key_len);
         free(e);
         return;
     }
@@ -158,6 +159,7 @@ void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link)
     sh->bytes -= sluice__mem_entry_bytes(e);
     sh->count--;
     atomic_fetch_sub(&m->keys, 1);
+    sh->freed += sluice__algos[e->algo]->bytes(entry_state(e));
     sluice__algos[e->algo]->release(entry_state(e));
     entry_retire(m, sh, e);
 }
@@ -309,6 +311,7 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
     elink *link = &bk->head;
     uint64_t lo = UINT64_MAX;
 
+    sh->swept++;
     if (bk->idle_lo_ms > now_ms)
         return;
     while (*link != NULL) {
@@ -326,16 +329,32 @@ static void sweep_bucket(mem_store *m, shard *sh, size_t b, uint64_t now_ms)
     bk->idle_lo_ms = lo;
 }
 
-/* Keeps the bound of the bucket holding 'e' at or below 'e's idle time. */
+/* Keeps the bounds of the bucket holding 'e', and of its shard, at or
+   below 'e's idle time. */
 void sluice__mem_bucket_note(shard *sh, entry *e)
 {
     bucket *bk = &sh->buckets[e->hash & (sh->nbuckets - 1)];
+    uint64_t idle_at = cold_of(e)->idle_at_ms;
 
-    if (cold_of(e)->idle_at_ms < bk->idle_lo_ms)
-        bk->idle_lo_ms = cold_of(e)->idle_at_ms;
+    if (idle_at < bk->idle_lo_ms)
+        bk->idle_lo_ms = idle_at;
+    if (idle_at < sh->cap_lo_ms)
+        sh->cap_lo_ms = idle_at;
+    if (idle_at < atomic_load_explicit(sh->lo_ms, memory_order_relaxed))
+        atomic_store_explicit(sh->lo_ms, idle_at, memory_order_relaxed);
 }
 
 static void shard_shrink(mem_store *m, shard *sh);
+
+/* Adds what 'sh' gave back to the heap to the store's count of it. */
+static void freed_flush(mem_store *m, shard *sh)
+{
+    if (sh->freed > 0) {
+        atomic_fetch_add_explicit(&m->untrimmed, sh->freed,
+                                  memory_order_relaxed);
+        sh->freed = 0;
+    }
+}
 
 /*
  * Sweeps the next 'n' buckets of 'sh' from its cursor; at the end of each
@@ -353,6 +372,7 @@ void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
         }
     }
     reclaim(m, sh);
+    freed_flush(m, sh);
 }
 
 _Thread_local unsigned sluice__mem_sweep_calls
@@ -369,6 +389,7 @@ void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms)
         return;
     sluice__mem_sweep_some(m, sh, SWEEP_OTHER_BUCKETS, now_ms);
     pthread_mutex_unlock(&sh->lock);
+    sluice__mem_trim(m);
 }
 
 static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
@@ -378,22 +399,33 @@ static void sweep_all(mem_store *m, shard *sh, uint64_t now_ms)
 }
 
 /*
- * Asks the allocator to give free memory back to the system (glibc keeps
- * freed small blocks otherwise), at most once a second store-wide: after a
- * table shrinks, most of what its keys held is free.
+ * Asks the allocator to give its free memory back to the system (glibc
+ * keeps freed small blocks, and the pages under them, otherwise), once the
+ * bytes freed since the last time are at least TRIM_MIN_BYTES and at least
+ * TRIM_KEY_BYTES per key still held. malloc_trim() walks the heap's free
+ * chunks (about one per live block, at worst) and returns the pages of
+ * what was freed, so a trim costs about the live keys plus what was freed,
+ * which that rule has already paid for: trims come a geometric series
+ * apart while a mass of keys goes (half, a quarter, ... of it each), and
+ * at most once per TRIM_MIN_BYTES freed when few keys are held. Counting
+ * bytes, not time, keeps it off the clock: what a store gives back does
+ * not depend on how fast its caller runs. Called with no shard lock held
+ * (after a store-wide sweep step), so no other call waits for it; one
+ * thread trims, the others go on.
  */
-static void release_memory(mem_store *m)
+void sluice__mem_trim(mem_store *m)
 {
-#ifdef __GLIBC__
-    uint64_t now = sluice__monotonic_ms(), last = atomic_load(&m->trimmed_ms);
+    uint64_t u = atomic_load_explicit(&m->untrimmed, memory_order_relaxed);
 
-    if (now - last < 1000 ||
-        !atomic_compare_exchange_strong(&m->trimmed_ms, &last, now))
+    if (u < TRIM_MIN_BYTES ||
+        u < (uint64_t)atomic_load_explicit(&m->keys, memory_order_relaxed) *
+                TRIM_KEY_BYTES ||
+        !atomic_compare_exchange_strong(&m->untrimmed, &u, 0))
         return;
+#ifdef __GLIBC__
     malloc_trim(0);
-#else
-    (void)m;
 #endif
+    atomic_fetch_add_explicit(&m->trims, 1, memory_order_relaxed);
 }
 
 /* 'n' cells (at least a page's worth), all free; or NULL. */
@@ -452,6 +484,7 @@ table *sluice__mem_table_new(size_t n, bool with_cells)
    them (the last of them to be freed frees them then). */
 void sluice__mem_table_free(shard *sh, table *t)
 {
+    sh->freed += sizeof(table) + t->n * sizeof(bucket);
     if (t->cells != NULL) {
         t->cells->orphan = true;
         if (t->cells->used == 0)
@@ -515,6 +548,7 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
 {
     table *t = sluice__mem_table_new(n, cells_pay(sh, n));
     table *old = table_of_tag(atomic_load(&sh->table));
+    uint64_t lo = UINT64_MAX;
 
     if (t == NULL)
         return;
@@ -530,6 +564,8 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
             nb->head = e;
             if (cold_of(e)->idle_at_ms < nb->idle_lo_ms)
                 nb->idle_lo_ms = cold_of(e)->idle_at_ms;
+            if (cold_of(e)->idle_at_ms < lo)
+                lo = cold_of(e)->idle_at_ms;
             e = next;
         }
     }
@@ -545,6 +581,10 @@ static void shard_resize(mem_store *m, shard *sh, size_t n)
     sh->buckets = t->b;
     sh->nbuckets = n;
     sh->sweep_cursor = 0;
+    /* The new table's bound is exact; a sweep at the cap starts it over. */
+    sh->cap_cursor = 0;
+    sh->cap_lo_ms = UINT64_MAX;
+    atomic_store_explicit(sh->lo_ms, lo, memory_order_relaxed);
 }
 
 /*
@@ -564,45 +604,90 @@ void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms)
 /*
  * Gives memory back once a shard's keys are mostly gone: its table halves
  * while it is under an eighth full (so it never halves and doubles back in
- * turn), and the allocator is asked to return what is free to the system,
- * at most once a second store-wide.
+ * turn). The old tables go to the heap once reclaimed, and the heap to the
+ * system with the rest (sluice__mem_trim()).
  */
 static void shard_shrink(mem_store *m, shard *sh)
 {
-    bool halved = false;
-
     while (sh->nbuckets > SHARD_MIN_BUCKETS && sh->count < sh->nbuckets / 8) {
         size_t n = sh->nbuckets;
 
         shard_resize(m, sh, n / 2);
         if (sh->nbuckets == n)
             break; /* out of memory: keep the larger table */
-        halved = true;
     }
-    if (halved)
-        release_memory(m);
 }
 
 /*
- * When the key cap is reached: sweep every shard, at most once per
- * millisecond (so a flood of new keys at the cap cannot turn every call into
- * a full scan). Called with no shard lock held.
+ * The sweep at the cap in 'sh', from its cursor, at most 'budget' buckets;
+ * at the end of the table, sets the shard's bound from what it passed (and
+ * what was noted meanwhile) and starts over. Answers the buckets visited.
+ */
+static size_t cap_sweep(mem_store *m, shard *sh, uint64_t now_ms,
+                        size_t budget)
+{
+    size_t n = 0;
+
+    while (n < budget) {
+        size_t b = sh->cap_cursor;
+
+        sweep_bucket(m, sh, b, now_ms);
+        if (sh->buckets[b].idle_lo_ms < sh->cap_lo_ms)
+            sh->cap_lo_ms = sh->buckets[b].idle_lo_ms;
+        n++;
+        if (++sh->cap_cursor == sh->nbuckets) {
+            atomic_store_explicit(sh->lo_ms, sh->cap_lo_ms,
+                                  memory_order_relaxed);
+            sh->cap_cursor = 0;
+            sh->cap_lo_ms = UINT64_MAX;
+            break;
+        }
+    }
+    reclaim(m, sh);
+    freed_flush(m, sh);
+    return n;
+}
+
+/*
+ * When the key cap is reached: drops idle keys store-wide, at most
+ * SWEEP_CAP_BUCKETS buckets a call (a full sweep of a million keys took
+ * longer than a millisecond, and ran on every call). A shard whose bound
+ * says none of its keys is idle yet is passed over for one load; the
+ * others are swept from their own cursor, from the shard where the last
+ * call stopped, and get an exact bound once swept to the end. So while
+ * nothing is idle, a call at the cap reads the 256 bounds and sweeps
+ * nothing; when keys are idle, each call sweeps a bounded part of what may
+ * hold them, and the next goes on from there. A refusal (SLUICE_EFULL) then
+ * means that no key was idle in what the sweeps have passed since the
+ * bounds were last exact: at once, when the few shards that may hold idle
+ * keys fit the budget; else a call or a few later. Called with no shard
+ * lock held.
  */
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms)
 {
-    uint64_t last = atomic_load(&m->last_full_sweep_ms);
+    unsigned start = atomic_load_explicit(&m->cap_shard,
+                                          memory_order_relaxed);
+    size_t budget = SWEEP_CAP_BUCKETS;
 
-    if (last == now_ms + 1 ||
-        !atomic_compare_exchange_strong(&m->last_full_sweep_ms, &last,
-                                        now_ms + 1))
-        return;
-    for (unsigned i = 0; i < SHARDS; i++) {
+    for (unsigned k = 0; k < SHARDS && budget > 0; k++) {
+        unsigned i = (start + k) % SHARDS;
         shard *sh = &m->shards[i].s;
+        bool more;
 
+        if (atomic_load_explicit(&m->shard_lo_ms[i], memory_order_relaxed) >
+            now_ms)
+            continue;
         pthread_mutex_lock(&sh->lock);
-        sweep_all(m, sh, now_ms);
+        budget -= cap_sweep(m, sh, now_ms, budget);
+        more = sh->cap_cursor != 0; /* stopped inside this shard */
         pthread_mutex_unlock(&sh->lock);
+        if (more || budget == 0) {
+            atomic_store_explicit(&m->cap_shard, more ? i : i + 1,
+                                  memory_order_relaxed);
+            break;
+        }
     }
+    sluice__mem_trim(m);
 }
 
 /* Reserves one key under the cap; false when the store is full. */
