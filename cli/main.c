@@ -73,7 +73,8 @@ static const char main_help[] =
     "  2  usage error: a bad command, option, number or trace line\n"
     "  3  runtime error: the store cannot be opened or reached, is\n"
     "     misconfigured (ECONFIG: e.g. a cluster node behind valkey://, use\n"
-    "     valkey+cluster://), or failed\n"
+    "     valkey+cluster://), refused us (EAUTH: a wrong password, a TLS\n"
+    "     certificate that does not verify), or failed\n"
     "\n"
     "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
     "for the version.\n";

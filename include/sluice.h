@@ -72,14 +72,15 @@ extern "C" {
     X(EPROTO,   -9, "unexpected reply from the store's server")               \
     X(ENOTSUP, -10, "operation not supported by this store")                 \
     X(ELEASE,  -11, "the job's lease is no longer this worker's")            \
-    X(ECONFIG, -12, "store misconfigured: its URL or its servers, no outage")
+    X(ECONFIG, -12, "store misconfigured: its URL or its servers, no outage") \
+    X(EAUTH,   -13, "the server refused us: credentials or TLS verification")
 
 typedef enum sluice_errno {
     SLUICE_OK = 0,
 #define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
     SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
 #undef SLUICE__ERRNO_ENUM
-    SLUICE__ERRNO_LAST = -13
+    SLUICE__ERRNO_LAST = -14
 } sluice_errno;
 
 /* A static sentence for 'err' ("unknown error" for a code not in the list). */
@@ -243,7 +244,7 @@ typedef struct sluice_store sluice_store;
  * SLUICE_STORE_OPTS_VERSION, reads only that version's fields, and gives
  * the later ones their defaults.
  */
-#define SLUICE_STORE_OPTS_VERSION 3
+#define SLUICE_STORE_OPTS_VERSION 4
 
 /* What a server store's call answers when the server cannot. */
 typedef enum sluice_on_error {
@@ -339,6 +340,35 @@ typedef struct sluice_store_opts {
        the same either way. sluice_hit_all() is a script on every engine.
        URL: engine=auto|module|lua. */
     sluice_engine engine;
+
+    /* ---- Since version 4 ---- */
+    /* TLS (valkeys://, rediss:// and their +cluster and +sentinel forms;
+       any of these on another URL is SLUICE_EINVAL, so a missing 's' never
+       sends in plaintext what was meant to be encrypted). The CA that
+       signs the server's certificate: a PEM file, or a directory made by
+       c_rehash; NULL for both, the system's store. URL: tls_ca=FILE,
+       tls_ca_dir=DIR. */
+    const char *tls_ca_file;
+    const char *tls_ca_dir;
+    /* A client certificate (PEM, its chain after it) and its key, for a
+       server that asks for one (tls-auth-clients). URL: tls_cert=FILE,
+       tls_key=FILE. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    /* The name the server's certificate must hold, and the SNI sent;
+       NULL means each node's host (an address is checked as an address).
+       URL: tls_server_name=NAME. */
+    const char *tls_server_name;
+    /* 1: verify nothing -- any certificate, any name, so anyone on the
+       path can read and change every call. For a test bench only. URL:
+       tls_insecure=1. */
+    int tls_insecure;
+    /* Sentinel (valkey+sentinel://): the sentinels' own user and
+       password, when they have one (the URL's user:password@ is the
+       master's). URL: sentinel_user=, sentinel_password= (masked in
+       every message). */
+    const char *sentinel_user;
+    const char *sentinel_password;
 } sluice_store_opts;
 
 #define SLUICE_STORE_OPTS_INIT {.version = SLUICE_STORE_OPTS_VERSION}

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-sluice_need build-essential cmake pkg-config libhiredis-dev
+sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 ./build/cli/sluice demo

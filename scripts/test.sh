@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-sluice_need build-essential cmake pkg-config libhiredis-dev redis-server
+sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev redis-server
 
 jobs=$(nproc)
 run() {

@@ -18,7 +18,8 @@
 static const size_t store_opts_size[SLUICE_STORE_OPTS_VERSION + 1] = {
     [1] = offsetof(sluice_store_opts, max_reply_bytes),
     [2] = offsetof(sluice_store_opts, engine),
-    [3] = sizeof(sluice_store_opts),
+    [3] = offsetof(sluice_store_opts, tls_ca_file),
+    [4] = sizeof(sluice_store_opts),
 };
 
 /* The stores, by the start of their URL (in any case, as RFC 3986 has
@@ -34,6 +35,17 @@ static const struct backend {
     {"redis://", false, sluice__valkey_open},
     {"valkey+cluster://", false, sluice__valkey_open},
     {"redis+cluster://", false, sluice__valkey_open},
+    {"valkeys://", false, sluice__valkey_open},
+    {"rediss://", false, sluice__valkey_open},
+    {"valkeys+cluster://", false, sluice__valkey_open},
+    {"rediss+cluster://", false, sluice__valkey_open},
+    {"unix://", false, sluice__valkey_open},
+    {"valkey+unix://", false, sluice__valkey_open},
+    {"redis+unix://", false, sluice__valkey_open},
+    {"valkey+sentinel://", false, sluice__valkey_open},
+    {"redis+sentinel://", false, sluice__valkey_open},
+    {"valkeys+sentinel://", false, sluice__valkey_open},
+    {"rediss+sentinel://", false, sluice__valkey_open},
 };
 
 static const struct backend *backend_of(const char *url)
@@ -71,8 +83,11 @@ int sluice_store_open(sluice_store **out, const char *url,
         sluice__url_shown(shown, sizeof(shown), url);
         return sluice__error(SLUICE_EURL,
                              "unsupported store URL '%s' (expected mem://, "
-                             "valkey://host:port, redis://host:port or "
-                             "valkey+cluster://host:port,...)",
+                             "valkey://host:port, redis://host:port, "
+                             "valkeys:// or rediss:// (TLS), "
+                             "valkey+cluster://host:port,..., "
+                             "valkey+sentinel://host:port,.../master or "
+                             "unix:///path)",
                              shown);
     }
     if ((store = calloc(1, sizeof(*store))) == NULL)
@@ -127,8 +142,13 @@ int sluice__store_server(const sluice__server_ops **ops, void **impl,
  */
 static size_t shown_scheme_len(const char *url)
 {
-    static const char *const names[] = {"valkey+cluster", "redis+cluster",
-                                        "valkey", "redis", "mem"};
+    static const char *const names[] = {
+        "valkey+cluster",  "redis+cluster",  "valkeys+cluster",
+        "rediss+cluster",  "valkey+sentinel", "redis+sentinel",
+        "valkeys+sentinel", "rediss+sentinel", "valkey+unix",
+        "redis+unix",      "valkey",         "redis",
+        "valkeys",         "rediss",         "unix",
+        "mem"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         size_t n = strlen(names[i]);
@@ -153,6 +173,7 @@ static size_t shown_scheme_len(const char *url)
  */
 void sluice__url_shown(char *out, size_t cap, const char *url)
 {
+    static const char secret[] = "sentinel_password=";
     const char *from = url + shown_scheme_len(url);
     const char *at = strrchr(from, '@'), *s;
     size_t n = 0;
@@ -164,6 +185,20 @@ void sluice__url_shown(char *out, size_t cap, const char *url)
             memcpy(out + n, "***", 3);
             n += 3;
             s = at - 1;
+            continue;
+        }
+        /* The one secret a query may hold: its value shown as "***". */
+        if ((s == url || s[-1] == '?' || s[-1] == '&') &&
+            strncasecmp(s, secret, sizeof(secret) - 1) == 0 &&
+            n + sizeof(secret) + 4 < cap) {
+            memcpy(out + n, secret, sizeof(secret) - 1);
+            n += sizeof(secret) - 1;
+            memcpy(out + n, "***", 3);
+            n += 3;
+            s += sizeof(secret) - 1; /* the value's first byte */
+            while (*s != '\0' && *s != '&')
+                s++;
+            s--; /* the loop's next step is the '&', or the end */
             continue;
         }
         out[n++] = (*s > 0x20 && *s < 0x7f) ? *s : '?';

@@ -59,8 +59,11 @@ static int node_index_locked(vk_store *v, const char *host, size_t host_len,
         v->nodes = nodes;
         v->nodes_cap = cap;
     }
-    if ((n = sluice__vk_node_new(host, host_len, port, v->pool_size)) == NULL)
+    if ((n = sluice__vk_node_new(host, host_len, port, v->transport,
+                                 v->pool_size)) == NULL)
         return -1;
+    if (v->sentinel) /* every node of a sentinel store is a master named */
+        n->master_stale = &v->master_stale;
     v->nodes[v->nnodes] = n;
     return (int)v->nnodes++;
 }
@@ -80,10 +83,15 @@ vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
 
 /* ---- The map ------------------------------------------------------------------------ */
 
-vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot)
+vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot,
+                                  uint64_t deadline_ms)
 {
     vk_node *n = NULL;
 
+    if (v->sentinel) {
+        (void)sluice__vk_sentinel_node(v, deadline_ms, &n);
+        return n;
+    }
     if (!v->cluster)
         return v->nodes[0];
     pthread_rwlock_rdlock(&v->map_lock);
@@ -325,6 +333,8 @@ void sluice__vk_node_noted(vk_store *v, vk_node *n, int err)
         atomic_store(&n->failed_ms, now ? now : 1);
         if (v->cluster)
             atomic_store(&v->map_stale, 1); /* a failover? look again */
+        if (v->sentinel && n == atomic_load(&v->master))
+            atomic_store(&v->master_stale, 1); /* ask the sentinels again */
     } else if (err == 0 && atomic_load(&n->failed_ms) != 0) {
         atomic_store(&n->failed_ms, 0);
     }
@@ -401,11 +411,14 @@ static int route_node(vk_store *v, const vk_route *rt, vk_node **out)
 {
     int err;
 
-    if ((*out = sluice__vk_node_for_slot(v, rt->slot)) != NULL)
+    if (v->sentinel)
+        return sluice__vk_sentinel_node(v, rt->deadline_ms, out);
+    if ((*out = sluice__vk_node_for_slot(v, rt->slot, rt->deadline_ms)) != NULL)
         return SLUICE_OK;
     if ((err = sluice__vk_map_refresh(v, true)) < 0)
         return err;
-    if ((*out = sluice__vk_node_for_slot(v, rt->slot)) == NULL)
+    if ((*out = sluice__vk_node_for_slot(v, rt->slot, rt->deadline_ms)) ==
+        NULL)
         return sluice__error(SLUICE_ECONN, "cluster: no node serves slot %u",
                              rt->slot);
     return SLUICE_OK;

@@ -24,10 +24,8 @@
 
 static void conn_close(vk_conn *c)
 {
-    if (c->ctx != NULL) {
-        redisFree(c->ctx);
-        c->ctx = NULL;
-    }
+    sluice__vk_wire_close(c->ctx);
+    c->ctx = NULL;
 }
 
 /* The error of what failed on 'c' (wire.c names its kind); the connection
@@ -93,6 +91,15 @@ static void error_text(char *buf, const redisReply *r)
     buf[k] = '\0';
 }
 
+/* Whether error reply 'r' starts with 'word' and a space (or is it). */
+static bool reply_is(const redisReply *r, const char *word)
+{
+    size_t n = strlen(word);
+
+    return r->len >= n && strncmp(r->str, word, n) == 0 &&
+           (r->len == n || r->str[n] == ' ');
+}
+
 bool sluice__vk_redirection(const redisReply *r)
 {
     return (r->len >= 6 && strncmp(r->str, "MOVED ", 6) == 0) ||
@@ -114,6 +121,22 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
         return sluice__error(SLUICE_ECONFIG, "valkey %s: %s: %s: this server "
                              "is a cluster node: use valkey+cluster://",
                              n->name, doing, text);
+    if (reply_is(r, "WRONGPASS") || reply_is(r, "NOAUTH") ||
+        strncmp(r->str, "ERR invalid password", 20) == 0 ||
+        strncmp(r->str, "ERR AUTH <password> called without", 34) == 0)
+        return sluice__error(SLUICE_EAUTH, "valkey %s: %s: %s: check the "
+                             "URL's user and password", n->name, doing, text);
+    if (reply_is(r, "READONLY") && n->master_stale != NULL) {
+        /* The master the sentinels named is a replica now: a failover. */
+        atomic_store(n->master_stale, 1);
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s: the master "
+                             "became a replica (a failover): the sentinels "
+                             "are asked again", n->name, doing, text);
+    }
+    if (reply_is(r, "READONLY"))
+        return sluice__error(SLUICE_ECONFIG, "valkey %s: %s: %s: this server "
+                             "is a replica: name its master, or use "
+                             "valkey+sentinel://", n->name, doing, text);
     return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %s", n->name, doing,
                          text);
 }
@@ -129,16 +152,13 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 static int conn_in_step(const vk_node *n, const vk_conn *c, const char *doing)
 {
     const redisReader *r = c->ctx->reader;
-    char buf[64];
-    ssize_t got;
 
     if (r->len > r->pos)
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: %zu bytes after "
                              "the last reply asked for (a reply nobody asked "
                              "for); the connection is closed", n->name, doing,
                              r->len - r->pos);
-    got = recv(c->ctx->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-    if (got > 0)
+    if (sluice__vk_wire_peek(n, c->ctx) > 0)
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: bytes after the "
                              "last reply asked for (a reply nobody asked "
                              "for); the connection is closed", n->name, doing);
@@ -153,8 +173,8 @@ int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
     redisReply *r = NULL;
     int err;
 
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
-        return conn_fail(n, c, sluice__vk_wire_fail(n, c->ctx, NULL, doing));
+    if ((err = sluice__vk_wire_append_argv(c->ctx, argc, argv, lens)) < 0)
+        return conn_fail(n, c, err);
     if ((err = sluice__vk_wire_write(n, c->ctx, deadline_ms,
                                      v->command_timeout_ms)) < 0 ||
         (err = sluice__vk_wire_read(n, c->ctx, &c->caps, deadline_ms,
@@ -189,35 +209,31 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
 }
 
 /* True when the server has closed 'c' (or sent what nobody asked for,
-   which may wait in its reader or in its socket). */
-static int conn_stale(vk_conn *c)
+   which may wait in its reader, its transport or its socket). */
+static int conn_stale(const vk_node *n, vk_conn *c)
 {
-    struct pollfd p = {.fd = c->ctx->fd, .events = POLLIN};
-    char byte;
-
-    if (c->ctx->reader->len > c->ctx->reader->pos)
-        return 1;
-    if (poll(&p, 1, 0) <= 0)
-        return 0;
-    return recv(c->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
-           (errno != EAGAIN && errno != EWOULDBLOCK);
+    return sluice__vk_wire_peek(n, c->ctx) != 0;
 }
 
-/* AUTH and SELECT on the new connection 'c', by 'deadline_ms'. */
+/* AUTH and SELECT on the new connection 'c', by 'deadline_ms'; a
+   sentinel's own AUTH alone. */
 static int conn_login(vk_store *v, vk_node *n, vk_conn *c,
                       uint64_t deadline_ms)
 {
+    const char *user = n->is_sentinel ? v->sentinel_user : v->user;
+    const char *password = n->is_sentinel ? v->sentinel_password
+                                          : v->password;
     redisReply *r = NULL;
     char dbtext[24];
     int err;
 
-    if (v->password != NULL) {
-        const char *argv[] = {"AUTH", v->user, v->password};
-        size_t lens[] = {4, v->user ? strlen(v->user) : 0, strlen(v->password)};
-        int argc = v->user != NULL ? 3 : 2;
+    if (password != NULL) {
+        const char *argv[] = {"AUTH", user, password};
+        size_t lens[] = {4, user ? strlen(user) : 0, strlen(password)};
+        int argc = user != NULL ? 3 : 2;
 
-        if (v->user == NULL) {
-            argv[1] = v->password;
+        if (user == NULL) {
+            argv[1] = password;
             lens[1] = lens[2];
         }
         if ((err = sluice__vk_conn_command(v, n, c, deadline_ms, &r, "AUTH",
@@ -225,7 +241,7 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c,
             return err;
         freeReplyObject(r);
     }
-    if (v->db != 0) {
+    if (v->db != 0 && !n->is_sentinel) {
         const char *argv[] = {"SELECT", dbtext};
         size_t lens[2] = {6, 0};
 
@@ -248,16 +264,19 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
 {
     int err;
 
-    if (c->ctx != NULL && !conn_stale(c))
+    if (c->ctx != NULL && !conn_stale(n, c))
         return SLUICE_OK;
     conn_close(c);
-    if ((err = sluice__vk_wire_open(&c->ctx, &c->caps, n,
+    if ((err = sluice__vk_wire_open(&c->ctx, &c->caps, n, v->tls,
                                     v->connect_timeout_ms, deadline_ms,
                                     v->command_timeout_ms, v->max_reply_bytes,
                                     v->max_reply_elements)) < 0)
         return err;
-    if ((err = conn_login(v, n, c, deadline_ms)) < 0 ||
-        (err = sluice__vk_engine_detect(v, n, c, deadline_ms)) < 0)
+    if ((err = conn_login(v, n, c, deadline_ms)) < 0)
+        goto fail;
+    if (n->is_sentinel) /* no engine, no scripts: it only names masters */
+        return SLUICE_OK;
+    if ((err = sluice__vk_engine_detect(v, n, c, deadline_ms)) < 0)
         goto fail;
     if (!atomic_load(&v->scripts_loaded)) {
         if ((err = sluice__vk_scripts_load(v, n, c, deadline_ms)) < 0)
@@ -272,20 +291,24 @@ fail:
 
 /* ---- Nodes and their pipelines --------------------------------------------------- */
 
-/* The node as messages name it: host:port, a long host cut short. */
+/* The node as messages name it: host:port (a Unix socket: its path), a
+   long host cut short. */
 static void node_name(vk_node *n)
 {
     size_t len = strlen(n->host);
+    char port[12] = "";
 
+    if (n->port != 0)
+        snprintf(port, sizeof(port), ":%d", n->port);
     if (len > 64)
-        snprintf(n->name, sizeof(n->name), "%.30s...%s:%d", n->host,
-                 n->host + len - 30, n->port);
+        snprintf(n->name, sizeof(n->name), "%.30s...%s%s", n->host,
+                 n->host + len - 30, port);
     else
-        snprintf(n->name, sizeof(n->name), "%s:%d", n->host, n->port);
+        snprintf(n->name, sizeof(n->name), "%s%s", n->host, port);
 }
 
 vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
-                         unsigned nconns)
+                             const vk_transport *t, unsigned nconns)
 {
     vk_node *n = calloc(1, sizeof(*n) + nconns * sizeof(vk_conn));
 
@@ -296,6 +319,7 @@ vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
     memcpy(n->host, host, host_len);
     n->host[host_len] = '\0';
     n->port = port;
+    n->transport = t;
     node_name(n);
     n->nconns = nconns;
     for (unsigned i = 0; i < nconns; i++) {
@@ -348,9 +372,8 @@ static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
     int err = sluice__vk_conn_ready(v, n, c, batch_deadline(batch));
 
     for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
-        if (redisAppendFormattedCommand(c->ctx, e->cmd, e->len) != REDIS_OK)
-            err = conn_fail(n, c, sluice__vk_wire_fail(n, c->ctx, NULL,
-                                                        "write"));
+        if ((err = sluice__vk_wire_append(c->ctx, e->cmd, e->len)) < 0)
+            conn_fail(n, c, err);
     if (err == 0 &&
         (err = sluice__vk_wire_write(n, c->ctx, batch_deadline(batch),
                                      v->command_timeout_ms)) < 0)
@@ -513,9 +536,9 @@ void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
    write failed, or a reply is buffered already. */
 static bool lead_ready(const vk_lead *l)
 {
-    const redisContext *ctx = l->conn->ctx;
+    const vk_wire *w = l->conn->ctx;
 
-    return l->err < 0 || ctx == NULL || ctx->reader->len > ctx->reader->pos;
+    return l->err < 0 || w == NULL || sluice__vk_wire_buffered(w);
 }
 
 /*

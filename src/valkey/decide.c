@@ -338,7 +338,7 @@ static bool route_engine(vk_store *v, const vk_route *rt)
     if (n == NULL && v->cluster)
         sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
     if (n == NULL)
-        n = sluice__vk_node_for_slot(v, rt->slot);
+        n = sluice__vk_node_for_slot(v, rt->slot, rt->deadline_ms);
     return sluice__vk_engine_module(v, n);
 }
 
@@ -458,7 +458,7 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     c->n = n;
     c->slot = slot;
     /* Not queued (decided alone when awaited) if any step fails here. */
-    c->node = sluice__vk_node_for_slot(v, slot);
+    c->node = sluice__vk_node_for_slot(v, slot, cs->deadline_ms);
     c->module = sluice__vk_engine_module(v, c->node);
     if (c->node == NULL ||
         group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,

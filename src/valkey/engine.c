@@ -170,7 +170,9 @@ int sluice__vk_engine_eval(vk_store *v, const sluice__script *script,
         return SLUICE_OK;
     if (v->cluster)
         sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
-    if (!sluice__vk_engine_module(v, sluice__vk_node_for_slot(v, slot)))
+    if (!sluice__vk_engine_module(
+            v, sluice__vk_node_for_slot(v, slot, sluice__deadline_ms(
+                                                     v->command_timeout_ms))))
         return SLUICE_OK;
     argv[0] = command;
     lens[0] = strlen(command);

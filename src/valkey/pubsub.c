@@ -31,14 +31,20 @@ int sluice__vk_subscribe(void *impl, const char *channel, sluice__sub **out)
     if ((s = calloc(1, sizeof(*s))) == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot allocate a subscription");
     s->v = v;
-    pthread_rwlock_rdlock(&v->map_lock);
-    s->node = v->nodes[0];
-    pthread_rwlock_unlock(&v->map_lock);
     pthread_mutex_init(&s->conn.lock, NULL);
     /* One deadline for the connect and SUBSCRIBE; a message may follow the
        confirmation at once, so the connection may hold more than it. */
     deadline = sluice__deadline_ms(v->command_timeout_ms);
-    if ((err = sluice__vk_conn_ready(v, s->node, &s->conn, deadline)) == 0 &&
+    if (v->sentinel) {
+        err = sluice__vk_sentinel_node(v, deadline, &s->node);
+    } else {
+        pthread_rwlock_rdlock(&v->map_lock);
+        s->node = v->nodes[0];
+        pthread_rwlock_unlock(&v->map_lock);
+        err = SLUICE_OK;
+    }
+    if (err == 0 &&
+        (err = sluice__vk_conn_ready(v, s->node, &s->conn, deadline)) == 0 &&
         (err = sluice__vk_conn_exchange(v, s->node, &s->conn, deadline, false,
                                         "SUBSCRIBE", 2, argv, lens, &r)) == 0) {
         if (r->type == REDIS_REPLY_ERROR)
@@ -104,8 +110,7 @@ void sluice__vk_sub_free(sluice__sub *s)
 {
     if (s == NULL)
         return;
-    if (s->conn.ctx != NULL)
-        redisFree(s->conn.ctx);
+    sluice__vk_wire_close(s->conn.ctx);
     pthread_mutex_destroy(&s->conn.lock);
     free(s);
 }

@@ -102,6 +102,13 @@ static void vk_free(void *impl)
     for (size_t i = 0; i < v->nnodes; i++)
         sluice__vk_node_free(v->nodes[i]);
     free(v->nodes);
+    for (size_t i = 0; i < v->nsentinels; i++)
+        sluice__vk_node_free(v->sentinels[i]);
+    free(v->sentinels);
+    free(v->master_name);
+    free(v->sentinel_user);
+    free(v->sentinel_password);
+    sluice__vk_tls_free(v->tls);
     pthread_mutex_destroy(&v->combine_lock);
     pthread_mutex_destroy(&v->refresh_lock);
     pthread_rwlock_destroy(&v->map_lock);
@@ -284,6 +291,7 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
 
     if (v == NULL)
         return NULL;
+    v->transport = u->transport;
     v->user = u->user;
     v->password = u->password;
     v->db = u->db;
@@ -302,6 +310,7 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
     v->clock_payload = o->clock_payload;
     v->token_seed = sluice__random_seed();
     v->cluster = u->cluster;
+    v->sentinel = u->kind == VK_URL_SENTINEL;
     pthread_mutex_init(&v->combine_lock, NULL);
     v->waiting_tail = &v->waiting;
     pthread_mutex_init(&v->refresh_lock, NULL);
@@ -310,6 +319,61 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
         v->slots[s] = -1;
     atomic_store(&v->map_stale, 1);
     return v;
+}
+
+/*
+ * The store's TLS context, from the URL's tls_* options where it gave them
+ * and the caller's options elsewhere. TLS options for a store without TLS
+ * are an error: a URL that lost its 's' must not send in plaintext what
+ * its caller meant to encrypt.
+ */
+static int store_tls(vk_store *v, const vk_url *u, const sluice_store_opts *o)
+{
+    vk_tls_opts t = {
+        .ca_file = u->tls_ca ? u->tls_ca : o->tls_ca_file,
+        .ca_dir = u->tls_ca_dir ? u->tls_ca_dir : o->tls_ca_dir,
+        .cert_file = u->tls_cert ? u->tls_cert : o->tls_cert_file,
+        .key_file = u->tls_key ? u->tls_key : o->tls_key_file,
+        .server_name = u->tls_server_name ? u->tls_server_name
+                                          : o->tls_server_name,
+        .insecure = u->tls_insecure >= 0 ? u->tls_insecure == 1
+                                         : o->tls_insecure != 0,
+    };
+
+    if (v->transport != &sluice__vk_transport_tls) {
+        if (t.ca_file || t.ca_dir || t.cert_file || t.key_file ||
+            t.server_name || t.insecure)
+            return sluice__error(SLUICE_EINVAL, "TLS options for a store "
+                                 "without TLS: use valkeys:// or rediss://");
+        return SLUICE_OK;
+    }
+    return sluice__vk_tls_new(&v->tls, &t);
+}
+
+/* A sentinel store's sentinels (the URL's hosts), its master's name and
+   the sentinels' credentials. */
+static int store_sentinels(vk_store *v, vk_url *u, const sluice_store_opts *o)
+{
+    const char *user = u->sentinel_user ? u->sentinel_user : o->sentinel_user;
+    const char *password = u->sentinel_password ? u->sentinel_password
+                                                : o->sentinel_password;
+
+    if ((v->sentinels = calloc(u->nhosts, sizeof(*v->sentinels))) == NULL ||
+        (v->master_name = strdup(u->master)) == NULL ||
+        (user != NULL && (v->sentinel_user = strdup(user)) == NULL) ||
+        (password != NULL &&
+         (v->sentinel_password = strdup(password)) == NULL))
+        return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+    for (size_t i = 0; i < u->nhosts; i++) {
+        vk_node *n = sluice__vk_node_new(u->hosts[i], strlen(u->hosts[i]),
+                                         u->ports[i], v->transport, 1);
+
+        if (n == NULL)
+            return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
+        n->is_sentinel = true;
+        v->sentinels[v->nsentinels++] = n;
+    }
+    return SLUICE_OK;
 }
 
 /* Checks one option: 'v' must be at most 'max' ('what' names it). */
@@ -341,7 +405,8 @@ static int opts_settle(sluice_store_opts *o)
                            VK_MAX_REPLY_ELEMENTS)) < 0 ||
         (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0 ||
         (err = opt_at_most("engine", (uint64_t)o->engine,
-                           SLUICE_ENGINE_LUA)) < 0)
+                           SLUICE_ENGINE_LUA)) < 0 ||
+        (err = opt_at_most("tls_insecure", (uint64_t)o->tls_insecure, 1)) < 0)
         return err;
     if (o->clock_ms == NULL) { /* clock=caller: the wall clock, which
                                   every process shares */
@@ -372,7 +437,11 @@ int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
     if ((err = sluice__vk_url_parse(&u, o, url)) == 0 &&
         (err = opts_settle(o)) == 0 && (v = store_new(&u, o)) == NULL)
         err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
-    for (size_t i = 0; i < u.nhosts && err == 0; i++)
+    if (err == 0)
+        err = store_tls(v, &u, o);
+    if (err == 0 && v->sentinel)
+        err = store_sentinels(v, &u, o);
+    for (size_t i = 0; i < u.nhosts && err == 0 && !v->sentinel; i++)
         if (sluice__vk_node_get(v, u.hosts[i], strlen(u.hosts[i]),
                                 u.ports[i]) == NULL)
             err = sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
@@ -388,7 +457,8 @@ int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
     }
     out->ops = v->cluster ? &vk_cluster_ops : &vk_ops;
     out->impl = v;
-    out->kind = v->cluster ? "valkey-cluster" : "valkey";
+    out->kind = v->cluster ? "valkey-cluster"
+                : v->sentinel ? "valkey-sentinel" : "valkey";
     out->server = &vk_server_ops;
     out->emq_prefix = v->emq_prefix;
     /* A payload must come back in a take's reply, and the server takes no

@@ -2,9 +2,14 @@
  * url.c - a server store's URL and the options in its query.
  *
  *   valkey://[user:password@]host[:port][/db][?name=value&...]
- *   redis://  the same
+ *   redis://  the same; valkeys://, rediss://  the same over TLS
  *   valkey+cluster://[user:password@]host[:port][,host[:port]...][?...]
- *   redis+cluster://  the same
+ *   redis+cluster://  the same; valkeys+cluster://, rediss+cluster://  TLS
+ *   unix://[user:password@]/path/to/socket[?db=N&...]
+ *   valkey+unix://, redis+unix://  the same
+ *   valkey+sentinel://[user:password@]host[:port][,...]/MASTER[?...]
+ *   redis+sentinel://  the same; valkeys+sentinel://, rediss+sentinel://
+ *                      TLS, to the sentinels and the master alike
  *
  * Percent-escapes are decoded in the user, password and query values. The
  * query's options (the table 'options' below) override the caller's
@@ -16,6 +21,7 @@
 #include "valkey/valkey.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +30,7 @@
 #include <strings.h>
 
 #define DEFAULT_PORT 6379
+#define DEFAULT_SENTINEL_PORT 26379
 
 /* ---- Pieces ------------------------------------------------------------------------ */
 
@@ -77,7 +84,8 @@ static int url_endpoint(vk_url *u, const char *p, const char *end,
 {
     const char *host = p, *hend;
     uint64_t num;
-    int port = DEFAULT_PORT;
+    int port = u->kind == VK_URL_SENTINEL ? DEFAULT_SENTINEL_PORT
+                                          : DEFAULT_PORT;
 
     if (u->nhosts == VK_MAX_SEEDS)
         return sluice__error(SLUICE_EURL, "store URL '%s': more than %d "
@@ -268,6 +276,68 @@ static int set_prefix(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return SLUICE_OK;
 }
 
+/* A string option of the TLS settings or the sentinels' credentials,
+   percent-decoded into its place in 'u'. */
+static int set_text(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    static const struct {
+        const char *name;
+        size_t at;
+    } fields[] = {
+        {"tls_ca", offsetof(vk_url, tls_ca)},
+        {"tls_ca_dir", offsetof(vk_url, tls_ca_dir)},
+        {"tls_cert", offsetof(vk_url, tls_cert)},
+        {"tls_key", offsetof(vk_url, tls_key)},
+        {"tls_server_name", offsetof(vk_url, tls_server_name)},
+        {"sentinel_user", offsetof(vk_url, sentinel_user)},
+        {"sentinel_password", offsetof(vk_url, sentinel_password)},
+    };
+    int err = SLUICE_OK;
+
+    (void)o;
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char **slot = (char **)((char *)u + fields[i].at);
+        char *text;
+
+        if (strlen(fields[i].name) != ov->nlen ||
+            memcmp(fields[i].name, ov->name, ov->nlen) != 0)
+            continue;
+        if ((text = decode(ov->val, ov->vlen, ov->url, fields[i].name,
+                           &err)) == NULL)
+            return err;
+        if (text[0] == '\0') {
+            free(text);
+            return sluice__error(SLUICE_EURL, "store URL '%s': %s is empty",
+                                 ov->url, fields[i].name);
+        }
+        free(*slot);
+        *slot = text;
+        return SLUICE_OK;
+    }
+    return sluice__error(SLUICE_EURL, "store URL '%s': unknown option",
+                         ov->url);
+}
+
+static int set_insecure(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    static const char *const words[] = {"0", "1", NULL};
+
+    (void)o;
+    return url_word(&u->tls_insecure, words, ov);
+}
+
+static int set_db(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+{
+    uint64_t num;
+
+    (void)o;
+    if (sluice__parse_u64(ov->val, ov->vlen, 0, INT_MAX, &num) < 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': db must be a "
+                             "number", ov->url);
+    u->db = (long)num;
+    return SLUICE_OK;
+}
+
 /* The options of the query: a new one is a line here and a field of
    sluice_store_opts. */
 static const struct url_option {
@@ -285,11 +355,20 @@ static const struct url_option {
     {"max_reply_bytes", set_reply_cap},
     {"max_reply_elements", set_reply_cap},
     {"engine", set_engine},
+    {"db", set_db},
+    {"tls_ca", set_text},
+    {"tls_ca_dir", set_text},
+    {"tls_cert", set_text},
+    {"tls_key", set_text},
+    {"tls_server_name", set_text},
+    {"tls_insecure", set_insecure},
+    {"sentinel_user", set_text},
+    {"sentinel_password", set_text},
 };
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
-static char options_text[256];
+static char options_text[512];
 static pthread_once_t options_once = PTHREAD_ONCE_INIT;
 
 static void options_text_make(void)
@@ -343,22 +422,38 @@ static int url_query(vk_url *u, sluice_store_opts *o, const char *q,
 /* ---- The whole URL ------------------------------------------------------------------ */
 
 /* Where the host part starts, past the scheme (in any case: RFC 3986's
-   schemes are case-insensitive); sets u->cluster. */
+   schemes are case-insensitive); sets the URL's kind and transport. */
 static const char *url_scheme(vk_url *u, const char *url)
 {
     static const struct {
         const char *scheme;
-        bool cluster;
-    } schemes[] = {{"valkey://", false},
-                   {"redis://", false},
-                   {"valkey+cluster://", true},
-                   {"redis+cluster://", true}};
+        vk_url_kind kind;
+        const vk_transport *transport;
+    } schemes[] = {
+        {"valkey://", VK_URL_ONE, &sluice__vk_transport_tcp},
+        {"redis://", VK_URL_ONE, &sluice__vk_transport_tcp},
+        {"valkeys://", VK_URL_ONE, &sluice__vk_transport_tls},
+        {"rediss://", VK_URL_ONE, &sluice__vk_transport_tls},
+        {"valkey+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tcp},
+        {"redis+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tcp},
+        {"valkeys+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tls},
+        {"rediss+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tls},
+        {"unix://", VK_URL_ONE, &sluice__vk_transport_unix},
+        {"valkey+unix://", VK_URL_ONE, &sluice__vk_transport_unix},
+        {"redis+unix://", VK_URL_ONE, &sluice__vk_transport_unix},
+        {"valkey+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tcp},
+        {"redis+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tcp},
+        {"valkeys+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tls},
+        {"rediss+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tls},
+    };
 
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
         size_t n = strlen(schemes[i].scheme);
 
         if (strncasecmp(url, schemes[i].scheme, n) == 0) {
-            u->cluster = schemes[i].cluster;
+            u->kind = schemes[i].kind;
+            u->cluster = u->kind == VK_URL_CLUSTER;
+            u->transport = schemes[i].transport;
             return url + n;
         }
     }
@@ -393,9 +488,10 @@ static int url_hosts(vk_url *u, const char *p, const char *end,
         const char *stop = comma ? comma : end;
         int err;
 
-        if (comma != NULL && !u->cluster)
+        if (comma != NULL && u->kind == VK_URL_ONE)
             return sluice__error(SLUICE_EURL, "store URL '%s': several hosts "
-                                 "need valkey+cluster://", shown);
+                                 "need valkey+cluster:// (or "
+                                 "valkey+sentinel://)", shown);
         if ((err = url_endpoint(u, p, stop, shown)) < 0)
             return err;
         if (comma == NULL)
@@ -433,6 +529,70 @@ static int at_after_host(const char *shown)
                          shown);
 }
 
+/*
+ * A Unix socket's URL past its scheme, [p, end): an optional userinfo and
+ * '@', then the socket's absolute path (percent-decoded).
+ */
+static int url_unix(vk_url *u, const char *p, const char *end,
+                    const char *shown)
+{
+    const char *at = p[0] == '/' ? NULL : strstr(p, "@/");
+    int err = SLUICE_OK;
+
+    if (at != NULL && at < end) {
+        if ((err = url_userinfo(u, p, at, shown)) < 0)
+            return err;
+        p = at + 1;
+    }
+    if (p >= end || *p != '/')
+        return sluice__error(SLUICE_EURL, "store URL '%s': a Unix socket "
+                             "needs its absolute path: unix:///path/to/"
+                             "socket", shown);
+    if ((u->hosts[0] = decode(p, (size_t)(end - p), shown, "path",
+                              &err)) == NULL)
+        return err;
+    u->ports[0] = 0;
+    u->nhosts = 1;
+    return SLUICE_OK;
+}
+
+/* The sentinels' name of the master, in [p, end) after the path's '/'. */
+static int url_master(vk_url *u, const char *p, const char *end,
+                      const char *shown)
+{
+    int err = SLUICE_OK;
+
+    if (p >= end)
+        return sluice__error(SLUICE_EURL, "store URL '%s': a sentinel URL "
+                             "names its master: valkey+sentinel://HOST:PORT/"
+                             "MASTER_NAME", shown);
+    if ((u->master = decode(p, (size_t)(end - p), shown, "master name",
+                            &err)) == NULL)
+        return err;
+    return SLUICE_OK;
+}
+
+/* What a URL's kind and transport rule out, once it is read whole. */
+static int url_check(const vk_url *u, const char *shown)
+{
+    bool tls = u->transport == &sluice__vk_transport_tls;
+
+    if (!tls && (u->tls_ca || u->tls_ca_dir || u->tls_cert || u->tls_key ||
+                 u->tls_server_name || u->tls_insecure >= 0))
+        return sluice__error(SLUICE_EURL, "store URL '%s': the tls_* options "
+                             "need TLS: valkeys://, rediss:// (or their "
+                             "+cluster and +sentinel forms)", shown);
+    if (u->kind != VK_URL_SENTINEL &&
+        (u->sentinel_user != NULL || u->sentinel_password != NULL))
+        return sluice__error(SLUICE_EURL, "store URL '%s': sentinel_user and "
+                             "sentinel_password need valkey+sentinel://",
+                             shown);
+    if (u->cluster && u->db != 0)
+        return sluice__error(SLUICE_EURL, "store URL '%s': a cluster has "
+                             "only database 0", shown);
+    return SLUICE_OK;
+}
+
 int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
 {
     const char *p, *end, *at = NULL, *query, *slash, *auth_end;
@@ -440,16 +600,24 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
     int err;
 
     sluice__url_shown(shown, sizeof(shown), url);
+    u->tls_insecure = -1;
     if ((p = url_scheme(u, url)) == NULL)
         return sluice__error(SLUICE_EURL, "store URL '%s': expected "
-                             "valkey://, redis://, valkey+cluster:// or "
-                             "redis+cluster://", shown);
+                             "valkey://, redis://, valkeys://, rediss://, "
+                             "their +cluster and +sentinel forms, or "
+                             "unix://", shown);
     if (strchr(p, '#') != NULL)
         return sluice__error(SLUICE_EURL, "store URL '%s': a store URL has no "
                              "#fragment (a '#' in a user or password is "
                              "written %%23)", shown);
     query = strchr(p, '?');
     end = query ? query : p + strlen(p);
+    if (u->transport == &sluice__vk_transport_unix) {
+        if ((err = url_unix(u, p, end, shown)) < 0 ||
+            (query != NULL && (err = url_query(u, o, query + 1, shown)) < 0))
+            return err;
+        return url_check(u, shown);
+    }
     slash = memchr(p, '/', (size_t)(end - p));
     auth_end = slash ? slash : end;
     /* userinfo: up to the last '@' before the path */
@@ -463,11 +631,14 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
     }
     if ((err = url_hosts(u, p, auth_end, shown)) < 0)
         return strchr(auth_end, '@') == NULL ? err : at_after_host(shown);
-    if ((slash != NULL && slash + 1 < end &&
-         (err = url_db(u, slash + 1, end, shown)) < 0) ||
+    if (u->kind == VK_URL_SENTINEL)
+        err = url_master(u, slash != NULL ? slash + 1 : end, end, shown);
+    else if (slash != NULL && slash + 1 < end)
+        err = url_db(u, slash + 1, end, shown);
+    if (err < 0 ||
         (query != NULL && (err = url_query(u, o, query + 1, shown)) < 0))
         return strchr(auth_end, '@') == NULL ? err : at_after_host(shown);
-    return SLUICE_OK;
+    return url_check(u, shown);
 }
 
 void sluice__vk_url_free(vk_url *u)
@@ -478,4 +649,12 @@ void sluice__vk_url_free(vk_url *u)
     free(u->password);
     free(u->prefix);
     free(u->emq_prefix);
+    free(u->master);
+    free(u->sentinel_user);
+    free(u->sentinel_password);
+    free(u->tls_ca);
+    free(u->tls_ca_dir);
+    free(u->tls_cert);
+    free(u->tls_key);
+    free(u->tls_server_name);
 }

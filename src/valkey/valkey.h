@@ -72,32 +72,120 @@ typedef struct vk_caps {
 } vk_caps;
 
 struct vk_node;
+struct vk_tls;
 
 /*
- * Connects to node 'n' within 'connect_timeout_ms' and by the call's
- * 'deadline_ms' (monotonic), whichever comes first ('timeout_ms' is what
- * the message says the call was allowed), makes the socket non-blocking,
- * and has its reader count into 'caps' (which must outlive the connection)
- * with these caps.
+ * A connection's bytes: the transport that moves them (tcp.c, unix.c,
+ * tls.c), the socket, what is formatted and not yet written, and hiredis'
+ * reader, which parses what was read. hiredis 0.14 has no transports of
+ * its own (nor TLS), so its context is not used: only its reader and its
+ * command formatting.
  */
-int sluice__vk_wire_open(redisContext **out, vk_caps *caps,
-                         const struct vk_node *n, uint64_t connect_timeout_ms,
+typedef struct vk_wire {
+    const struct vk_transport *t;
+    int fd;
+    void *ssl;            /* the TLS transport's SSL; NULL for the others */
+    redisReader *reader;
+    char *obuf;           /* formatted commands, [opos, olen) not written */
+    size_t olen, opos, ocap;
+} vk_wire;
+
+/*
+ * A transport: how a node is reached and its bytes moved, each in one file.
+ * Every function returns at once (the socket is non-blocking); the waits
+ * are wire.c's, in poll(), by the call's deadline.
+ */
+typedef struct vk_transport {
+    const char *name; /* "tcp", "unix", "tls": for messages */
+    /* Connects 'w' to 'n' by 'deadline_ms' (monotonic), the TLS handshake
+       included; 'shown_ms' is the time a message says was allowed. Sets
+       w->fd (non-blocking) and, for TLS, w->ssl. */
+    int (*open)(vk_wire *w, const struct vk_node *n, const struct vk_tls *tls,
+                uint64_t deadline_ms, uint64_t shown_ms);
+    /* Moves up to 'len' bytes: how many (> 0); 0 when none can move now,
+       '*want' then POLLIN or POLLOUT, what to wait for; or a negative
+       SLUICE_E* (set with its message naming 'n'). */
+    ssize_t (*read)(vk_wire *w, const struct vk_node *n, char *buf,
+                    size_t len, short *want);
+    ssize_t (*write)(vk_wire *w, const struct vk_node *n, const char *buf,
+                     size_t len, short *want);
+    /* Whether it holds bytes already taken from the socket and not yet
+       read (TLS: a record decrypted in part): poll() would not see them. */
+    bool (*pending)(const vk_wire *w);
+    /* Closes the socket and frees what the transport keeps. */
+    void (*close)(vk_wire *w);
+} vk_transport;
+
+extern const vk_transport sluice__vk_transport_tcp;
+extern const vk_transport sluice__vk_transport_unix;
+extern const vk_transport sluice__vk_transport_tls;
+
+/* Plain sockets (tcp.c): connect to 'n' (a TCP host and port) by the
+   deadline, and the reads and writes that TCP and Unix sockets share. */
+int sluice__vk_tcp_connect(int *fd, const struct vk_node *n,
+                           uint64_t deadline_ms, uint64_t shown_ms);
+int sluice__vk_fd_wait_connected(int fd, const struct vk_node *n,
+                                 uint64_t deadline_ms, uint64_t shown_ms);
+ssize_t sluice__vk_fd_read(vk_wire *w, const struct vk_node *n, char *buf,
+                           size_t len, short *want);
+ssize_t sluice__vk_fd_write(vk_wire *w, const struct vk_node *n,
+                            const char *buf, size_t len, short *want);
+bool sluice__vk_fd_pending(const vk_wire *w);
+void sluice__vk_fd_close(vk_wire *w);
+/* ETIMEDOUT for 'doing' on 'n', 'ms' allowed. */
+int sluice__vk_timed_out(const struct vk_node *n, const char *doing,
+                         uint64_t ms);
+/* Waits until 'fd' is ready for 'events', by 'deadline_ms': 1 ready before
+   it, 0 the deadline came first (ready only at or after it counts as the
+   deadline, so a peer that keeps sending cannot keep a call past it). */
+int sluice__vk_fd_wait(int fd, short events, uint64_t deadline_ms);
+
+/* TLS (tls.c): a store's settings and OpenSSL context, shared by its
+   connections. */
+typedef struct vk_tls_opts {
+    const char *ca_file, *ca_dir, *cert_file, *key_file, *server_name;
+    bool insecure;
+} vk_tls_opts;
+int sluice__vk_tls_new(struct vk_tls **out, const vk_tls_opts *o);
+void sluice__vk_tls_free(struct vk_tls *t);
+
+/*
+ * Connects to node 'n' by its transport within 'connect_timeout_ms' and by
+ * the call's 'deadline_ms' (monotonic), whichever comes first ('timeout_ms'
+ * is what the message says the call was allowed), and has its reader count
+ * into 'caps' (which must outlive the connection) with these caps.
+ */
+int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const struct vk_node *n,
+                         const struct vk_tls *tls, uint64_t connect_timeout_ms,
                          uint64_t deadline_ms, uint64_t timeout_ms,
                          uint64_t max_bytes, uint64_t max_elements);
-/* Writes what 'ctx' holds to send, by 'deadline_ms' (monotonic);
+/* Closes 'w' (NULL: nothing) and frees it. */
+void sluice__vk_wire_close(vk_wire *w);
+/* Adds a formatted command, or one made of 'argc' arguments, to what 'w'
+   sends next; SLUICE_ENOMEM when it cannot. */
+int sluice__vk_wire_append(vk_wire *w, const char *cmd, size_t len);
+int sluice__vk_wire_append_argv(vk_wire *w, int argc, const char **argv,
+                                const size_t *lens);
+/* Writes what 'w' holds to send, by 'deadline_ms' (monotonic);
    'timeout_ms' is what the message says was allowed. */
-int sluice__vk_wire_write(const struct vk_node *n, redisContext *ctx,
+int sluice__vk_wire_write(const struct vk_node *n, vk_wire *w,
                           uint64_t deadline_ms, uint64_t timeout_ms);
 /* Reads one reply by 'deadline_ms', within the caps. Bytes that arrive
    after the deadline are a timeout, and a line ended by a bare LF is
    SLUICE_EPROTO at once. */
-int sluice__vk_wire_read(const struct vk_node *n, redisContext *ctx,
-                         vk_caps *caps, uint64_t deadline_ms,
-                         uint64_t timeout_ms, redisReply **out);
-/* The error for what failed on 'ctx' (NULL: could not be allocated), by its
-   kind: SLUICE_EPROTO, SLUICE_ECONN or SLUICE_ENOMEM. */
-int sluice__vk_wire_fail(const struct vk_node *n, redisContext *ctx,
-                         const vk_caps *caps, const char *doing);
+int sluice__vk_wire_read(const struct vk_node *n, vk_wire *w, vk_caps *caps,
+                         uint64_t deadline_ms, uint64_t timeout_ms,
+                         redisReply **out);
+/*
+ * Looks, without waiting, for what arrived on 'w' that nobody asked for:
+ * 0 nothing; 1 bytes (now in its reader); -1 the connection was closed or
+ * failed. What a transport reads for itself (a TLS session ticket) is no
+ * byte of a reply.
+ */
+int sluice__vk_wire_peek(const struct vk_node *n, vk_wire *w);
+/* Whether 'w' holds read bytes not yet parsed (its reader's, or the
+   transport's): a reply may be whole without the socket being readable. */
+bool sluice__vk_wire_buffered(const vk_wire *w);
 
 /* ---- The store ------------------------------------------------------------------- */
 
@@ -130,15 +218,20 @@ typedef struct vk_conn {
     pthread_mutex_t lock;  /* guards the queue, 'busy' and 'done' flags */
     bool busy;             /* a leader is doing I/O */
     vk_request *head, **tail;
-    redisContext *ctx;     /* NULL until connected; only the leader uses it */
+    vk_wire *ctx;          /* NULL until connected; only the leader uses it */
     vk_caps caps;          /* its reader's */
 } vk_conn;
 
 /* One server. Nodes are added, never removed before the store is freed, so
    a pointer to one stays valid without a lock. */
 typedef struct vk_node {
-    char *host;
-    int port;
+    char *host;                 /* a Unix socket's path for that transport */
+    int port;                   /* 0 for a Unix socket */
+    const vk_transport *transport;
+    bool is_sentinel;           /* a sentinel: its own login, nothing else */
+    /* For a master the sentinels named: the store's flag to set when it
+       is a replica now (READONLY); NULL for other nodes. */
+    _Atomic int *master_stale;
     char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
@@ -150,6 +243,8 @@ typedef struct vk_node {
 struct vk_waiter;
 
 typedef struct vk_store {
+    const vk_transport *transport; /* every node's: tcp, unix or tls */
+    struct vk_tls *tls;            /* NULL but for the tls transport */
     char *user;
     char *password;
     long db;
@@ -184,6 +279,17 @@ typedef struct vk_store {
     _Atomic int map_stale;
     uint64_t last_refresh_ms;     /* monotonic; under refresh_lock */
 
+    /* Sentinel (sentinel.c): the sentinels, the master's name, and the
+       master they named last, asked again once it fails or is a replica. */
+    bool sentinel;
+    char *master_name;
+    char *sentinel_user, *sentinel_password;
+    vk_node **sentinels;
+    size_t nsentinels;
+    _Atomic(vk_node *) master;    /* NULL until asked */
+    _Atomic int master_stale;
+    _Atomic unsigned sentinel_next; /* the one to ask first */
+
     uint64_t token_seed;          /* the sliding log's members: unique */
     _Atomic uint64_t token_next;
     _Atomic uint64_t redirects;
@@ -193,16 +299,29 @@ typedef struct vk_store {
 
 /*
  *   valkey://[user:password@]host[:port][/db][?name=value&...]
- *   redis://  the same
+ *   redis://  the same;  valkeys://, rediss://  the same over TLS
  *   valkey+cluster://[user:password@]host[:port][,host[:port]...][?...]
- *   redis+cluster://  the same
+ *   redis+cluster://  the same;  valkeys+cluster://, rediss+cluster://  TLS
+ *   unix://[user:password@]/path/to/socket[?db=N&...]
+ *   valkey+unix://, redis+unix://  the same
+ *   valkey+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?...]
+ *   redis+sentinel://  the same;  valkeys+sentinel://, rediss+sentinel://  TLS
  */
+typedef enum vk_url_kind { VK_URL_ONE, VK_URL_CLUSTER, VK_URL_SENTINEL } vk_url_kind;
+
 typedef struct vk_url {
-    bool cluster;
+    vk_url_kind kind;
+    bool cluster;            /* kind == VK_URL_CLUSTER */
+    const vk_transport *transport;
     size_t nhosts;
-    char *hosts[VK_MAX_SEEDS];
+    char *hosts[VK_MAX_SEEDS]; /* a Unix socket: its path, port 0 */
     int ports[VK_MAX_SEEDS];
     char *user, *password, *prefix, *emq_prefix; /* NULL: not given */
+    char *master;            /* the sentinels' name for the master */
+    char *sentinel_user, *sentinel_password;
+    /* TLS settings the query gave (NULL, -1: not given) */
+    char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
+    int tls_insecure;
     long db;
 } vk_url;
 
@@ -213,10 +332,21 @@ typedef struct vk_url {
 int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url);
 void sluice__vk_url_free(vk_url *u);
 
+/* ---- Sentinel (sentinel.c) ----------------------------------------------------- */
+
+/*
+ * The master of a sentinel store, by 'deadline_ms': the one the sentinels
+ * named last, or, when there is none yet or it failed or became a
+ * replica, the one they name now, confirmed with ROLE. Asks each sentinel
+ * in turn, and all of them again after a pause that doubles (10 ms to
+ * 200 ms), until one names a master that says it is one, or the deadline.
+ */
+int sluice__vk_sentinel_node(vk_store *v, uint64_t deadline_ms, vk_node **out);
+
 /* ---- Connections (conn.c) ------------------------------------------------------ */
 
 vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
-                             unsigned nconns);
+                             const vk_transport *t, unsigned nconns);
 void sluice__vk_node_free(vk_node *n);
 /* The connection of 'n' that this call is dealt, in turn. */
 vk_conn *sluice__vk_node_pick(vk_node *n);
@@ -363,8 +493,10 @@ void sluice__vk_sub_free(sluice__sub *s);
 /* The node at host:port, added if new; NULL when out of memory. */
 vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
                              int port);
-/* The node serving 'slot' (a single server's one node), or NULL. */
-vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot);
+/* The node serving 'slot' (a single server's one node; a sentinel store's
+   master, asked for by 'deadline_ms'), or NULL. */
+vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot,
+                                  uint64_t deadline_ms);
 /* Rereads the map if it is stale (or when 'force'); at most one reread per
    REFRESH_GAP_MS. */
 int sluice__vk_map_refresh(vk_store *v, bool force);

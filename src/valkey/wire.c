@@ -2,8 +2,9 @@
  * wire.c - one connection's bytes: a deadline for every call, a cap on every
  * reply, and errors named by what went wrong.
  *
- * A connection's socket is non-blocking once it is open: every read and
- * write waits in poll() for at most what is left of the call's deadline, so a
+ * The bytes move through the node's transport (tcp.c, unix.c, tls.c),
+ * whose socket is non-blocking from its connect on: every read and write
+ * waits in poll() for at most what is left of the call's deadline, so a
  * server that stalls, or drips a byte at a time, costs a call its command
  * timeout and no more. Replies are parsed by hiredis' reader, whose
  * functions that build reply objects are wrapped here to count what one
@@ -22,12 +23,11 @@
  */
 #include "valkey/valkey.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- Counting what a reply holds ---------------------------------------------------- */
@@ -129,16 +129,16 @@ static void capped_make(const redisReplyObjectFunctions *fn)
 
 /* ---- Errors ------------------------------------------------------------------------ */
 
-int sluice__vk_wire_fail(const vk_node *n, redisContext *ctx,
-                         const vk_caps *caps, const char *doing)
+/* The error of what the reader of 'w' refused, by its kind. */
+static int reader_fail(const vk_node *n, const vk_wire *w, const vk_caps *caps,
+                       const char *doing)
 {
-    if (ctx == NULL)
-        return sluice__error(SLUICE_ENOMEM, "valkey %s: %s: out of memory",
-                             n->name, doing);
-    if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->bad != NULL)
+    const redisReader *r = w->reader;
+
+    if (caps != NULL && caps->bad != NULL)
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
                              "(%s)", n->name, doing, caps->bad);
-    if (ctx->err == REDIS_ERR_OOM && caps != NULL && caps->over) {
+    if (caps != NULL && caps->over) {
         bool bytes = caps->bytes > caps->max_bytes;
 
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: a reply of more "
@@ -147,124 +147,125 @@ int sluice__vk_wire_fail(const vk_node *n, redisContext *ctx,
                              (unsigned long long)(bytes ? caps->max_bytes
                                                         : caps->max_elements));
     }
-    switch (ctx->err) {
-    case REDIS_ERR_PROTOCOL:
+    if (r->err == REDIS_ERR_PROTOCOL)
         return sluice__error(SLUICE_EPROTO, "valkey %s: %s: not a reply "
-                             "(%s)", n->name, doing, ctx->errstr);
-    case REDIS_ERR_OOM:
-        return sluice__error(SLUICE_ENOMEM, "valkey %s: %s: out of memory",
-                             n->name, doing);
-    default: /* REDIS_ERR_IO, _EOF, _OTHER: the connection itself */
-        return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
-                             doing, ctx->errstr);
-    }
+                             "(%s)", n->name, doing, r->errstr);
+    return sluice__error(SLUICE_ENOMEM, "valkey %s: %s: out of memory",
+                         n->name, doing);
 }
 
-static int timed_out(const vk_node *n, const char *doing, uint64_t ms)
-{
-    return sluice__error(SLUICE_ETIMEDOUT, "valkey %s: %s: timed out (no "
-                         "answer within %llu ms)", n->name, doing,
-                         (unsigned long long)ms);
-}
+/* ---- Opening and closing ------------------------------------------------------------ */
 
-/* ---- Opening ----------------------------------------------------------------------- */
-
-int sluice__vk_wire_open(redisContext **out, vk_caps *caps, const vk_node *n,
-                         uint64_t connect_timeout_ms, uint64_t deadline_ms,
-                         uint64_t timeout_ms, uint64_t max_bytes,
-                         uint64_t max_elements)
+int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const vk_node *n,
+                         const struct vk_tls *tls, uint64_t connect_timeout_ms,
+                         uint64_t deadline_ms, uint64_t timeout_ms,
+                         uint64_t max_bytes, uint64_t max_elements)
 {
     uint64_t now = sluice__monotonic_ms();
-    uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
-    /* hiredis takes a relative timeout: what is left of the call, or
-       'connect_timeout_ms' if that is less. */
-    bool call_bound = left < connect_timeout_ms;
-    uint64_t wait_ms = call_bound ? left : connect_timeout_ms;
-    struct timeval tv = {(time_t)(wait_ms / 1000),
-                         (suseconds_t)(wait_ms % 1000) * 1000};
-    redisContext *ctx;
-    int flags, err;
+    /* What is left of the call, or 'connect_timeout_ms' if that is less;
+       the message names the one that ran out. */
+    bool call_bound = deadline_ms < now + connect_timeout_ms;
+    uint64_t until = call_bound ? deadline_ms : now + connect_timeout_ms;
+    uint64_t shown = call_bound ? timeout_ms : connect_timeout_ms;
+    vk_wire *w = calloc(1, sizeof(*w));
+    int err;
 
     *out = NULL;
-    if (wait_ms == 0) /* hiredis would take a zero timeout as none at all */
-        return timed_out(n, "connect", call_bound ? timeout_ms
-                                                  : connect_timeout_ms);
-    ctx = redisConnectWithTimeout(n->host, n->port, tv);
-    if (ctx == NULL || ctx->err) {
-        bool slow = ctx != NULL && (errno == ETIMEDOUT || errno == EINPROGRESS ||
-                                    strstr(ctx->errstr, "timed out") != NULL);
-
-        err = slow ? timed_out(n, "connect", call_bound ? timeout_ms
-                                                        : connect_timeout_ms)
-                   : sluice__vk_wire_fail(n, ctx, NULL, "connect");
-        if (ctx != NULL)
-            redisFree(ctx);
+    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
+        free(w);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
+                             "memory", n->name);
+    }
+    w->t = n->transport;
+    w->fd = -1;
+    if (until <= now) {
+        sluice__vk_wire_close(w);
+        return sluice__vk_timed_out(n, "connect", shown);
+    }
+    if ((err = w->t->open(w, n, tls, until, shown)) < 0) {
+        w->t = NULL; /* the transport closed what it opened */
+        sluice__vk_wire_close(w);
         return err;
     }
-    redisEnableKeepAlive(ctx);
-    /* From here on every wait is a poll() with the call's deadline. */
-    if ((flags = fcntl(ctx->fd, F_GETFL)) < 0 ||
-        fcntl(ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
-                            n->name, strerror(errno));
-        redisFree(ctx);
-        return err;
-    }
-    ctx->flags &= ~REDIS_BLOCK;
-    capped_make(ctx->reader->fn);
-    ctx->reader->fn = &capped_fn;
-    ctx->reader->privdata = caps;
+    capped_make(w->reader->fn);
+    w->reader->fn = &capped_fn;
+    w->reader->privdata = caps;
     memset(caps, 0, sizeof(*caps));
-    caps->reader = ctx->reader;
+    caps->reader = w->reader;
     caps->max_bytes = max_bytes;
     caps->max_elements = max_elements;
-    *out = ctx;
+    *out = w;
     return SLUICE_OK;
 }
 
-/* ---- Waiting ----------------------------------------------------------------------- */
-
-/*
- * Waits until the socket of 'ctx' is ready for 'events', at most until
- * 'deadline_ms' (monotonic). Answers 1 when it is ready before the
- * deadline, 0 when the deadline came first: a socket found ready only at or
- * after the deadline counts as the deadline, so a server that keeps sending
- * cannot keep a call past it.
- */
-static int wait_for(redisContext *ctx, short events, uint64_t deadline_ms)
+void sluice__vk_wire_close(vk_wire *w)
 {
-    for (;;) {
-        uint64_t now = sluice__monotonic_ms();
-        uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
-        struct pollfd p = {.fd = ctx->fd, .events = events};
-        int rc;
-
-        if (left == 0)
-            return 0;
-        rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
-        if (rc > 0)
-            return sluice__monotonic_ms() < deadline_ms;
-        if (rc == 0)
-            return 0;
-        if (errno != EINTR)
-            return 1; /* the read or write that follows says what is wrong */
-    }
+    if (w == NULL)
+        return;
+    if (w->t != NULL)
+        w->t->close(w);
+    if (w->reader != NULL)
+        redisReaderFree(w->reader);
+    free(w->obuf);
+    free(w);
 }
 
-int sluice__vk_wire_write(const vk_node *n, redisContext *ctx,
-                          uint64_t deadline_ms, uint64_t timeout_ms)
-{
-    int done = 0;
+/* ---- Writing ------------------------------------------------------------------------ */
 
-    for (;;) {
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
-            return sluice__vk_wire_fail(n, ctx, NULL, "write");
-        if (done)
-            return SLUICE_OK;
-        if (!wait_for(ctx, POLLOUT, deadline_ms))
-            return timed_out(n, "write", timeout_ms);
+int sluice__vk_wire_append(vk_wire *w, const char *cmd, size_t len)
+{
+    if (w->opos == w->olen)
+        w->opos = w->olen = 0; /* all written: start over */
+    if (w->olen + len > w->ocap) {
+        size_t cap = w->ocap < 4096 ? 4096 : w->ocap;
+        char *b;
+
+        while (cap < w->olen + len)
+            cap *= 2;
+        if ((b = realloc(w->obuf, cap)) == NULL)
+            return sluice__error(SLUICE_ENOMEM, "no memory for a command of "
+                                 "%zu bytes", len);
+        w->obuf = b;
+        w->ocap = cap;
     }
+    memcpy(w->obuf + w->olen, cmd, len);
+    w->olen += len;
+    return SLUICE_OK;
 }
+
+int sluice__vk_wire_append_argv(vk_wire *w, int argc, const char **argv,
+                                const size_t *lens)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    int err;
+
+    if (len < 0)
+        return sluice__error(SLUICE_ENOMEM, "no memory for a command");
+    err = sluice__vk_wire_append(w, cmd, (size_t)len);
+    redisFreeCommand(cmd);
+    return err;
+}
+
+int sluice__vk_wire_write(const vk_node *n, vk_wire *w, uint64_t deadline_ms,
+                          uint64_t timeout_ms)
+{
+    while (w->opos < w->olen) {
+        short want = 0;
+        ssize_t put = w->t->write(w, n, w->obuf + w->opos, w->olen - w->opos,
+                                  &want);
+
+        if (put < 0)
+            return (int)put;
+        w->opos += (size_t)put;
+        if (put == 0 && !sluice__vk_fd_wait(w->fd, want, deadline_ms))
+            return sluice__vk_timed_out(n, "write", timeout_ms);
+    }
+    w->opos = w->olen = 0;
+    return SLUICE_OK;
+}
+
+/* ---- Reading ------------------------------------------------------------------------ */
 
 /*
  * True when the unread bytes of 'r' hold a line ended by a bare LF. The
@@ -281,7 +282,22 @@ static bool bare_lf(const redisReader *r)
     return lf != NULL && (lf == start || lf[-1] != '\r');
 }
 
-int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
+/*
+ * Reads what the transport of 'w' has now into its reader: the bytes (> 0),
+ * 0 with '*want' when there are none yet, or the error.
+ */
+static ssize_t read_some(const vk_node *n, vk_wire *w, short *want)
+{
+    char buf[16 * 1024];
+    ssize_t got = w->t->read(w, n, buf, sizeof(buf), want);
+
+    if (got > 0 && redisReaderFeed(w->reader, buf, (size_t)got) != REDIS_OK)
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: read: out of memory",
+                             n->name);
+    return got;
+}
+
+int sluice__vk_wire_read(const vk_node *n, vk_wire *w, vk_caps *caps,
                          uint64_t deadline_ms, uint64_t timeout_ms,
                          redisReply **out)
 {
@@ -291,31 +307,55 @@ int sluice__vk_wire_read(const vk_node *n, redisContext *ctx, vk_caps *caps,
     caps->over = false;
     caps->bad = NULL;
     for (bool first = true;; first = false) {
-        if (redisGetReplyFromReader(ctx, &reply) != REDIS_OK)
-            return sluice__vk_wire_fail(n, ctx, caps, "read");
+        short want = POLLIN;
+        ssize_t got;
+
+        if (redisReaderGetReply(w->reader, &reply) != REDIS_OK)
+            return reader_fail(n, w, caps, "read");
         if (reply != NULL) {
             *out = reply;
             return SLUICE_OK;
         }
         /* What is buffered and not yet a reply counts against the cap: a
            length announced but not yet sent must not grow it unbounded. */
-        if (ctx->reader->len - ctx->reader->pos > caps->max_bytes) {
+        if (w->reader->len - w->reader->pos > caps->max_bytes) {
             caps->over = true;
-            caps->bytes = ctx->reader->len - ctx->reader->pos;
-            ctx->err = REDIS_ERR_OOM;
-            return sluice__vk_wire_fail(n, ctx, caps, "read");
+            caps->bytes = w->reader->len - w->reader->pos;
+            return reader_fail(n, w, caps, "read");
         }
-        if (bare_lf(ctx->reader))
+        if (bare_lf(w->reader))
             return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
                                  "reply (a line ended by LF without CR)",
                                  n->name);
-        /* Past the deadline, what the socket holds already is read once
+        /* Past the deadline, what the transport holds already is read once
            (a wait of 0 ms takes what is there); after that, bytes that
            come late are a timeout, however fast they keep coming. */
-        if ((!first || sluice__monotonic_ms() < deadline_ms) &&
-            !wait_for(ctx, POLLIN, deadline_ms))
-            return timed_out(n, "read", timeout_ms);
-        if (redisBufferRead(ctx) != REDIS_OK)
-            return sluice__vk_wire_fail(n, ctx, caps, "read");
+        if (!first && sluice__monotonic_ms() >= deadline_ms)
+            return sluice__vk_timed_out(n, "read", timeout_ms);
+        if ((got = read_some(n, w, &want)) < 0)
+            return (int)got;
+        if (got == 0 && !sluice__vk_fd_wait(w->fd, want, deadline_ms))
+            return sluice__vk_timed_out(n, "read", timeout_ms);
     }
+}
+
+int sluice__vk_wire_peek(const vk_node *n, vk_wire *w)
+{
+    struct pollfd p = {.fd = w->fd, .events = POLLIN};
+    short want = 0;
+    ssize_t got;
+
+    if (w->reader->len > w->reader->pos)
+        return 1;
+    if (!w->t->pending(w) && poll(&p, 1, 0) <= 0)
+        return 0;
+    /* Something came: a reply, a close, or what the transport takes for
+       itself (TLS: a session ticket, which reads as no byte). */
+    got = read_some(n, w, &want);
+    return got > 0 ? 1 : got == 0 ? 0 : -1;
+}
+
+bool sluice__vk_wire_buffered(const vk_wire *w)
+{
+    return w->reader->len > w->reader->pos || w->t->pending(w);
 }

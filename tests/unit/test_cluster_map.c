@@ -164,7 +164,7 @@ static void test_urls(void)
         {"redis+cluster://a:1,b:x", "port"},
         {"redis+cluster://a:1,b c:2", "host"},
         {"redis+cluster://a:1?pool=0", "pool"},
-        {"rediss+cluster://a:1", "cluster://"},
+        {"redis++cluster://a:1", "cluster://"},
         {"redis+clusters://a:1", "cluster://"},
     };
     static const char *const good[] = {

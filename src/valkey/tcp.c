@@ -1,0 +1,254 @@
+/*
+ * tcp.c - the plain TCP transport, and what the socket transports share:
+ * a connect by the call's deadline, and non-blocking reads and writes.
+ *
+ * The connect never blocks. A host that is an address (IPv4 or IPv6) is
+ * not resolved; a name is resolved with getaddrinfo_a(), waited for in
+ * gai_suspend() by the deadline, so a resolver that does not answer costs
+ * the call its deadline and no more. Each address is tried in turn with a
+ * non-blocking connect(), waited for in poll(). The socket then has
+ * TCP_NODELAY (a decision is one small write) and SO_KEEPALIVE.
+ */
+#define _GNU_SOURCE /* getaddrinfo_a() */
+#include "valkey/valkey.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- Waiting ------------------------------------------------------------------------ */
+
+int sluice__vk_fd_wait(int fd, short events, uint64_t deadline_ms)
+{
+    for (;;) {
+        uint64_t now = sluice__monotonic_ms();
+        uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+        struct pollfd p = {.fd = fd, .events = events};
+        int rc;
+
+        if (left == 0)
+            return 0;
+        rc = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (rc > 0)
+            return sluice__monotonic_ms() < deadline_ms;
+        if (rc == 0)
+            return 0;
+        if (errno != EINTR)
+            return 1; /* the read or write that follows says what is wrong */
+    }
+}
+
+int sluice__vk_timed_out(const vk_node *n, const char *doing, uint64_t ms)
+{
+    return sluice__error(SLUICE_ETIMEDOUT, "valkey %s: %s: timed out (no "
+                         "answer within %llu ms)", n->name, doing,
+                         (unsigned long long)ms);
+}
+
+int sluice__vk_fd_wait_connected(int fd, const vk_node *n,
+                                 uint64_t deadline_ms, uint64_t shown_ms)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+
+    if (!sluice__vk_fd_wait(fd, POLLOUT, deadline_ms))
+        return sluice__vk_timed_out(n, "connect", shown_ms);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr != 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                             strerror(soerr));
+    return SLUICE_OK;
+}
+
+/* ---- Connecting --------------------------------------------------------------------- */
+
+/* One address: a non-blocking socket connected by the deadline, or -1
+   and the error in '*err'. */
+static int connect_one(const struct sockaddr *sa, socklen_t salen,
+                       const vk_node *n, uint64_t deadline_ms,
+                       uint64_t shown_ms, int *err)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    0);
+    int one = 1;
+
+    if (fd < 0) {
+        *err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                             strerror(errno));
+        return -1;
+    }
+    if (connect(fd, sa, salen) < 0) {
+        int rc = errno == EINPROGRESS
+                     ? sluice__vk_fd_wait_connected(fd, n, deadline_ms,
+                                                    shown_ms)
+                     : sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
+                                     n->name, strerror(errno));
+
+        if (rc < 0) {
+            *err = rc;
+            close(fd);
+            return -1;
+        }
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    return fd;
+}
+
+/*
+ * Resolves the name 'n->host' by the deadline: getaddrinfo_a() in glibc's
+ * own thread, waited for in gai_suspend(); given up (gai_cancel()) at the
+ * deadline. '*out' is then the caller's to freeaddrinfo().
+ */
+static int resolve(struct addrinfo **out, const vk_node *n,
+                   uint64_t deadline_ms, uint64_t shown_ms)
+{
+    char port[8];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct gaicb req = {.ar_name = n->host, .ar_service = port,
+                        .ar_request = &hints};
+    struct gaicb *list[1] = {&req};
+    int rc;
+
+    snprintf(port, sizeof(port), "%d", n->port);
+    if ((rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL)) != 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
+                             gai_strerror(rc));
+    for (;;) {
+        uint64_t now = sluice__monotonic_ms();
+        uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+        struct timespec ts = {(time_t)(left / 1000),
+                              (long)(left % 1000) * 1000000L};
+
+        if ((rc = gai_error(&req)) != EAI_INPROGRESS)
+            break;
+        if (left == 0 || (gai_suspend((const struct gaicb *const *)list, 1,
+                                      &ts) == EAI_AGAIN &&
+                          gai_error(&req) == EAI_INPROGRESS &&
+                          sluice__monotonic_ms() >= deadline_ms)) {
+            if (gai_cancel(&req) == EAI_CANCELED)
+                return sluice__vk_timed_out(n, "resolve", shown_ms);
+            /* Too late to cancel: it is done, or about to be. */
+            while ((rc = gai_error(&req)) == EAI_INPROGRESS)
+                (void)gai_suspend((const struct gaicb *const *)list, 1, NULL);
+            break;
+        }
+    }
+    if (rc != 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
+                             gai_strerror(rc));
+    *out = req.ar_result;
+    return SLUICE_OK;
+}
+
+int sluice__vk_tcp_connect(int *fd, const vk_node *n, uint64_t deadline_ms,
+                           uint64_t shown_ms)
+{
+    struct sockaddr_in a4 = {.sin_family = AF_INET};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+    struct addrinfo *list = NULL;
+    int err = SLUICE_OK;
+
+    *fd = -1;
+    a4.sin_port = a6.sin6_port = htons((uint16_t)n->port);
+    if (inet_pton(AF_INET, n->host, &a4.sin_addr) == 1)
+        *fd = connect_one((struct sockaddr *)&a4, sizeof(a4), n, deadline_ms,
+                          shown_ms, &err);
+    else if (inet_pton(AF_INET6, n->host, &a6.sin6_addr) == 1)
+        *fd = connect_one((struct sockaddr *)&a6, sizeof(a6), n, deadline_ms,
+                          shown_ms, &err);
+    else if ((err = resolve(&list, n, deadline_ms, shown_ms)) == 0)
+        for (struct addrinfo *ai = list; ai != NULL && *fd < 0;
+             ai = ai->ai_next)
+            *fd = connect_one(ai->ai_addr, ai->ai_addrlen, n, deadline_ms,
+                              shown_ms, &err);
+    if (list != NULL)
+        freeaddrinfo(list);
+    return *fd >= 0 ? SLUICE_OK : err;
+}
+
+/* ---- Moving bytes ------------------------------------------------------------------- */
+
+ssize_t sluice__vk_fd_read(vk_wire *w, const vk_node *n, char *buf,
+                           size_t len, short *want)
+{
+    for (;;) {
+        ssize_t got = recv(w->fd, buf, len, 0);
+
+        if (got > 0)
+            return got;
+        if (got == 0)
+            return sluice__error(SLUICE_ECONN, "valkey %s: read: the server "
+                                 "closed the connection", n->name);
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *want = POLLIN;
+            return 0;
+        }
+        return sluice__error(SLUICE_ECONN, "valkey %s: read: %s", n->name,
+                             strerror(errno));
+    }
+}
+
+ssize_t sluice__vk_fd_write(vk_wire *w, const vk_node *n, const char *buf,
+                            size_t len, short *want)
+{
+    for (;;) {
+        ssize_t put = send(w->fd, buf, len, MSG_NOSIGNAL);
+
+        if (put >= 0)
+            return put;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *want = POLLOUT;
+            return 0;
+        }
+        return sluice__error(SLUICE_ECONN, "valkey %s: write: %s", n->name,
+                             strerror(errno));
+    }
+}
+
+void sluice__vk_fd_close(vk_wire *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+}
+
+/* ---- The transport ------------------------------------------------------------------ */
+
+static int tcp_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
+                    uint64_t deadline_ms, uint64_t shown_ms)
+{
+    (void)tls;
+    return sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms);
+}
+
+bool sluice__vk_fd_pending(const vk_wire *w)
+{
+    (void)w;
+    return false; /* a socket keeps what it read in the kernel: poll sees */
+}
+
+const vk_transport sluice__vk_transport_tcp = {
+    .name = "tcp",
+    .open = tcp_open,
+    .read = sluice__vk_fd_read,
+    .write = sluice__vk_fd_write,
+    .pending = sluice__vk_fd_pending,
+    .close = sluice__vk_fd_close,
+};

@@ -1,0 +1,305 @@
+/*
+ * tls.c - the TLS transport (valkeys://, rediss://, and their +cluster and
+ * +sentinel forms), with OpenSSL.
+ *
+ * A store keeps one SSL_CTX (vk_tls), made at open from its settings: the
+ * CA (a file, a directory, or the system's store), a client certificate and
+ * key for mutual TLS, TLS 1.2 at the least. Each connection is a TCP
+ * connect (tcp.c) and then the handshake, both by the call's deadline: the
+ * socket stays non-blocking, and SSL_ERROR_WANT_READ/WANT_WRITE become a
+ * wait in poll() for what OpenSSL asked. The peer's certificate is
+ * verified against the CA and the expected name (SNI too): the host of the
+ * URL, or 'tls_server_name'; an address is checked as an address. With
+ * 'tls_insecure' nothing is verified (the docs warn of it).
+ *
+ * What failed decides the error. A certificate that does not verify, a
+ * name that does not match, a handshake the peer refused or an alert it
+ * sent (a client certificate it wanted, say): SLUICE_EAUTH, always an
+ * error, never taken for an outage, with OpenSSL's reason in the message.
+ * A connection that closes or breaks: SLUICE_ECONN. A record that does not
+ * decrypt after the handshake: SLUICE_EPROTO.
+ *
+ * OpenSSL's error queue is per thread: it is cleared before each call, so
+ * a reason read after a failure is that call's.
+ */
+#include "valkey/valkey.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+struct vk_tls {
+    SSL_CTX *ctx;
+    char *server_name; /* NULL: each node's host */
+    bool insecure;
+};
+
+static void tls_close(vk_wire *w);
+
+/* ---- The store's context ------------------------------------------------------------ */
+
+/* OpenSSL's last reason on this thread, for a message. */
+static const char *ssl_reason(char *buf, size_t cap)
+{
+    unsigned long e = ERR_peek_last_error();
+
+    if (e == 0)
+        return "no reason given";
+    ERR_error_string_n(e, buf, cap);
+    return buf;
+}
+
+int sluice__vk_tls_new(struct vk_tls **out, const vk_tls_opts *o)
+{
+    struct vk_tls *t = calloc(1, sizeof(*t));
+    char why[256];
+    int err = SLUICE_OK;
+
+    *out = NULL;
+    if (t == NULL)
+        return sluice__error(SLUICE_ENOMEM, "no memory for TLS");
+    ERR_clear_error();
+    if ((t->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "TLS: cannot make a context: %s",
+                            ssl_reason(why, sizeof(why)));
+        goto fail;
+    }
+    SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    t->insecure = o->insecure;
+    SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
+                       NULL);
+    if (o->ca_file != NULL || o->ca_dir != NULL) {
+        if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, o->ca_dir) != 1) {
+            err = sluice__error(SLUICE_ECONFIG, "TLS: cannot load the CA %s "
+                                "'%s': %s", o->ca_file ? "file" : "directory",
+                                o->ca_file ? o->ca_file : o->ca_dir,
+                                ssl_reason(why, sizeof(why)));
+            goto fail;
+        }
+    } else if (SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
+        err = sluice__error(SLUICE_ECONFIG, "TLS: cannot load the system's "
+                            "CA store: %s", ssl_reason(why, sizeof(why)));
+        goto fail;
+    }
+    if ((o->cert_file == NULL) != (o->key_file == NULL)) {
+        err = sluice__error(SLUICE_ECONFIG, "TLS: a client certificate needs "
+                            "its key, and a key its certificate (tls_cert "
+                            "and tls_key)");
+        goto fail;
+    }
+    if (o->cert_file != NULL &&
+        (SSL_CTX_use_certificate_chain_file(t->ctx, o->cert_file) != 1 ||
+         SSL_CTX_use_PrivateKey_file(t->ctx, o->key_file,
+                                     SSL_FILETYPE_PEM) != 1 ||
+         SSL_CTX_check_private_key(t->ctx) != 1)) {
+        err = sluice__error(SLUICE_ECONFIG, "TLS: cannot use the client "
+                            "certificate '%s' with the key '%s': %s",
+                            o->cert_file, o->key_file,
+                            ssl_reason(why, sizeof(why)));
+        goto fail;
+    }
+    if (o->server_name != NULL &&
+        (t->server_name = strdup(o->server_name)) == NULL) {
+        err = sluice__error(SLUICE_ENOMEM, "no memory for TLS");
+        goto fail;
+    }
+    *out = t;
+    return SLUICE_OK;
+fail:
+    sluice__vk_tls_free(t);
+    return err;
+}
+
+void sluice__vk_tls_free(struct vk_tls *t)
+{
+    if (t == NULL)
+        return;
+    SSL_CTX_free(t->ctx);
+    free(t->server_name);
+    free(t);
+}
+
+/* ---- Errors ------------------------------------------------------------------------- */
+
+/*
+ * The error of a failed SSL call on 'ssl' (its result 'rc'), 'doing' what
+ * it was; 0 with '*want' set when it only has to wait. In the handshake
+ * ('expected': the name the certificate must have; NULL after it) a TLS
+ * failure is SLUICE_EAUTH (the peer refused us, or we it); after it, an
+ * alert from the peer is too, and a record that fails is SLUICE_EPROTO.
+ */
+static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
+                    const char *expected, short *want)
+{
+    int e = SSL_get_error(ssl, rc);
+    unsigned long last = ERR_peek_last_error();
+    char why[256];
+
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        *want = POLLIN;
+        return 0;
+    case SSL_ERROR_WANT_WRITE:
+        *want = POLLOUT;
+        return 0;
+    case SSL_ERROR_ZERO_RETURN:
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: the server closed "
+                             "the TLS connection", n->name, doing);
+    case SSL_ERROR_SYSCALL:
+        if (last == 0)
+            return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
+                                 doing, errno != 0 ? strerror(errno)
+                                                   : "the server closed the "
+                                                     "connection");
+        break;
+    default:
+        break;
+    }
+    if (expected != NULL) {
+        long v = SSL_get_verify_result(ssl);
+
+        if (v == X509_V_ERR_HOSTNAME_MISMATCH ||
+            v == X509_V_ERR_IP_ADDRESS_MISMATCH)
+            return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: hostname "
+                                 "mismatch: the server's certificate is not "
+                                 "for '%s' (tls_server_name names another)",
+                                 n->name, expected);
+        if (v != X509_V_OK)
+            return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: certificate "
+                                 "verify failed: %s", n->name,
+                                 X509_verify_cert_error_string(v));
+        return sluice__error(SLUICE_EAUTH, "valkey %s: TLS handshake failed: "
+                             "%s%s", n->name, ssl_reason(why, sizeof(why)),
+                             ERR_GET_REASON(last) == SSL_R_WRONG_VERSION_NUMBER
+                                 ? " (is that port TLS?)" : "");
+    }
+    if (ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET)
+        return sluice__error(SLUICE_EAUTH, "valkey %s: %s: the server ended "
+                             "TLS with an alert: %s", n->name, doing,
+                             ssl_reason(why, sizeof(why)));
+    return sluice__error(SLUICE_EPROTO, "valkey %s: %s: TLS: %s", n->name,
+                         doing, ssl_reason(why, sizeof(why)));
+}
+
+/* ---- The transport ------------------------------------------------------------------ */
+
+/* Whether 's' is an IPv4 or IPv6 address (checked as one, never sent as
+   SNI). */
+static bool is_address(const char *s)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+
+    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+}
+
+static int tls_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
+                    uint64_t deadline_ms, uint64_t shown_ms)
+{
+    const char *name = tls->server_name ? tls->server_name : n->host;
+    X509_VERIFY_PARAM *param;
+    SSL *ssl;
+    int err;
+
+    if ((err = sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms)) < 0)
+        return err;
+    ERR_clear_error();
+    if ((ssl = SSL_new(tls->ctx)) == NULL || SSL_set_fd(ssl, w->fd) != 1) {
+        SSL_free(ssl);
+        sluice__vk_fd_close(w);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: TLS: no memory for "
+                             "a connection", n->name);
+    }
+    w->ssl = ssl;
+    param = SSL_get0_param(ssl);
+    if (!is_address(name))
+        SSL_set_tlsext_host_name(ssl, name);
+    if (!tls->insecure) {
+        X509_VERIFY_PARAM_set_hostflags(param,
+                                        X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        if (!(is_address(name) ? X509_VERIFY_PARAM_set1_ip_asc(param, name)
+                               : X509_VERIFY_PARAM_set1_host(param, name, 0))) {
+            tls_close(w);
+            return sluice__error(SLUICE_ECONFIG, "valkey %s: TLS: cannot "
+                                 "check for the name '%s'", n->name, name);
+        }
+    }
+    SSL_set_connect_state(ssl);
+    for (;;) {
+        short want = 0;
+        int rc;
+
+        ERR_clear_error();
+        errno = 0;
+        if ((rc = SSL_do_handshake(ssl)) == 1)
+            return SLUICE_OK;
+        if ((err = ssl_fail(ssl, rc, n, "TLS handshake", name, &want)) < 0) {
+            tls_close(w);
+            return err;
+        }
+        if (!sluice__vk_fd_wait(w->fd, want, deadline_ms)) {
+            tls_close(w);
+            return sluice__vk_timed_out(n, "TLS handshake", shown_ms);
+        }
+    }
+}
+
+static ssize_t tls_read(vk_wire *w, const vk_node *n, char *buf, size_t len,
+                        short *want)
+{
+    int rc, cap = len > INT32_MAX ? INT32_MAX : (int)len;
+
+    ERR_clear_error();
+    errno = 0;
+    if ((rc = SSL_read(w->ssl, buf, cap)) > 0)
+        return rc;
+    return ssl_fail(w->ssl, rc, n, "read", NULL, want);
+}
+
+static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
+                         size_t len, short *want)
+{
+    int rc, cap = len > INT32_MAX ? INT32_MAX : (int)len;
+
+    ERR_clear_error();
+    errno = 0;
+    if ((rc = SSL_write(w->ssl, buf, cap)) > 0)
+        return rc;
+    return ssl_fail(w->ssl, rc, n, "write", NULL, want);
+}
+
+static bool tls_pending(const vk_wire *w)
+{
+    return w->ssl != NULL && SSL_pending(w->ssl) > 0;
+}
+
+/* Frees the connection's TLS and closes its socket; no close_notify is
+   waited for (the socket is non-blocking: one try, then gone). */
+static void tls_close(vk_wire *w)
+{
+    if (w->ssl != NULL) {
+        ERR_clear_error();
+        (void)SSL_shutdown(w->ssl);
+        SSL_free(w->ssl);
+        ERR_clear_error();
+        w->ssl = NULL;
+    }
+    sluice__vk_fd_close(w);
+}
+
+const vk_transport sluice__vk_transport_tls = {
+    .name = "tls",
+    .open = tls_open,
+    .read = tls_read,
+    .write = tls_write,
+    .pending = tls_pending,
+    .close = tls_close,
+};

@@ -1,0 +1,55 @@
+/*
+ * unix.c - the Unix-socket transport: a server on this host, reached by
+ * the path of its socket (unix:///path/to/socket, the node's 'host'). Its
+ * bytes move as TCP's do (tcp.c); only the connect differs.
+ */
+#include "valkey/valkey.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static int unix_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
+                     uint64_t deadline_ms, uint64_t shown_ms)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t len = strlen(n->host);
+    int fd, err;
+
+    (void)tls;
+    if (len >= sizeof(a.sun_path))
+        return sluice__error(SLUICE_EURL, "valkey %s: a Unix socket's path "
+                             "holds at most %zu bytes", n->name,
+                             sizeof(a.sun_path) - 1);
+    memcpy(a.sun_path, n->host, len + 1);
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                     0)) < 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                             strerror(errno));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        /* A full backlog answers EAGAIN at once: an outage, as a refused
+           TCP connect is. */
+        err = errno == EINPROGRESS
+                  ? sluice__vk_fd_wait_connected(fd, n, deadline_ms, shown_ms)
+                  : sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
+                                  n->name, strerror(errno));
+        if (err < 0) {
+            close(fd);
+            return err;
+        }
+    }
+    w->fd = fd;
+    return SLUICE_OK;
+}
+
+const vk_transport sluice__vk_transport_unix = {
+    .name = "unix",
+    .open = unix_open,
+    .read = sluice__vk_fd_read,
+    .write = sluice__vk_fd_write,
+    .pending = sluice__vk_fd_pending,
+    .close = sluice__vk_fd_close,
+};
