@@ -18,7 +18,7 @@ N=${N:-100000}
 . "$(dirname "$0")/private_server.sh"
 bench_server_start
 store="valkey://127.0.0.1:$port"
-rcli() { bench_timeout redis-cli -p "$port" "$@"; }
+rcli() { bench_timeout "$BENCH_CLI" -p "$port" "$@"; }
 # usec NAME: usec_per_call of the command NAME since the last RESETSTAT.
 usec() {
     rcli INFO commandstats | tr -d '\r' |
@@ -30,7 +30,7 @@ calls() {
 }
 
 "$SLUICE" functions --load --store "$store" >/dev/null
-echo "$(redis-server --version | cut -d' ' -f1-3), N=$N per case, 1000 keys, 100 per 1s"
+echo "$(bench_server_version), N=$N per case, 1000 keys, 100 per 1s"
 printf '%-16s %14s %14s\n' algorithm "FCALL us/call" "EVALSHA us/call"
 for algo in $("$SLUICE" functions | sed -n "s/^algos\[#algos + 1\] = {name = '\([a-z-]*\)'.*/\1/p"); do
     rcli FLUSHALL >/dev/null

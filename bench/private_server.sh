@@ -4,6 +4,12 @@
 #
 #   . bench/private_server.sh
 #   bench_server_start [redis-server arguments...]   sets $port, $pid, $tmp
+#   bench_server_version                 "redis 7.0.15 (/usr/bin/redis-server)"
+#
+# The build is the test suite's: $SLUICE_TEST_SERVER and $SLUICE_TEST_CLI
+# when set, else redis-server and redis-cli, else valkey-server and
+# valkey-cli ($BENCH_SERVER and $BENCH_CLI, set when this is sourced; a
+# bad path stops the script at once with the reason).
 #
 # BENCH_SERVER_UNDER, when set, is put before redis-server (a tool that runs
 # it in the same process, as valgrind does: its PID is still the server's).
@@ -14,6 +20,28 @@
 
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
 bench_timeout() { timeout "$BENCH_TIMEOUT" "$@"; }
+
+# bench_binary VAR NAME FALLBACK: the program VAR names (a path or a name in
+# PATH), else NAME, else FALLBACK from PATH; exits 1 with why if none.
+bench_binary() {
+    local var=$1 value=${!1-} path
+    if [ -n "$value" ]; then
+        path=$value
+        [[ $value == */* ]] || path=$(type -P -- "$value")
+        if [ -n "$path" ] && [ -f "$path" ] && [ -x "$path" ]; then
+            printf '%s\n' "$path"
+            return 0
+        fi
+        echo "bench: $var=$value: not an executable" >&2
+        exit 1
+    fi
+    type -P -- "$2" || type -P -- "$3" || {
+        echo "bench: no $2 or $3 on PATH ($var names another)" >&2
+        exit 1
+    }
+}
+BENCH_SERVER=$(bench_binary SLUICE_TEST_SERVER redis-server valkey-server) || exit 1
+BENCH_CLI=$(bench_binary SLUICE_TEST_CLI redis-cli valkey-cli) || exit 1
 
 # A port in 20000..29999 that nothing answers on: bash's /dev/tcp connects
 # or fails at once on loopback.
@@ -33,21 +61,34 @@ bench_free_port() {
 bench_server_start() {
     port=$(bench_free_port)
     tmp=$(mktemp -d)
-    ${BENCH_SERVER_UNDER:-} redis-server --port "$port" --bind 127.0.0.1 \
+    ${BENCH_SERVER_UNDER:-} "$BENCH_SERVER" --port "$port" --bind 127.0.0.1 \
         --save '' --appendonly no --dir "$tmp" --daemonize no "$@" \
         >"$tmp/log" 2>&1 &
     pid=$!
     trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
     for _ in $(seq 1 400); do
-        redis-cli -p "$port" PING >/dev/null 2>&1 && break
+        "$BENCH_CLI" -p "$port" PING >/dev/null 2>&1 && break
         sleep 0.05
     done
     # The server answering must be the one started here, not another that
     # took the port first.
-    if [ "$(redis-cli -p "$port" INFO server 2>/dev/null | tr -d '\r' |
+    if [ "$("$BENCH_CLI" -p "$port" INFO server 2>/dev/null | tr -d '\r' |
             sed -n 's/^process_id://p')" != "$pid" ]; then
-        echo "bench: redis-server on port $port did not start (see below)" >&2
+        echo "bench: $BENCH_SERVER on port $port did not start (see below)" >&2
         cat "$tmp/log" >&2
         exit 1
+    fi
+}
+
+# What the server started runs: "redis 7.0.15 (PATH)", or "valkey 8.0.1
+# (PATH)" when INFO server has a valkey_version.
+bench_server_version() {
+    local info v
+    info=$("$BENCH_CLI" -p "$port" INFO server 2>/dev/null | tr -d '\r')
+    v=$(printf '%s\n' "$info" | sed -n 's/^valkey_version://p')
+    if [ -n "$v" ]; then
+        echo "valkey $v ($BENCH_SERVER)"
+    else
+        echo "redis $(printf '%s\n' "$info" | sed -n 's/^redis_version://p') ($BENCH_SERVER)"
     fi
 }

@@ -9,8 +9,9 @@
 #                                             the server's time per decision
 #                                             alone (bench/module_bench.sh)
 #
-# What it installs, when missing: redis-server and redis-benchmark (Debian's
-# redis-server and redis-tools), Python limits with redis-py (Debian's
+# What it installs, when missing: redis-server (unless $SLUICE_TEST_SERVER
+# names the server to measure) and redis-benchmark (Debian's redis-server
+# and redis-tools), Python limits with redis-py (Debian's
 # python3-limits and python3-redis, for /usr/bin/python3), and the Node peer's
 # packages (npm ci in bench/peers, versions pinned by its package-lock.json;
 # node_modules is not committed). An install that fails is a warning, not an
@@ -44,7 +45,10 @@ apt_install() {
         >/dev/null 2>&1 || { say "apt-get install $* failed"; return 1; }
 }
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+# The server measured is $SLUICE_TEST_SERVER when set (the launcher's
+# rule, tests/support/server.h); Debian's is installed only when it is not.
+if { [ -z "${SLUICE_TEST_SERVER:-}" ] && ! command -v redis-server >/dev/null; } ||
+   ! command -v redis-benchmark >/dev/null; then
     say "installing redis-server and redis-tools"
     apt_install redis-server redis-tools
 fi

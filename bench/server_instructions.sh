@@ -30,7 +30,7 @@ SLUICE=$BUILD/cli/sluice
 N=${N:-5000}
 # Every request admitted: the common path, as INCR always is.
 MAX=100000
-for tool in valgrind callgrind_annotate redis-server redis-benchmark; do
+for tool in valgrind callgrind_annotate redis-benchmark; do
     command -v "$tool" >/dev/null ||
         { echo "server_instructions: $tool is missing" >&2; exit 1; }
 done
@@ -45,7 +45,7 @@ BENCH_SERVER_UNDER="valgrind --tool=callgrind --toggle-collect=call"
 BENCH_SERVER_UNDER+=" --callgrind-out-file=$work/cg.out"
 bench_server_start --loadmodule "$MODULE"
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp" "$work"' EXIT
-rcli() { bench_timeout redis-cli -p "$port" "$@"; }
+rcli() { bench_timeout "$BENCH_CLI" -p "$port" "$@"; }
 "$SLUICE" functions --load --store "valkey://127.0.0.1:$port" >/dev/null
 "$SLUICE" peek probe --algo fixed --max 1 --window 1s \
     --store "valkey://127.0.0.1:$port" >/dev/null
@@ -66,7 +66,7 @@ count() {
     awk -v t="${total:-0}" -v n="$N" 'BEGIN { printf "%.0f", t / n }'
 }
 
-echo "$(redis-server --version | cut -d' ' -f1-3), callgrind, N=$N per case" \
+echo "$(bench_server_version), callgrind, N=$N per case" \
      "after 3000 to make the keys, redis-benchmark -c 1 -r 1000," \
      "$MAX per 1 h; instructions per request"
 printf '%-16s %10s %10s %10s %12s\n' algorithm module EVALSHA FCALL "module/INCR"

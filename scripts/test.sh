@@ -6,7 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev redis-server
+# openssl makes the TLS tests' certificates (tests/support/tls_certs.h).
+sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev openssl
+# The server build under test: Debian's redis-server, redis-tools
+# (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
+# and SLUICE_TEST_SENTINEL name another build (README: "Running the suite
+# against another server build").
+[ -n "${SLUICE_TEST_SERVER:-}" ] || sluice_need redis-server
+[ -n "${SLUICE_TEST_CLI:-}" ] || sluice_need redis-tools
+[ -n "${SLUICE_TEST_SENTINEL:-}" ] || sluice_need redis-sentinel
 
 jobs=$(nproc)
 run() {

@@ -86,7 +86,10 @@ typedef struct server {
     long db;
     char sluice_url[1024]; /* the URL given, or redis://127.0.0.1:PORT */
     char peer_url[1024];   /* the same server as redis://, for the peers */
-    char version[32];
+    char name[16];        /* "redis", or "valkey" when INFO server has a
+                             valkey_version */
+    char version[32];     /* its valkey_version, else its redis_version */
+    char binary[256];     /* the program started (own server), else "" */
     redisContext *ctl;
 } server;
 
@@ -292,6 +295,7 @@ typedef struct caller {
 
 /* launch.c */
 int bench_server_start(char *url, size_t cap);
+const char *bench_server_binary(void);
 void bench_server_stop(void);
 
 /* server.c */

@@ -39,9 +39,13 @@ static void json_setting(const report *rp)
 {
     const options *o = &rp->o;
 
-    printf("{\n  \"version\": \"%s\",\n  \"server\": {\"version\": ",
+    printf("{\n  \"version\": \"%s\",\n  \"server\": {\"name\": ",
            SLUICE_VERSION);
+    json_string(rp->srv.name);
+    printf(", \"version\": ");
     json_string(rp->srv.version);
+    printf(", \"binary\": ");
+    json_string(rp->srv.binary);
     printf(", \"host\": ");
     json_string(rp->srv.host);
     printf(", \"port\": %d, \"own\": %s},\n", rp->srv.port,

@@ -6,7 +6,8 @@
  * engine=module; the other sluice rows run the scripts (engine=lua).
  *
  * It is sluice_launcher (tests/support/server.h), which the tests start
- * their servers with too.
+ * their servers with too: so it is the build $SLUICE_TEST_SERVER names,
+ * else redis-server, else valkey-server.
  */
 #include "bench_server.h"
 #include "server.h" /* sluice_launcher: rs_start(), rs_stop() */
@@ -20,6 +21,12 @@ int bench_server_start(char *url, size_t cap)
         return -1;
     snprintf(url, cap, "%s", own.url);
     return 0;
+}
+
+/* The program the server runs (its path). */
+const char *bench_server_binary(void)
+{
+    return own.binary;
 }
 
 /* Stops the server and removes its directory. */

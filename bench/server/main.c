@@ -335,9 +335,9 @@ int main(int argc, char **argv)
     }
     if (server_open(&rp.srv, rp.o.store) < 0)
         return 1;
-    fprintf(stderr, "sluice_bench_server: redis-server %s on %s:%d; "
-            "checking the references\n", rp.srv.version, rp.srv.host,
-            rp.srv.port);
+    fprintf(stderr, "sluice_bench_server: %s %s on %s:%d; "
+            "checking the references\n", rp.srv.name, rp.srv.version,
+            rp.srv.host, rp.srv.port);
     tools_check(&rp);
     cases_build(&rp);
     srvtime_build(&rp);

@@ -222,19 +222,22 @@ static redisContext *server_connect(const server *s)
 
 /*
  * Starts the own server (with 'url' NULL), or reaches the given one; opens
- * the control connection and reads the server's version.
+ * the control connection and reads what the server is: valkey and its
+ * valkey_version when INFO server has one, else redis and its
+ * redis_version.
  */
 int server_open(server *s, const char *url)
 {
     char own_url[256];
     redisReply *r;
-    const char *v;
+    const char *v = NULL;
 
     if (url == NULL) {
         if (bench_server_start(own_url, sizeof(own_url)) < 0)
             return -1;
         s->own = true;
         url = own_url;
+        snprintf(s->binary, sizeof(s->binary), "%s", bench_server_binary());
     }
     if (url_parse(s, url) < 0)
         return -1;
@@ -246,8 +249,13 @@ int server_open(server *s, const char *url)
     }
     if ((r = ctl_cmd(s, "INFO server")) == NULL)
         return -1;
+    snprintf(s->name, sizeof(s->name), "redis");
     if (r->type == REDIS_REPLY_STRING &&
-        (v = info_field(r->str, "redis_version")) != NULL)
+        (v = info_field(r->str, "valkey_version")) != NULL)
+        snprintf(s->name, sizeof(s->name), "valkey");
+    else if (r->type == REDIS_REPLY_STRING)
+        v = info_field(r->str, "redis_version");
+    if (v != NULL)
         snprintf(s->version, sizeof(s->version), "%.*s",
                  (int)strcspn(v, "\r\n"), v);
     freeReplyObject(r);

@@ -508,10 +508,11 @@ void srvtime_text(const report *rp)
         any |= strcmp(st->rows[i].unavailable, "skipped (--only)") != 0;
     if (!any)
         return;
-    printf("\nServer time per decision (redis-server %s%s%s; every row "
+    printf("\nServer time per decision (%s %s%s%s; every row "
            "sent by redis-benchmark -c %u -r %u\n-n %lu on the same %u "
            "keys, emptied between rows; a limit of %s per %u ms window; "
-           "one run)\n", rp->srv.version, st->module[0] ? ", " : "",
+           "one run)\n", rp->srv.name, rp->srv.version,
+           st->module[0] ? ", " : "",
            st->module, SRV_CLIENTS, SRV_KEYS, st->calls, SRV_KEYS, SRV_MAX,
            SRV_WINDOW_MS);
     printf("  %-16s %-10s %8s %8s %9s %10s %9s\n", "algorithm", "sent as",

@@ -141,11 +141,12 @@ static void text_setting(const report *rp, bool cases)
 {
     const options *o = &rp->o;
 
-    printf("sluice %s server store benchmark: redis-server %s on %s:%d "
-           "(%s)\n",
-           SLUICE_VERSION, rp->srv.version, rp->srv.host, rp->srv.port,
-           rp->srv.own ? "started here: --save '' --appendonly no, "
-                         "emptied before each case"
+    printf("sluice %s server store benchmark: %s %s on %s:%d (%s%s%s)\n",
+           SLUICE_VERSION, rp->srv.name, rp->srv.version, rp->srv.host,
+           rp->srv.port, rp->srv.own ? "started here: " : "",
+           rp->srv.binary,
+           rp->srv.own ? ", --save '' --appendonly no, emptied before each "
+                         "case"
                        : "given by --store; not emptied");
     if (cases)
         printf("%.3g s per case, median of %u interleaved run%s; ",

@@ -25,8 +25,10 @@ TMP=$(mktemp -d)
 server_pid=
 trap 'stop_pid "$server_pid"; rm -rf "$TMP"' EXIT
 
-# pass, fail, stop_pid and spawn_server
+# pass, fail, stop_pid, spawn_server, and the build under test: SERVER and
+# CLI (the benchmark's own server is the launcher's: the same build)
 . "$(dirname "$0")/../cli/lib/cli_helpers.sh"
+use_test_binaries srvtime_test
 
 # check_that WHAT COMMAND...: passes when COMMAND succeeds.
 check_that() {
@@ -73,6 +75,8 @@ check_that "own server: --only leaves out the server CPU section" \
 out=$TMP/own.txt
 "$BENCH" --quick --no-peers --no-diag --only srvtime_incr,srvtime_gcra_module \
     >"$out" 2>/dev/null
+check_that "table: the header names the build measured ($SERVER)" \
+    grep -Eq "^sluice [^ ]+ server store benchmark: (redis|valkey) [0-9.]+ on 127\.0\.0\.1:[0-9]+ \(started here: $SERVER, " "$out"
 check_that "table: the section and its rows" \
     grep -q '^Server time per decision' "$out"
 check_that "table: INCR's figures" \
@@ -88,19 +92,20 @@ check_that "table: no main table when --only names none of its cases" \
 
 # ---- A server given by --store: no module, no FUNCTION LOAD -------------------
 
-SERVER=$(command -v redis-server || command -v valkey-server)
-CLI=$(command -v redis-cli || command -v valkey-cli)
 port=$((20000 + RANDOM % 10000))
 spawn_server "$port" "$TMP/server.log" \
     --user default on nopass '~*' '&*' '+@all' \
     --user bench on '>pw' '~*' '&*' '+@all' '-function'
 server_pid=$spawned_pid
+echo "srvtime_test: --store server $(server_version "$port")"
 "$CLI" -p "$port" SET other 1 >/dev/null
 url=redis://bench:pw@127.0.0.1:$port
 out=$TMP/store.json
 "$BENCH" --quick --no-peers --no-diag --only srvtime_fixed,srvtime_incr \
     --store "$url" --json >"$out" 2>/dev/null
 check_that "--store: exit status 0" [ $? -eq 0 ]
+check_that "--store: the JSON names the server" \
+    grep -Eq '"server": \{"name": "(redis|valkey)", "version": "[0-9.]+", "binary": ""' "$out"
 check_that "--store without the module: its row says so" \
     unavailable "$out" srvtime_fixed_module "the server has no sluice module"
 check_that "--store, FUNCTION LOAD refused: the FCALL row says so" \

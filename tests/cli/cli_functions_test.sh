@@ -3,8 +3,9 @@
 # cli_functions_test.sh - checks 'sluice functions': it prints the Functions
 # library, which redis-cli loads; --load loads it through the library's own
 # connection code; and its mistakes get usage errors. Against a private
-# valkey-server (or redis-server, 7 or later) on an unusual port, in a
-# mktemp -d folder, stopped by a trap.
+# server (7 or later: $SLUICE_TEST_SERVER, else redis-server, else
+# valkey-server) on an unusual port, in a mktemp -d folder, stopped by a
+# trap.
 #
 # Usage: bash tests/cli/cli_functions_test.sh PATH-TO-SLUICE
 #
@@ -18,13 +19,9 @@ SLUICE=${1:?usage: cli_functions_test.sh PATH-TO-SLUICE}
 passed=0
 failed=0
 
-SERVER=$(command -v valkey-server || command -v redis-server || true)
-CLI=$(command -v valkey-cli || command -v redis-cli || true)
-if [ -z "$SERVER" ] || [ -z "$CLI" ]; then
-    echo "FAIL: no valkey-server/redis-server and -cli on PATH"
-    echo "cli_functions_test: 0 passed, 1 failed"
-    exit 1
-fi
+# The helpers, and the build under test: SERVER and CLI
+. "$(dirname "$0")/lib/cli_helpers.sh"
+use_test_binaries cli_functions_test
 
 TMP=$(mktemp -d)
 server_pid=
@@ -37,8 +34,6 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-
-. "$(dirname "$0")/lib/cli_helpers.sh"
 
 start_server cli_functions_test 25000
 STORE="valkey://127.0.0.1:$port"

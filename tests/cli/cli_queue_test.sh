@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 #
 # cli_queue_test.sh - checks 'sluice queue', 'sluice work' and 'sluice demo
-# chat' against a real server: a private valkey-server (or redis-server) on
-# an unusual port, in a mktemp -d folder, stopped by PID in a trap. Without a
-# server binary it fails: the test command (scripts/test.sh) installs one.
+# chat' against a real server: a private server ($SLUICE_TEST_SERVER, else
+# redis-server, else valkey-server) on an unusual port, in a mktemp -d
+# folder, stopped by PID in a trap. Without a server binary it fails: the
+# test command (scripts/test.sh) installs one.
 #
 # Usage: bash tests/cli/cli_queue_test.sh PATH-TO-SLUICE
 #
@@ -17,12 +18,10 @@ SLUICE=${1:?usage: cli_queue_test.sh PATH-TO-SLUICE}
 passed=0
 failed=0
 
-SERVER=$(command -v valkey-server || command -v redis-server || true)
-if [ -z "$SERVER" ]; then
-    echo "FAIL: no valkey-server or redis-server on PATH"
-    echo "cli_queue_test: 0 passed, 1 failed"
-    exit 1
-fi
+# pass, fail, run, run_in, check, usage_error, expect_eq, start_server,
+# terminal_safe, start_fake, and the build under test: SERVER and CLI
+. "$(dirname "$0")/lib/cli_helpers.sh"
+use_test_binaries cli_queue_test
 
 TMP=$(mktemp -d)
 server_pid=
@@ -36,10 +35,6 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- Helpers ------------------------------------------------------------------
-
-# pass, fail, run, run_in, check, usage_error, expect_eq, start_server,
-# terminal_safe and start_fake
-. "$(dirname "$0")/lib/cli_helpers.sh"
 
 # check_err NAME RC PATTERN: the last run exited RC and stderr matches.
 check_err() {
@@ -300,7 +295,7 @@ check "the lease holder completes it" 0 '^done$'
 
 # ---- Control bytes in names and in the server's errors ---------------------------------------
 
-RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")
+RAW=("$CLI" -p "$port")
 esc=$(printf 'e\033[31m')
 "$SLUICE" queue add "$esc" --data x "${S[@]}" >/dev/null 2>&1
 run work "$esc" --count 1 "${S[@]}"

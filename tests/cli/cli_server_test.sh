@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 #
 # cli_server_test.sh - checks the sluice command line against a real server
-# store: a private valkey-server (or redis-server) on an unusual port, in a
-# mktemp -d folder, stopped by a trap. Without a server binary it fails: the
-# test command (scripts/test.sh) installs one.
+# store: a private server ($SLUICE_TEST_SERVER, else redis-server, else
+# valkey-server) on an unusual port, in a mktemp -d folder, stopped by a
+# trap. Without a server binary it fails: the test command (scripts/test.sh)
+# installs one.
 #
 # Usage: bash tests/cli/cli_server_test.sh PATH-TO-SLUICE
 #
@@ -17,12 +18,10 @@ SLUICE=${1:?usage: cli_server_test.sh PATH-TO-SLUICE}
 passed=0
 failed=0
 
-SERVER=$(command -v valkey-server || command -v redis-server || true)
-if [ -z "$SERVER" ]; then
-    echo "FAIL: no valkey-server or redis-server on PATH"
-    echo "cli_server_test: 0 passed, 1 failed"
-    exit 1
-fi
+# pass, fail, run, run_in, check, usage_error, expect_eq, start_server,
+# terminal_safe, start_fake, and the build under test: SERVER and CLI
+. "$(dirname "$0")/lib/cli_helpers.sh"
+use_test_binaries cli_server_test
 
 TMP=$(mktemp -d)
 server_pid=
@@ -34,11 +33,6 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-
-# ---- Helpers ------------------------------------------------------------------
-
-# pass, fail, run, run_in, check, usage_error, expect_eq and start_server
-. "$(dirname "$0")/lib/cli_helpers.sh"
 
 # ---- The server -----------------------------------------------------------------
 
@@ -162,7 +156,7 @@ check "replay: the embedded store takes any gap (virtual time)" 0 '^3600001 g '
 
 # ---- ttl: the queue limiter's read ------------------------------------------------
 
-RAW=("$(command -v valkey-cli || command -v redis-cli)" -p "$port")
+RAW=("$CLI" -p "$port")
 Q="chat:42"
 run ttl "$Q" --store "$STORE"
 check "ttl: no counter, no cap: admit" 0 '^0$'

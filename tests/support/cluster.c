@@ -1,19 +1,15 @@
 /*
  * cluster.c - the Redis Cluster of cluster.h: nodes started with server.c,
- * made a cluster by redis-cli, watched through CLUSTER NODES; and the
- * state file by which the tests of a ctest run share one cluster.
+ * plain or TLS, made a cluster by redis-cli (rs_run()), watched through
+ * CLUSTER NODES; and the state file by which the tests of a ctest run
+ * share one cluster.
  */
 #include "cluster.h"
+#include "tls_certs.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- Nodes --------------------------------------------------------------- */
@@ -56,101 +52,29 @@ int rc_info_has(rc_cluster *c, int i, const char *cmd, const char *want)
 /* ---- Running redis-cli --------------------------------------------------- */
 
 /*
- * The child's side of run(): stdin from /dev/null, stdout and stderr into
- * the pipe, then exec. Only async-signal-safe calls: the parent may have
- * threads.
+ * The start of every `redis-cli --cluster` command line, into 'cli': the
+ * CLI of the build under test (rs_binary()) and, for a TLS cluster, --tls
+ * with the run's CA, client certificate and key. Returns the count, or -1.
  */
-static void run_child(const char *const *argv, int out_fd, int devnull,
-                      pid_t parent)
+static int cli_start(const rc_cluster *c, const char **cli)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127);
-    if (devnull >= 0)
-        dup2(devnull, STDIN_FILENO);
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(out_fd, STDERR_FILENO);
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-}
+    const rs_certs *certs;
+    int n = 0;
 
-/*
- * Reads 'fd' into 'out' (cut to 'cap') until it closes; kills 'pid' at
- * 'deadline'. Returns 0, or -1 on the deadline.
- */
-static int read_output(int fd, char *out, size_t cap, uint64_t deadline,
-                       pid_t pid, const char *what)
-{
-    size_t used = 0;
-
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        uint64_t now = rs_mono_ms();
-        char buf[4096];
-        ssize_t got;
-
-        if (now >= deadline) {
-            fprintf(stderr, "cluster.c: %s did not finish in time; killed\n",
-                    what);
-            kill(pid, SIGKILL);
+    if ((cli[n++] = rs_binary(RS_PROGRAM_CLI)) == NULL)
+        return -1;
+    if (c->tls) {
+        if ((certs = rs_certs_get()) == NULL)
             return -1;
-        }
-        if (poll(&p, 1, (int)(deadline - now)) <= 0)
-            continue;
-        if ((got = read(fd, buf, sizeof(buf))) <= 0) {
-            if (got < 0 && errno == EINTR)
-                continue;
-            return 0;
-        }
-        for (ssize_t i = 0; i < got && used + 1 < cap; i++)
-            out[used++] = buf[i];
-        if (cap > 0)
-            out[used] = '\0';
+        cli[n++] = "--tls";
+        cli[n++] = "--cacert";
+        cli[n++] = certs->ca_cert;
+        cli[n++] = "--cert";
+        cli[n++] = certs->client_cert;
+        cli[n++] = "--key";
+        cli[n++] = certs->client_key;
     }
-}
-
-/*
- * Runs a program ('argv', NULL-terminated; argv[0] is looked up in PATH),
- * its stdout and stderr read into 'out' (cut to 'cap'), killed after
- * 'timeout_ms'. Returns its exit status, or -1 if it could not run, was
- * killed or timed out. Safe while other threads run (see run_child()).
- */
-static int run(const char *const *argv, char *out, size_t cap,
-               uint64_t timeout_ms)
-{
-    int fds[2], status, st, devnull;
-    pid_t parent = getpid(), pid;
-
-    if (cap > 0)
-        out[0] = '\0';
-    if (pipe(fds) < 0) {
-        fprintf(stderr, "cluster.c: pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-    devnull = open("/dev/null", O_RDONLY);
-    fflush(NULL);
-    if ((pid = fork()) < 0) {
-        fprintf(stderr, "cluster.c: fork: %s\n", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        if (devnull >= 0)
-            close(devnull);
-        return -1;
-    }
-    if (pid == 0)
-        run_child(argv, fds[1], devnull, parent);
-    close(fds[1]);
-    if (devnull >= 0)
-        close(devnull);
-    status = read_output(fds[0], out, cap, rs_mono_ms() + timeout_ms, pid,
-                         argv[0]);
-    close(fds[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (status == 0)
-        status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return status;
+    return n;
 }
 
 /* ---- The map ------------------------------------------------------------- */
@@ -419,8 +343,9 @@ void rc_stop(rc_cluster *c)
 
 void rc_make_url(rc_cluster *c)
 {
-    size_t ulen = (size_t)snprintf(c->url, sizeof(c->url),
-                                   "redis+cluster://");
+    size_t ulen = (size_t)snprintf(c->url, sizeof(c->url), "%s",
+                                   c->tls ? "rediss+cluster://"
+                                          : "redis+cluster://");
     const char *sep = "";
 
     for (int i = 0; i < c->n; i++) {
@@ -469,13 +394,14 @@ static int node_args(const char **args, const char *const *extra)
 static int create_cluster(rc_cluster *c, int masters, int replicas)
 {
     char endpoints[RC_MAX_NODES][32], nrep[16], out[8192];
-    const char *cli[RC_MAX_NODES + 8];
-    int ncli = 0;
+    const char *cli[RC_MAX_NODES + 16];
+    int ncli;
 
     if (masters == 1)
         return rs_ok(&c->nodes[0].srv, "CLUSTER ADDSLOTSRANGE 0 16383");
     snprintf(nrep, sizeof(nrep), "%d", replicas);
-    cli[ncli++] = RC_CLI_BINARY;
+    if ((ncli = cli_start(c, cli)) < 0)
+        return -1;
     cli[ncli++] = "--cluster";
     cli[ncli++] = "create";
     for (int i = 0; i < c->n; i++) {
@@ -487,7 +413,7 @@ static int create_cluster(rc_cluster *c, int masters, int replicas)
     cli[ncli++] = nrep;
     cli[ncli++] = "--cluster-yes";
     cli[ncli] = NULL;
-    if (run(cli, out, sizeof(out), RC_CLI_TIMEOUT_MS) != 0) {
+    if (rs_run(cli, out, sizeof(out), RC_CLI_TIMEOUT_MS) != 0) {
         fprintf(stderr, "cluster.c: redis-cli --cluster create failed:\n%s\n",
                 out);
         return -1;
@@ -495,13 +421,18 @@ static int create_cluster(rc_cluster *c, int masters, int replicas)
     return 0;
 }
 
-int rc_start(rc_cluster *c, int masters, int replicas,
-             const char *const *extra)
+/*
+ * rc_start() and rc_start_tls(): 'tls_auth' is NULL for a plain cluster,
+ * else the nodes' --tls-auth-clients.
+ */
+static int start_cluster(rc_cluster *c, int masters, int replicas,
+                         const char *tls_auth, const char *const *extra)
 {
     const char *args[RS_MAX_EXTRA + 1];
 
     memset(c, 0, sizeof(*c));
     c->keeper = getpid();
+    c->tls = tls_auth != NULL;
     c->n = masters * (1 + replicas);
     if (masters < 1 || replicas < 0 || c->n > RC_MAX_NODES ||
         (masters < 3 && !(masters == 1 && replicas == 0))) {
@@ -516,7 +447,9 @@ int rc_start(rc_cluster *c, int masters, int replicas,
     }
     for (int i = 0; i < c->n; i++) {
         c->nodes[i].master = -1;
-        if (rs_start_cluster_node(&c->nodes[i].srv, args) < 0) {
+        if ((c->tls ? rs_start_tls_cluster_node(&c->nodes[i].srv, tls_auth,
+                                                args)
+                    : rs_start_cluster_node(&c->nodes[i].srv, args)) < 0) {
             c->n = i + 1;
             rc_stop(c);
             return -1;
@@ -531,6 +464,19 @@ int rc_start(rc_cluster *c, int masters, int replicas,
         return -1;
     }
     return 0;
+}
+
+int rc_start(rc_cluster *c, int masters, int replicas,
+             const char *const *extra)
+{
+    return start_cluster(c, masters, replicas, NULL, extra);
+}
+
+int rc_start_tls(rc_cluster *c, int masters, int replicas,
+                 const char *auth_clients, const char *const *extra)
+{
+    return start_cluster(c, masters, replicas,
+                         auth_clients != NULL ? auth_clients : "no", extra);
 }
 
 void rc_kill(rc_cluster *c, int i)
@@ -556,16 +502,20 @@ int rc_wait_promoted(rc_cluster *c, int i, uint64_t timeout_ms)
 int rc_reshard(rc_cluster *c, int from, int to, int nslots)
 {
     char endpoint[32], n[16], out[16384];
-    const char *cli[] = {RC_CLI_BINARY, "--cluster", "reshard", endpoint,
-                         "--cluster-from", c->nodes[from].id, "--cluster-to",
-                         c->nodes[to].id, "--cluster-slots", n,
-                         "--cluster-yes", NULL};
-    int rc;
+    const char *tail[] = {"--cluster", "reshard", endpoint, "--cluster-from",
+                          c->nodes[from].id, "--cluster-to", c->nodes[to].id,
+                          "--cluster-slots", n, "--cluster-yes", NULL};
+    const char *cli[32];
+    int rc, ncli;
 
     snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d",
              c->nodes[from].srv.port);
     snprintf(n, sizeof(n), "%d", nslots);
-    rc = run(cli, out, sizeof(out), RC_CLI_TIMEOUT_MS);
+    if ((ncli = cli_start(c, cli)) < 0)
+        return -1;
+    for (int i = 0; i <= 10; i++)
+        cli[ncli++] = tail[i]; /* with its NULL */
+    rc = rs_run(cli, out, sizeof(out), RC_CLI_TIMEOUT_MS);
     if (rc != 0) {
         fprintf(stderr, "cluster.c: redis-cli --cluster reshard failed "
                 "(%d):\n%s\n", rc, out);

@@ -27,9 +27,12 @@
  *                               node to ask (-1: the first live master).
  *   rc_keyslot(&c, key, len)    the server's CLUSTER KEYSLOT of a key.
  *   rc_reshard(&c, from, to, n) `redis-cli --cluster reshard`: moves n slots.
+ *   rc_start_tls(&c, 3, 1, "yes", NULL)  the same cluster over TLS only.
  *   rc_kill(&c, i)              SIGKILL node i (a crash); rc_wait_promoted()
  *                               waits for one of its replicas to take over.
  *   rc_stop(&c)                 stop every node and remove its directory.
+ *
+ * redis-cli is the build's (rs_binary(RS_PROGRAM_CLI), $SLUICE_TEST_CLI).
  *
  * Nodes run with a short --cluster-node-timeout (RC_NODE_TIMEOUT_MS) so a
  * failover takes seconds, --cluster-require-full-coverage no so the masters
@@ -62,7 +65,6 @@
 #define RC_NODE_TIMEOUT_MS 1000
 #define RC_READY_TIMEOUT_MS 30000
 #define RC_CLI_TIMEOUT_MS 120000
-#define RC_CLI_BINARY "redis-cli"
 /* The environment variable that names the shared cluster's state file. */
 #define RC_SHARED_ENV "SLUICE_TEST_CLUSTER"
 
@@ -85,6 +87,8 @@ typedef struct rc_cluster {
     char url[RC_MAX_NODES * 24 + 32];
     /* The process that started the nodes: this one, or the fixture's. */
     pid_t keeper;
+    /* Started by rc_start_tls(): every node speaks TLS only (RS_TLS). */
+    int tls;
 } rc_cluster;
 
 /* ---- Nodes --------------------------------------------------------------- */
@@ -122,6 +126,19 @@ int rc_wait_stable(rc_cluster *c, uint64_t timeout_ms);
  */
 int rc_start(rc_cluster *c, int masters, int replicas,
              const char *const *extra);
+/*
+ * rc_start() over TLS: every node is started with
+ * rs_start_tls_cluster_node() (TLS only on its client port, --tls-cluster
+ * yes, --tls-replication yes, --tls-auth-clients 'auth_clients', NULL
+ * "no"), and `redis-cli --cluster create` (and rc_reshard()) runs with --tls
+ * and the run's CA, client certificate and key. c.url is
+ * "rediss+cluster://127.0.0.1:P1,..."; the caller adds the library's TLS
+ * options. The harness's own commands (rc_cmdargv(), rc_refresh()...) go
+ * through each node's Unix socket (see rs_start_tls()). Not for the shared
+ * cluster: its state file keeps plain nodes only.
+ */
+int rc_start_tls(rc_cluster *c, int masters, int replicas,
+                 const char *auth_clients, const char *const *extra);
 /* Stops every node and removes its directory. */
 void rc_stop(rc_cluster *c);
 /* Kills node 'i' with SIGKILL, like a crash. */

@@ -4,6 +4,7 @@
  * out (see server.h for how).
  */
 #include "server.h"
+#include "tls_certs.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -155,7 +156,7 @@ static void remove_dirs_now(void)
 
         if (s == NULL || s->owner != getpid() || s->dir[0] == '\0')
             continue;
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < RS_FILES; f++)
             unlink(s->files[f]);
         rmdir(s->dir);
     }
@@ -238,39 +239,88 @@ void rs_print_log(const rs_server *s)
     fclose(f);
 }
 
-/*
- * Forks and execs the server on 's->port'. The argument vector is built
- * before fork(), so the child only calls async-signal-safe functions until
- * exec (the parent may have threads).
- */
-static int spawn_server(rs_server *s)
-{
-    char port[16], bus[16], log[300];
-    const char *argv[40 + RS_MAX_EXTRA];
-    int argc = 0;
-    pid_t parent = getpid(), pid;
-    int devnull;
+/* The texts the argument vector points into (see server_argv()). */
+typedef struct argv_text {
+    char port[16], bus[16], log[300], conf[300];
+} argv_text;
 
-    snprintf(port, sizeof(port), "%d", s->port);
-    snprintf(bus, sizeof(bus), "%d", s->bus_port);
-    snprintf(log, sizeof(log), "%s/log", s->dir);
-    argv[argc++] = RS_BINARY;
+/*
+ * The arguments that make 's' listen where its kind says, into 'argv' from
+ * 'argc': plain TCP; TLS only on 'port' with the run's certificates and a
+ * Unix socket for the helper; or a Unix socket only. Returns the new count,
+ * or -1 if TLS has no certificates.
+ */
+static int listen_args(const rs_server *s, const char **argv, int argc,
+                       const char *port)
+{
+    const rs_certs *c;
+
     argv[argc++] = "--port";
-    argv[argc++] = port;
+    argv[argc++] =
+        s->kind == RS_TCP || s->kind == RS_SENTINEL ? port : "0";
+    if (s->kind == RS_TLS) {
+        if ((c = rs_certs_get()) == NULL)
+            return -1;
+        argv[argc++] = "--tls-port";
+        argv[argc++] = port;
+        argv[argc++] = "--tls-cert-file";
+        argv[argc++] = c->server_cert;
+        argv[argc++] = "--tls-key-file";
+        argv[argc++] = c->server_key;
+        argv[argc++] = "--tls-ca-cert-file";
+        argv[argc++] = c->ca_cert;
+        argv[argc++] = "--tls-auth-clients";
+        argv[argc++] = s->tls_auth;
+        if (s->bus_port != 0) {
+            argv[argc++] = "--tls-cluster";
+            argv[argc++] = "yes";
+            argv[argc++] = "--tls-replication";
+            argv[argc++] = "yes";
+        }
+    }
+    if (s->sock[0] != '\0') {
+        argv[argc++] = "--unixsocket";
+        argv[argc++] = s->sock;
+        argv[argc++] = "--unixsocketperm";
+        argv[argc++] = "700";
+    }
+    return argc;
+}
+
+/*
+ * The server's whole argument vector into 'argv' (room for 50 +
+ * RS_MAX_EXTRA), pointing into 't' and 's'; -1 if it cannot be made. A
+ * sentinel takes its configuration file first.
+ */
+static int server_argv(const rs_server *s, const char **argv, argv_text *t)
+{
+    int argc = 0;
+
+    snprintf(t->port, sizeof(t->port), "%d", s->port);
+    snprintf(t->bus, sizeof(t->bus), "%d", s->bus_port);
+    snprintf(t->log, sizeof(t->log), "%s/log", s->dir);
+    snprintf(t->conf, sizeof(t->conf), "%s/sentinel.conf", s->dir);
+    argv[argc++] = s->binary;
+    if (s->kind == RS_SENTINEL)
+        argv[argc++] = t->conf;
+    if ((argc = listen_args(s, argv, argc, t->port)) < 0)
+        return -1;
     argv[argc++] = "--bind";
     argv[argc++] = "127.0.0.1";
     argv[argc++] = "--dir";
     argv[argc++] = s->dir;
-    argv[argc++] = "--save";
-    argv[argc++] = "";
-    argv[argc++] = "--appendonly";
-    argv[argc++] = "no";
     argv[argc++] = "--daemonize";
     argv[argc++] = "no";
     argv[argc++] = "--logfile";
-    argv[argc++] = log;
-    argv[argc++] = "--enable-debug-command";
-    argv[argc++] = "local";
+    argv[argc++] = t->log;
+    if (s->kind != RS_SENTINEL) {
+        argv[argc++] = "--save";
+        argv[argc++] = "";
+        argv[argc++] = "--appendonly";
+        argv[argc++] = "no";
+        argv[argc++] = "--enable-debug-command";
+        argv[argc++] = "local";
+    }
     if (s->bus_port > 0) {
         /* The bus port is given, not port + 10000: a free port may be
            above 55535. The node's state file goes in its own directory. */
@@ -279,12 +329,28 @@ static int spawn_server(rs_server *s)
         argv[argc++] = "--cluster-config-file";
         argv[argc++] = "nodes.conf";
         argv[argc++] = "--cluster-port";
-        argv[argc++] = bus;
+        argv[argc++] = t->bus;
     }
     for (int i = 0; i < s->nextra; i++)
         argv[argc++] = s->extra[i]; /* later arguments win in redis-server */
     argv[argc] = NULL;
+    return argc;
+}
 
+/*
+ * Forks and execs the server on 's->port'. The argument vector is built
+ * before fork(), so the child only calls async-signal-safe functions until
+ * exec (the parent may have threads).
+ */
+static int spawn_server(rs_server *s)
+{
+    argv_text t;
+    const char *argv[50 + RS_MAX_EXTRA];
+    pid_t parent = getpid(), pid;
+    int devnull;
+
+    if (server_argv(s, argv, &t) < 0)
+        return -1;
     fflush(NULL);
     devnull = open("/dev/null", O_RDWR);
     pid = fork();
@@ -303,7 +369,7 @@ static int spawn_server(rs_server *s)
             dup2(devnull, STDIN_FILENO);
             dup2(devnull, STDOUT_FILENO);
         }
-        execvp(RS_BINARY, (char *const *)argv);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     if (devnull >= 0)
@@ -312,6 +378,18 @@ static int spawn_server(rs_server *s)
     s->owner = parent;
     s->paused = 0;
     return 0;
+}
+
+/*
+ * A new connection for the helper or the readiness check: to the Unix
+ * socket when the server has one (a TLS server's only plain way in), else
+ * to its TCP port. NULL only when out of memory; else check c->err.
+ */
+static redisContext *connect_plain(const rs_server *s, struct timeval tv)
+{
+    if (s->sock[0] != '\0')
+        return redisConnectUnixWithTimeout(s->sock, tv);
+    return redisConnectWithTimeout("127.0.0.1", s->port, tv);
 }
 
 /*
@@ -331,7 +409,7 @@ static int wait_until_ready(rs_server *s, uint64_t timeout_ms)
             s->pid = 0;
             return -1;
         }
-        c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+        c = connect_plain(s, tv);
         if (c != NULL && c->err == 0) {
             redisReply *r;
 
@@ -387,6 +465,55 @@ void rs_terminate(rs_server *s, int sig, uint64_t grace_ms)
     }
 }
 
+/* The URL a client of the library opens 's' with. */
+static void make_url(rs_server *s)
+{
+    if (s->kind == RS_UNIX)
+        /* make_dir() made sure it fits. */
+        snprintf(s->url, sizeof(s->url), "unix://%.56s", s->sock);
+    else
+        snprintf(s->url, sizeof(s->url), "%s://127.0.0.1:%d",
+                 s->kind == RS_TLS ? "rediss" : "redis", s->port);
+}
+
+/*
+ * Says once per process, on stderr, which build the first server (and the
+ * first sentinel) runs: a run's output names what it tested.
+ */
+static void describe_once(rs_server *s)
+{
+    static int said[2];
+    int sentinel = s->kind == RS_SENTINEL;
+    char what[400];
+
+    if (said[sentinel])
+        return;
+    said[sentinel] = 1;
+    rs_describe(s, what, sizeof(what));
+    fprintf(stderr, "server.c: %s %s\n", sentinel ? "sentinel" : "server",
+            what);
+}
+
+/* Fresh free ports into 's' (none for a Unix-socket server); 0 or -1. */
+static int pick_ports(rs_server *s)
+{
+    if (s->kind != RS_UNIX && (s->port = rs_free_port()) < 0) {
+        fprintf(stderr, "server.c: no free port: %s\n", strerror(errno));
+        return -1;
+    }
+    if (s->bus_port != 0) {
+        do
+            s->bus_port = rs_free_port();
+        while (s->bus_port == s->port);
+        if (s->bus_port < 0) {
+            fprintf(stderr, "server.c: no free port: %s\n",
+                    strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /*
  * Starts a server on the port in 's' (restart) or, when 'new_port' is set,
  * on a fresh free port (and bus port, for a cluster node), retrying with
@@ -395,25 +522,13 @@ void rs_terminate(rs_server *s, int sig, uint64_t grace_ms)
 int rs_launch(rs_server *s, int new_port)
 {
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (new_port && (s->port = rs_free_port()) < 0) {
-            fprintf(stderr, "server.c: no free port: %s\n",
-                    strerror(errno));
+        if (new_port && pick_ports(s) < 0)
             return -1;
-        }
-        if (new_port && s->bus_port != 0) {
-            do
-                s->bus_port = rs_free_port();
-            while (s->bus_port == s->port);
-            if (s->bus_port < 0) {
-                fprintf(stderr, "server.c: no free port: %s\n",
-                        strerror(errno));
-                return -1;
-            }
-        }
         if (spawn_server(s) < 0)
             return -1;
         if (wait_until_ready(s, RS_READY_TIMEOUT_MS) == 0) {
-            snprintf(s->url, sizeof(s->url), "redis://127.0.0.1:%d", s->port);
+            make_url(s);
+            describe_once(s);
             return 0;
         }
         rs_terminate(s, SIGKILL, 0);
@@ -421,21 +536,15 @@ int rs_launch(rs_server *s, int new_port)
            held for a moment: try again. */
         rs_sleep_ms(100);
     }
-    fprintf(stderr, "server.c: %s did not start on port %d\n",
-            RS_BINARY, s->port);
+    fprintf(stderr, "server.c: %s did not start on port %d\n", s->binary,
+            s->port);
     rs_print_log(s);
     return -1;
 }
 
-/* rs_start() and rs_start_cluster_node(): the latter when 'cluster'. */
-static int start_common(rs_server *s, const char *const *extra, int cluster)
+/* Copies 'extra' into 's' (the password of --requirepass too); 0 or -1. */
+static int keep_extra(rs_server *s, const char *const *extra)
 {
-    char tmpl[256];
-    const char *tmp = getenv("TMPDIR");
-
-    memset(s, 0, sizeof(*s));
-    s->bus_port = cluster ? -1 : 0; /* -1: rs_launch() picks one */
-    install_handlers();
     for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
         if (s->nextra == RS_MAX_EXTRA) {
             fprintf(stderr, "server.c: too many extra arguments\n");
@@ -445,19 +554,82 @@ static int start_common(rs_server *s, const char *const *extra, int cluster)
         if (i > 0 && strcmp(extra[i - 1], "--requirepass") == 0)
             s->password = s->extra[s->nextra - 1];
     }
-    snprintf(tmpl, sizeof(tmpl), "%s/sluice-redis-XXXXXX",
+    return 0;
+}
+
+/*
+ * The server's private directory, and the names of what it may write
+ * there (for the signal handler); 0 or -1.
+ */
+static int make_dir(rs_server *s)
+{
+    static const char *const names[RS_FILES] = {
+        "log", "dump.rdb", "nodes.conf", "redis.sock", "sentinel.conf"};
+    const char *tmp = getenv("TMPDIR");
+
+    snprintf(s->dir, sizeof(s->dir), "%s/sluice-redis-XXXXXX",
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-    if (mkdtemp(tmpl) == NULL) {
-        fprintf(stderr, "server.c: mkdtemp %s: %s\n", tmpl,
+    if (mkdtemp(s->dir) == NULL) {
+        fprintf(stderr, "server.c: mkdtemp %s: %s\n", s->dir,
                 strerror(errno));
+        s->dir[0] = '\0';
         return -1;
     }
-    snprintf(s->dir, sizeof(s->dir), "%s", tmpl);
-    snprintf(s->files[0], sizeof(s->files[0]), "%s/log", s->dir);
-    snprintf(s->files[1], sizeof(s->files[1]), "%s/dump.rdb", s->dir);
-    snprintf(s->files[2], sizeof(s->files[2]), "%s/nodes.conf", s->dir);
+    for (int f = 0; f < RS_FILES; f++)
+        snprintf(s->files[f], sizeof(s->files[f]), "%s/%s", s->dir,
+                 names[f]);
+    if (s->kind == RS_TLS || s->kind == RS_UNIX) {
+        /* sun_path holds 108 bytes with its NUL; the URL names it. */
+        if (snprintf(s->sock, sizeof(s->sock), "%s", s->files[3]) >=
+                (int)sizeof(s->sock) ||
+            strlen(s->sock) + strlen("unix://") >= sizeof(s->url)) {
+            fprintf(stderr, "server.c: %s: too long for a Unix socket "
+                    "(set a shorter TMPDIR)\n", s->sock);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Writes 'text' as the sentinel's configuration file; 0 or -1. */
+static int write_conf(const rs_server *s, const char *text)
+{
+    FILE *f = fopen(s->files[4], "w");
+
+    if (f == NULL) {
+        fprintf(stderr, "server.c: %s: %s\n", s->files[4], strerror(errno));
+        return -1;
+    }
+    fputs(text, f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/*
+ * Every rs_start*(): a server of 'kind' ('tls_auth' for RS_TLS; a cluster
+ * node when 'cluster'; 'conf' the sentinel's configuration), 'extra' after
+ * the launcher's own arguments.
+ */
+static int start_common(rs_server *s, const char *const *extra, rs_kind kind,
+                        const char *tls_auth, int cluster, const char *conf)
+{
+    const char *binary;
+
+    memset(s, 0, sizeof(*s));
+    s->kind = kind;
+    s->bus_port = cluster ? -1 : 0; /* -1: rs_launch() picks one */
+    snprintf(s->tls_auth, sizeof(s->tls_auth), "%s",
+             tls_auth != NULL ? tls_auth : "no");
+    install_handlers();
+    binary = rs_binary(kind == RS_SENTINEL ? RS_PROGRAM_SENTINEL
+                                           : RS_PROGRAM_SERVER);
+    if (binary == NULL || keep_extra(s, extra) < 0 ||
+        (kind == RS_TLS && rs_certs_get() == NULL))
+        return -1;
+    snprintf(s->binary, sizeof(s->binary), "%s", binary);
     s->owner = getpid();
     register_server(s);
+    if (make_dir(s) < 0 || (conf != NULL && write_conf(s, conf) < 0))
+        return -1;
     return rs_launch(s, 1);
 }
 
@@ -468,7 +640,7 @@ static int start_common(rs_server *s, const char *const *extra, int cluster)
  */
 int rs_start(rs_server *s, const char *const *extra)
 {
-    return start_common(s, extra, 0);
+    return start_common(s, extra, RS_TCP, NULL, 0, NULL);
 }
 
 /*
@@ -481,7 +653,41 @@ int rs_start(rs_server *s, const char *const *extra)
  */
 int rs_start_cluster_node(rs_server *s, const char *const *extra)
 {
-    return start_common(s, extra, 1);
+    return start_common(s, extra, RS_TCP, NULL, 1, NULL);
+}
+
+/*
+ * Starts a private server that speaks TLS only on its TCP port, with the
+ * run's certificates and --tls-auth-clients 'auth_clients' (NULL: "no"),
+ * and a Unix socket for the helper's connection (see server.h).
+ */
+int rs_start_tls(rs_server *s, const char *auth_clients,
+                 const char *const *extra)
+{
+    return start_common(s, extra, RS_TLS, auth_clients, 0, NULL);
+}
+
+/* rs_start_tls() for a cluster node: TLS on the bus and replication too. */
+int rs_start_tls_cluster_node(rs_server *s, const char *auth_clients,
+                              const char *const *extra)
+{
+    return start_common(s, extra, RS_TLS, auth_clients, 1, NULL);
+}
+
+/* Starts a private server on a Unix socket only (DIR/redis.sock, 700). */
+int rs_start_unix(rs_server *s, const char *const *extra)
+{
+    return start_common(s, extra, RS_UNIX, NULL, 0, NULL);
+}
+
+/*
+ * Starts redis-sentinel on a free port with 'conf' as its configuration
+ * file (it rewrites it) and 'extra' after it.
+ */
+int rs_start_sentinel(rs_server *s, const char *conf,
+                      const char *const *extra)
+{
+    return start_common(s, extra, RS_SENTINEL, NULL, 0, conf);
 }
 
 /* Kills the server (SIGKILL: no shutdown, like a crash). Keeps the port. */
@@ -536,9 +742,15 @@ redisContext *rs_conn(rs_server *s)
         return s->ctx;
     if (s->ctx != NULL)
         redisFree(s->ctx);
-    s->ctx = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    s->ctx = connect_plain(s, tv);
     if (s->ctx == NULL || s->ctx->err) {
-        fprintf(stderr, "server.c: connect to port %d: %s\n", s->port,
+        char where[320];
+
+        if (s->sock[0] != '\0')
+            snprintf(where, sizeof(where), "%s", s->sock);
+        else
+            snprintf(where, sizeof(where), "port %d", s->port);
+        fprintf(stderr, "server.c: connect to %s: %s\n", where,
                 s->ctx != NULL ? s->ctx->errstr : "out of memory");
         if (s->ctx != NULL)
             redisFree(s->ctx);

@@ -3,6 +3,62 @@
 # The caller sets SLUICE (the binary, for run), TMP (a scratch directory)
 # and passed=0 failed=0 before using these.
 
+# ---- The build under test -------------------------------------------------------
+
+# test_binary VAR NAME FALLBACK: prints the path of the program to run: the
+# one the environment variable VAR names (a path, or a name looked up in
+# PATH), else NAME from PATH, else FALLBACK from PATH. Returns 1, with the
+# reason on stderr, when VAR names no executable or neither is on PATH.
+test_binary() {
+    local var=$1 value=${!1-} path
+    if [ -n "$value" ]; then
+        path=$value
+        [[ $value == */* ]] || path=$(type -P -- "$value")
+        if [ -n "$path" ] && [ -f "$path" ] && [ -x "$path" ]; then
+            printf '%s\n' "$path"
+            return 0
+        fi
+        echo "$var=$value: not an executable" >&2
+        return 1
+    fi
+    type -P -- "$2" || type -P -- "$3" || {
+        echo "no $2 or $3 on PATH ($var names another)" >&2
+        return 1
+    }
+}
+
+# use_test_binaries NAME: sets SERVER and CLI to the build under test
+# ($SLUICE_TEST_SERVER and $SLUICE_TEST_CLI, else redis-server and
+# redis-cli, else valkey-server and valkey-cli), as the C tests' launcher
+# does (tests/support/server.h). If one is missing, prints why and NAME's
+# summary line, and exits 1.
+use_test_binaries() {
+    local why
+    if ! SERVER=$(test_binary SLUICE_TEST_SERVER redis-server valkey-server 2>&1) ||
+       ! CLI=$(test_binary SLUICE_TEST_CLI redis-cli valkey-cli 2>&1); then
+        why=$SERVER
+        [ -x "$SERVER" ] && why=$CLI
+        echo "FAIL: $why"
+        echo "$1: ${passed:-0} passed, $((${failed:-0} + 1)) failed"
+        exit 1
+    fi
+}
+
+# server_version PORT: what the server on 127.0.0.1:PORT runs, asked with
+# $CLI: "redis 7.0.15 ($SERVER)", or "valkey 8.0.1 (...)" when INFO server
+# has a valkey_version.
+server_version() {
+    local info v
+    info=$("$CLI" -p "$1" INFO server 2>/dev/null | tr -d '\r')
+    v=$(printf '%s\n' "$info" | sed -n 's/^valkey_version://p')
+    if [ -n "$v" ]; then
+        echo "valkey $v ($SERVER)"
+    else
+        v=$(printf '%s\n' "$info" | sed -n 's/^redis_version://p')
+        echo "redis ${v:-unknown} ($SERVER)"
+    fi
+}
+
 pass() {
     passed=$((passed + 1))
     echo "PASS: $1"
@@ -74,6 +130,8 @@ actual:   $3"
     fi
 }
 
+# ---- Processes -------------------------------------------------------------------
+
 # stop_pid PID...: stops each background process PID given (none for an
 # empty one) and reaps it.
 stop_pid() {
@@ -97,6 +155,8 @@ wait_port() {
     done
     return 1
 }
+
+# ---- Servers ---------------------------------------------------------------------
 
 # spawn_server PORT LOG [ARGS...]: starts $SERVER on PORT in $TMP, with
 # ARGS besides, its output in LOG, and waits until it takes connections.
@@ -122,7 +182,7 @@ start_server() {
         exit 1
     fi
     server_pid=$spawned_pid
-    pass "the server starts on port $port ($(basename "$SERVER"))"
+    pass "the server starts on port $port: $(server_version "$port")"
 }
 
 # wait_for FILE PATTERN SECONDS: waits until FILE has a line matching the
