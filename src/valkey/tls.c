@@ -133,16 +133,32 @@ void sluice__vk_tls_free(struct vk_tls *t)
 /*
  * The error of a failed SSL call on 'ssl' (its result 'rc'), 'doing' what
  * it was; 0 with '*want' set when it only has to wait. In the handshake
- * ('expected': the name the certificate must have; NULL after it) a TLS
+ * ('expected': the name the certificate must have; NULL after it; 'fresh':
+ * no reply byte came since it) a TLS
  * failure is SLUICE_EAUTH (the peer refused us, or we it); after it, an
  * alert from the peer is too, and a record that fails is SLUICE_EPROTO.
  */
 static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
-                    const char *expected, short *want)
+                    const char *expected, bool fresh, short *want)
 {
     int e = SSL_get_error(ssl, rc);
     unsigned long last = ERR_peek_last_error();
     char why[256];
+
+    /* A server that wants a client certificate we did not send finds out
+       after the handshake (TLS 1.3), and ends the connection: its alert
+       may be lost to the reset. A connection ended before its first reply
+       is that, or a server that refused us otherwise: never an outage. */
+    if (fresh && (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN ||
+                  (e == SSL_ERROR_SSL &&
+                   ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET)))
+        return sluice__error(SLUICE_EAUTH, "valkey %s: %s: the server ended "
+                             "TLS before its first reply (%s): does it want "
+                             "a client certificate (tls_cert, tls_key)?",
+                             n->name, doing,
+                             e == SSL_ERROR_SSL ? ssl_reason(why, sizeof(why))
+                             : errno != 0 ? strerror(errno)
+                                          : "the connection closed");
 
     switch (e) {
     case SSL_ERROR_WANT_READ:
@@ -239,9 +255,11 @@ static int tls_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
 
         ERR_clear_error();
         errno = 0;
-        if ((rc = SSL_do_handshake(ssl)) == 1)
+        if ((rc = SSL_do_handshake(ssl)) == 1) {
+            w->fresh = true;
             return SLUICE_OK;
-        if ((err = ssl_fail(ssl, rc, n, "TLS handshake", name, &want)) < 0) {
+        }
+        if ((err = ssl_fail(ssl, rc, n, "TLS handshake", name, false, &want)) < 0) {
             tls_close(w);
             return err;
         }
@@ -259,9 +277,11 @@ static ssize_t tls_read(vk_wire *w, const vk_node *n, char *buf, size_t len,
 
     ERR_clear_error();
     errno = 0;
-    if ((rc = SSL_read(w->ssl, buf, cap)) > 0)
+    if ((rc = SSL_read(w->ssl, buf, cap)) > 0) {
+        w->fresh = false;
         return rc;
-    return ssl_fail(w->ssl, rc, n, "read", NULL, want);
+    }
+    return ssl_fail(w->ssl, rc, n, "read", NULL, w->fresh, want);
 }
 
 static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
@@ -273,7 +293,7 @@ static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
     errno = 0;
     if ((rc = SSL_write(w->ssl, buf, cap)) > 0)
         return rc;
-    return ssl_fail(w->ssl, rc, n, "write", NULL, want);
+    return ssl_fail(w->ssl, rc, n, "write", NULL, w->fresh, want);
 }
 
 static bool tls_pending(const vk_wire *w)

@@ -85,6 +85,7 @@ typedef struct vk_wire {
     const struct vk_transport *t;
     int fd;
     void *ssl;            /* the TLS transport's SSL; NULL for the others */
+    bool fresh;           /* TLS: no reply byte read since the handshake */
     redisReader *reader;
     char *obuf;           /* formatted commands, [opos, olen) not written */
     size_t olen, opos, ocap;

@@ -40,6 +40,7 @@
 #include "server.h"
 #include "stores.h"
 #include "test.h"
+#include "tls_certs.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -48,6 +49,9 @@
 #include <string.h>
 
 static rs_server server;
+/* The store's URL on 'server', over the run's transport (main()). */
+static char base_url[600];
+static const char *transport;
 
 /* The engines a server store is compared on, and the one of this pass. */
 static const char *const engines[] = {"lua", "module"};
@@ -203,7 +207,7 @@ static void diff_open(diff_state *ds, const diff_run *run, uint64_t seed,
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
     ds->clock = test_vclock_opts(&opts, run->start_ms);
     ds->mem = test_store_open("mem://", "", &opts);
-    ds->vk = test_store_open(server.url, engine_query(), &opts);
+    ds->vk = test_store_open(base_url, engine_query(), &opts);
     ds->now = run->start_ms;
 }
 
@@ -547,7 +551,7 @@ static void test_large_costs(void)
     test_context("costs of 2^50");
     clock = test_vclock_opts(&opts, 5000000);
     st[0] = test_store_open("mem://", "", &opts);
-    st[1] = test_store_open(server.url, engine_query(), &opts);
+    st[1] = test_store_open(base_url, engine_query(), &opts);
     for (int l = 0; l < 2; l++) {
         if (!engine_runs(lims[l].algo))
             continue;
@@ -615,7 +619,7 @@ static void test_log_top_of_range(void)
     test_context("sliding-log at the top of the documented range");
     clock = test_vclock_opts(&opts, T);
     st[0] = test_store_open("mem://", "", &opts);
-    st[1] = test_store_open(server.url, engine_query(), &opts);
+    st[1] = test_store_open(base_url, engine_query(), &opts);
     for (int i = 0; i < 2; i++) {
         const char *name = i == 0 ? "embedded" : "valkey";
 
@@ -710,7 +714,7 @@ static void test_log_wrap(void)
         return;
     clock = test_vclock_opts(&opts, T);
     st[0] = test_store_open("mem://", "", &opts);
-    st[1] = test_store_open(server.url, engine_query(), &opts);
+    st[1] = test_store_open(base_url, engine_query(), &opts);
     for (int i = 0; i < 2; i++)
         CHECK_OK(sluice_reset(st[i], &lim, "wrap", 4));
     for (size_t k = 0; k < nsteps; k++) {
@@ -753,6 +757,39 @@ static void test_log_wrap(void)
     test_context(NULL);
 }
 
+/*
+ * The server of the run, over the transport $SLUICE_TEST_TRANSPORT names:
+ * tcp (the default), tls (the run's certificates) or unix; sets base_url.
+ */
+static int start_server(void)
+{
+    const rs_certs *c;
+
+    transport = getenv("SLUICE_TEST_TRANSPORT");
+    if (transport == NULL || transport[0] == '\0')
+        transport = "tcp";
+    if (strcmp(transport, "tcp") == 0) {
+        if (rs_start(&server, rs_module_args()) < 0)
+            return -1;
+        snprintf(base_url, sizeof(base_url), "%s", server.url);
+    } else if (strcmp(transport, "unix") == 0) {
+        if (rs_start_unix(&server, rs_module_args()) < 0)
+            return -1;
+        snprintf(base_url, sizeof(base_url), "%s", server.url);
+    } else if (strcmp(transport, "tls") == 0) {
+        if ((c = rs_certs_get()) == NULL ||
+            rs_start_tls(&server, "no", rs_module_args()) < 0)
+            return -1;
+        snprintf(base_url, sizeof(base_url), "%s?tls_ca=%s", server.url,
+                 c->ca_cert);
+    } else {
+        fprintf(stderr, "test_valkey_diff: SLUICE_TEST_TRANSPORT=%s: not "
+                "tcp, tls or unix\n", transport);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv, 10, test_random_seed());
@@ -760,11 +797,12 @@ int main(int argc, char **argv)
 
     printf("test_valkey_diff: seed %" PRIu64 "\n", seed);
     fflush(stdout);
-    if (rs_start(&server, rs_module_args()) < 0) {
+    if (start_server() < 0) {
         fprintf(stderr, "test_valkey_diff: cannot start redis-server\n");
         return 1;
     }
-    printf("  server %s (pid %d)\n", server.url, (int)server.pid);
+    printf("  server %s over %s (pid %d)\n", base_url, transport,
+           (int)server.pid);
     for (int a = 0; a < TEST_ALGO_N; a++)
         glue[a] = rs_module_path() != NULL &&
                   test_module_glue(&server, (sluice_algo)a);

@@ -16,7 +16,10 @@ sluice_store *test_store_open(const char *base, const char *query,
     sluice_store *st = NULL;
     char url[600];
 
-    snprintf(url, sizeof(url), "%s%s%s", base, query[0] ? "?" : "", query);
+    /* A base with a query of its own (TLS options) takes the rest after
+       an '&'. */
+    snprintf(url, sizeof(url), "%s%s%s", base,
+             query[0] == '\0' ? "" : strchr(base, '?') ? "&" : "?", query);
     CHECK_OK(sluice_store_open(&st, url, opts));
     if (st == NULL)
         exit(2);
