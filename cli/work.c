@@ -35,7 +35,7 @@ const char cli_work_help[] =
     "                   [--concurrency N] [--lease DUR] [--stalled-limit N]\n"
     "                   [--count N] [--timeout DUR] [--give-up-after DUR]\n"
     "                   [--max-attempts N] [--backoff DUR] [--verbose]\n"
-    "                   [--json] --store URL\n"
+    "                   [--json] --store URL | --store-file PATH\n"
     "\n"
     "Runs a worker: takes jobs from the listed queues and from every queue\n"
     "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
@@ -92,6 +92,10 @@ const char cli_work_help[] =
     "  --json             one JSON object per job: {\"queue\",\"id\",\n"
     "                     \"attempt\",\"outcome\"}\n"
     "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
+    "  --store-file PATH  the URL from the first line of file PATH, which\n"
+    "                     only its owner may read (chmod 600), so that no\n"
+    "                     password shows in 'ps'; with neither option,\n"
+    "                     $SLUICE_STORE\n"
     "\n"
     "SIGINT or SIGTERM stops the worker once the running jobs are finished\n"
     "(a second signal passes SIGTERM to their commands).\n"
@@ -105,7 +109,7 @@ const char cli_work_help[] =
 
 /* The checked options of work. */
 typedef struct wargs {
-    const char *store, *pattern, *exec;
+    const char *store, *store_file, *pattern, *exec;
     bool json, verbose;
     cli_job_opts job; /* --lease, --max-attempts, --backoff */
     uint64_t count, timeout_ms, give_up_ms, concurrency, stalled_limit;
@@ -475,6 +479,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
 {
     cli_opt opts[] = {
         CLI_OPT_TEXT("--store", &a->store),
+        CLI_OPT_TEXT("--store-file", &a->store_file),
         CLI_OPT_FLAG("--json", &a->json),
         CLI_OPT_FLAG("--verbose", &a->verbose),
         CLI_OPT_TEXT("--pattern", &a->pattern),
@@ -515,7 +520,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
         return cli_usage_error("work", "work: --pattern is empty");
     if (a->exec != NULL && a->exec[0] == '\0')
         return cli_usage_error("work", "work: --exec is empty");
-    return 0;
+    return cli_store_url(&a->store, "work", a->store_file);
 }
 
 /*

@@ -3,6 +3,10 @@
 # The caller sets SLUICE (the binary, for run), TMP (a scratch directory)
 # and passed=0 failed=0 before using these.
 
+# A store URL in the caller's environment would send every command without
+# --store to it (cli/store.c): the tests set it only where they mean to.
+unset SLUICE_STORE
+
 pass() {
     passed=$((passed + 1))
     echo "PASS: $1"
