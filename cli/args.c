@@ -377,7 +377,8 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
         CLI_OPT_NUMBER("--burst", &out->limit.burst, 1, SLUICE_MAX_MAX),
     };
     enum { NALL = sizeof(all) / sizeof(all[0]) };
-    cli_opt opts[NALL];
+    const char *store_file = NULL;
+    cli_opt opts[NALL + 1];
     cli_pos pos = {.args = &out->key,
                    .max = (takes & CLI_TAKES_KEY) ? 1 : 0,
                    .is_key = true};
@@ -390,6 +391,9 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
     for (size_t i = 0; i < NALL; i++)
         if (takes & (1u << i))
             opts[n++] = all[i];
+    /* --store-file goes with --store, after the options of the bits. */
+    if (takes & CLI_TAKES_STORE)
+        opts[n++] = (cli_opt)CLI_OPT_TEXT("--store-file", &store_file);
     err = cli_opts_parse(cmd, argc, argv, opts, n, &pos, CLI_CHECK_AT_ONCE);
     if (err != 0)
         return err;
@@ -401,6 +405,8 @@ int cli_request_parse(cli_request *out, const char *cmd, int argc,
         out->key_len = strlen(out->key);
         out->given |= CLI_TAKES_KEY;
     }
+    if (takes & CLI_TAKES_STORE)
+        return cli_store_url(&out->store, cmd, store_file);
     return 0;
 }
 

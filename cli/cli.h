@@ -235,7 +235,7 @@ typedef struct cli_request {
     sluice_limit limit; /* --algo, --max, --window, --burst */
     uint64_t cost;      /* 1 unless --cost was given */
     bool json;
-    const char *store;  /* NULL unless --store was given */
+    const char *store;  /* the URL (cli_store_url()), or NULL for none */
 } cli_request;
 
 /*
@@ -274,6 +274,37 @@ int cli_decide_all(int kind, const char *cmd, int argc, char **argv);
 bool cli_url_is_embedded(const char *url);
 
 /*
+ * Where a command's store URL comes from, the first found of: --store URL
+ * (in argv, which 'ps' shows); --store-file PATH, the first line of a file
+ * only its owner may read; the environment variable SLUICE_STORE (when set
+ * and not empty); else none, and the command's default applies. Every
+ * command that takes --store takes --store-file, and the same help line
+ * (CLI_STORE_FILE_HELP) says so.
+ */
+#define CLI_STORE_ENV "SLUICE_STORE"
+#define CLI_STORE_FILE_LINE_MAX 4096 /* the longest first line taken */
+#define CLI_STORE_FILE_HELP                                                 \
+    "  --store-file PATH\n"                                                  \
+    "                 the URL from the first line of file PATH, which only\n" \
+    "                 its owner may read (chmod 600), so that no password\n"  \
+    "                 shows in 'ps'; with neither option, $SLUICE_STORE\n"
+
+/*
+ * Settles the store URL of command 'cmd': '*url' is the --store given (or
+ * NULL) and 'file' the --store-file given (or NULL). Both at once is a
+ * usage error. With 'file', '*url' becomes its first line, trailing
+ * whitespace stripped; a file that cannot be opened, is not a regular
+ * file, may be read or written by anyone but its owner (the fix, "chmod 600
+ * PATH", is named), whose first line is empty, longer than
+ * CLI_STORE_FILE_LINE_MAX bytes or holds a NUL byte, is refused. With
+ * neither, '*url' becomes $SLUICE_STORE when it is set and not empty, else
+ * stays NULL. What is refused is reported (never quoting the file's
+ * text) and the answer is CLI_EXIT_USAGE; else 0. The URL read lives until
+ * the process ends; cli_store_error() names where it came from.
+ */
+int cli_store_url(const char **url, const char *cmd, const char *file);
+
+/*
  * Opens the store at 'url', the --store of command 'cmd', with 'opts' (NULL
  * for the defaults). Without a URL (NULL), a command whose work lives on a
  * server reports a usage error, "CMD: missing --store (SERVER_WHY)", where
@@ -287,7 +318,9 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 
 /*
  * Reports that the store at 'url' could not be opened (error 'err'), with
- * the library's detail (sluice_last_error()), as "sluice: --store: ...".
+ * the library's detail (sluice_last_error()), as "sluice: --store: ..."
+ * (or "--store-file PATH: ...", "SLUICE_STORE: ...": where cli_store_url()
+ * found the URL).
  * The library shows a URL's password as "***"; as a last resort, a detail
  * that still quotes the whole password (of CLI_SECRET_MIN bytes or more,
  * so that a short one does not hide every message by chance) is withheld.

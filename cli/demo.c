@@ -25,7 +25,7 @@
 
 const char cli_demo_help[] =
     "Usage: sluice demo\n"
-    "       sluice demo chat --store URL\n"
+    "       sluice demo chat --store URL | --store-file PATH\n"
     "\n"
     "Shows, on one screen, how the @ALGO_COUNT@ algorithms trade memory "
     "against\n"
@@ -64,6 +64,8 @@ const char cli_demo_help[] =
     "fresh emq_prefix (sluice-demo-PID-MS, appended to the URL); afterwards\n"
     "their leftover jobs are taken and completed, so only each queue's small\n"
     "meta hash and the prefix's queue registry remain on the server.\n"
+    "Instead of --store: --store-file PATH (the URL on the file's first\n"
+    "line; mode 600), or the environment variable SLUICE_STORE.\n"
     "\n"
     "Exit status: 0 shown, 2 usage error (demo chat: no --store, or the\n"
     "embedded store), 3 library or store error.\n";
@@ -547,6 +549,14 @@ static void print_screen(const palette *p, const report *r, unsigned n,
     print_meaning(p, r, attack);
 }
 
+/* True when 'arg' is option 'name', as "NAME" or "NAME=VALUE". */
+static bool is_option(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
 int cli_demo(int argc, char **argv)
 {
     unsigned n = sluice_algo_count();
@@ -561,10 +571,12 @@ int cli_demo(int argc, char **argv)
     for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--chat") == 0)
             return demo_chat_flag(argc, argv, i);
-        if (strncmp(argv[i], "--store", 7) == 0 &&
-            (argv[i][7] == '\0' || argv[i][7] == '='))
-            return cli_usage_error("demo", "demo: --store is for the chat "
-                                   "scenario: sluice demo chat --store URL");
+        if (is_option(argv[i], "--store") ||
+            is_option(argv[i], "--store-file"))
+            return cli_usage_error("demo", "demo: %s is for the chat "
+                                   "scenario: sluice demo chat --store URL",
+                                   argv[i][7] == '-' ? "--store-file"
+                                                     : "--store");
     }
     if ((status = cli_opts_parse("demo", argc, argv, NULL, 0, &none,
                                  CLI_CHECK_LATER)) != 0)

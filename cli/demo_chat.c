@@ -574,18 +574,21 @@ static int chat_run(const char *url)
 
 int cli_demo_chat(int argc, char **argv)
 {
-    const char *url = NULL;
-    cli_opt opts[] = {CLI_OPT_TEXT("--store", &url)};
+    const char *url = NULL, *file = NULL;
+    cli_opt opts[] = {CLI_OPT_TEXT("--store", &url),
+                      CLI_OPT_TEXT("--store-file", &file)};
     cli_pos none = {.max = 0}; /* no operands */
     int st;
 
-    if ((st = cli_opts_parse("demo", argc, argv, opts, 1, &none,
-                             CLI_CHECK_AT_ONCE)) != 0)
+    if ((st = cli_opts_parse("demo", argc, argv, opts, 2, &none,
+                             CLI_CHECK_AT_ONCE)) != 0 ||
+        (st = cli_store_url(&url, "demo", file)) != 0)
         return st;
     if (url == NULL)
         return cli_usage_error("demo", "demo chat: needs a server store: "
                                "--store valkey://HOST[:PORT] (its queues and "
-                               "their caps live on the server)");
+                               "their caps live on the server; or "
+                               "--store-file PATH, or " CLI_STORE_ENV ")");
     if (cli_url_is_embedded(url))
         return cli_usage_error("demo", "demo chat: the embedded store "
                                "(mem://) has no queues; give a server: "

@@ -8,7 +8,7 @@
 
 const char cli_functions_help[] =
     "Usage: sluice functions\n"
-    "       sluice functions --load --store URL\n"
+    "       sluice functions --load --store URL | --store-file PATH\n"
     "\n"
     "Prints the Functions library (Redis 7+ or Valkey: FUNCTION LOAD), the\n"
     "same algorithms as the server store's scripts, writing the same keys,\n"
@@ -18,7 +18,9 @@ const char cli_functions_help[] =
     "\n"
     "With --load, loads it into the server at URL (valkey://..., or every\n"
     "master of a cluster, valkey+cluster://...), replacing an older\n"
-    "version, and prints the version loaded. Then:\n"
+    "version, and prints the version loaded (--store-file PATH: the URL\n"
+    "from the first line of PATH, mode 600; without either, $SLUICE_STORE).\n"
+    "Then:\n"
     "\n"
     "  FCALL sluice_hit  1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW]]]\n"
     "  FCALL sluice_peek 1 KEY ALGO MAX WINDOW_MS [COST [BURST [NOW]]]\n"
@@ -71,8 +73,9 @@ static int functions_load(const char *url)
 
 int cli_functions(int argc, char **argv)
 {
-    const char *url = NULL;
+    const char *url = NULL, *file = NULL;
     bool load = false;
+    int st;
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--load") == 0) {
@@ -82,16 +85,24 @@ int cli_functions(int argc, char **argv)
                 return cli_usage_error("functions", "functions: --store "
                                        "needs a URL");
             url = argv[++i];
+        } else if (strcmp(argv[i], "--store-file") == 0) {
+            if (i + 1 == argc)
+                return cli_usage_error("functions", "functions: "
+                                       "--store-file needs a PATH");
+            file = argv[++i];
         } else {
             return cli_usage_error("functions", "functions: unexpected "
                                    "argument '%s'", cli_shown(argv[i]));
         }
     }
-    if (!load && url != NULL)
-        return cli_usage_error("functions", "functions: --store is only "
-                               "for --load");
+    if (!load && (url != NULL || file != NULL))
+        return cli_usage_error("functions", "functions: %s is only for "
+                               "--load", url != NULL ? "--store"
+                                                     : "--store-file");
     if (!load)
         return functions_print();
+    if ((st = cli_store_url(&url, "functions", file)) != 0)
+        return st;
     if (url == NULL || cli_url_is_embedded(url))
         return cli_usage_error("functions", "functions: --load needs "
                                "--store valkey://HOST[:PORT] (the embedded "

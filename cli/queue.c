@@ -74,6 +74,7 @@ const char cli_queue_help[] =
     "  --store URL    valkey://HOST[:PORT][?OPTIONS] or redis://...; required:\n"
     "                 the embedded store (mem://) has no queues. Queue q's\n"
     "                 keys are emq:{q}:*; the URL option emq_prefix= moves them\n"
+    CLI_STORE_FILE_HELP
     "  --json         print one JSON object: add {\"queue\",\"id\"} (with\n"
     "                 --lines {\"queue\",\"ids\":[IDS]}); take\n"
     "                 {\"queue\",\"status\":\"job\",\"id\",\"attempt\",\"lease\",\n"
@@ -97,7 +98,7 @@ const char cli_queue_help[] =
 
 /* Options of the queue subcommands; each takes a subset. */
 enum {
-    O_STORE, O_JSON, O_DATA, O_LINES, O_DELAY, O_LEASE, O_MAX_ATTEMPTS,
+    O_STORE, O_STORE_FILE, O_JSON, O_DATA, O_LINES, O_DELAY, O_LEASE, O_MAX_ATTEMPTS,
     O_BACKOFF, O_LIMIT, O_MAX, O_PER, NOPTS
 };
 
@@ -109,7 +110,7 @@ typedef struct qargs {
     const char *queue;
     size_t queue_len;
     uint64_t id, lease;
-    const char *store;
+    const char *store, *store_file;
     bool json, lines;
     const char *data;
     size_t data_len;
@@ -148,7 +149,8 @@ static int sub_set_cap(sluice_store *store, qargs *a);
 static const struct subcommand {
     const char *name;
     size_t npos;           /* QUEUE, then ID, then LEASE */
-    unsigned takes;        /* BIT(O_*) beyond --store and --json */
+    unsigned takes;        /* BIT(O_*) beyond --store, --store-file and
+                              --json */
     sub_fn run;
 } subcommands[] = {
     {"add", 1, BIT(O_DATA) | BIT(O_LINES) | BIT(O_DELAY), sub_add},
@@ -174,6 +176,7 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
 {
     const cli_opt all[NOPTS] = {
         [O_STORE] = CLI_OPT_TEXT("--store", &a->store),
+        [O_STORE_FILE] = CLI_OPT_TEXT("--store-file", &a->store_file),
         [O_JSON] = CLI_OPT_FLAG("--json", &a->json),
         [O_DATA] = CLI_OPT_TEXT("--data", &a->data),
         [O_LINES] = CLI_OPT_FLAG("--lines", &a->lines),
@@ -190,7 +193,8 @@ static size_t sub_opts(cli_opt *opts, const struct subcommand *sub, qargs *a)
     size_t n = 0;
 
     for (int o = 0; o < NOPTS; o++)
-        if (o == O_STORE || o == O_JSON || (sub->takes & BIT(o)))
+        if (o == O_STORE || o == O_STORE_FILE || o == O_JSON ||
+            (sub->takes & BIT(o)))
             opts[n++] = all[o];
     return n;
 }
@@ -323,6 +327,7 @@ int cli_queue(int argc, char **argv)
     if ((st = cli_opts_parse(cmd, argc - 1, argv + 1, opts, nopts, &pos,
                              CLI_CHECK_LATER)) != 0 ||
         (st = qargs_check(&a, sub, &pos, opts, nopts)) != 0 ||
+        (st = cli_store_url(&a.store, cmd, a.store_file)) != 0 ||
         (st = cli_store_open(&store, "queue", a.store, CLI_QUEUES_NEED_SERVER,
                              NULL)) != 0)
         return st;

@@ -57,6 +57,7 @@ const char cli_replay_help[] =
     "  --burst B      units admitted at once, 1..N (default N): only\n"
     "                 @BURST_ALGOS@\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
+    CLI_STORE_FILE_HELP
     "\n"
     "Example:\n"
     "  printf '0 a\\n10 a\\n20 a 2\\n' | sluice replay --algo fixed --max 2"

@@ -5,8 +5,155 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- Where the URL comes from ---------------------------------------------- */
+
+/* Where cli_store_url() found the URL, for cli_store_error()'s message:
+   "--store", "--store-file PATH" or "SLUICE_STORE". */
+static const char *url_source = "--store";
+
+/* What kind of file 'mode' is, for a message: "a directory". */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+/*
+ * Reads up to 'cap' bytes of the open file 'fd' into 'buf', stopping at
+ * the first newline or the end; '*len' is what was read. Returns 0, or -1
+ * with errno set.
+ */
+static int read_first_line(int fd, char *buf, size_t cap, size_t *len)
+{
+    size_t n = 0;
+
+    while (n < cap && memchr(buf, '\n', n) == NULL) {
+        ssize_t got = read(fd, buf + n, cap - n);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    *len = n;
+    return 0;
+}
+
+/*
+ * Reads the URL of --store-file 'path' into 'line' (CLI_STORE_FILE_LINE_MAX
+ * + 2 bytes): its first line, trailing whitespace stripped. The file is
+ * opened before it is looked at (fstat(), not stat()), so what is checked
+ * is what is read, and without blocking, so that a FIFO named by mistake
+ * is refused rather than waited on. Returns 0, or reports the problem and
+ * returns CLI_EXIT_USAGE.
+ */
+static int read_store_file(char *line, const char *path)
+{
+    struct stat st;
+    size_t len = 0;
+    char *nl;
+    int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0) {
+        cli_error("--store-file: cannot open '%s': %s", path,
+                  strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    if (fstat(fd, &st) < 0) {
+        cli_error("--store-file: cannot read '%s': %s", path,
+                  strerror(errno));
+        close(fd);
+        return CLI_EXIT_USAGE;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cli_error("--store-file: '%s' is %s; it should be a file holding the "
+                  "store's URL", path, file_kind(st.st_mode));
+        close(fd);
+        return CLI_EXIT_USAGE;
+    }
+    if ((st.st_mode & 077) != 0) {
+        cli_error("--store-file: '%s' has mode %04o, so others than its "
+                  "owner may read or change the store's URL and password; "
+                  "run 'chmod 600 %s'", path,
+                  (unsigned)(st.st_mode & 07777), path);
+        close(fd);
+        return CLI_EXIT_USAGE;
+    }
+    if (read_first_line(fd, line, CLI_STORE_FILE_LINE_MAX + 1, &len) < 0) {
+        cli_error("--store-file: cannot read '%s': %s", path,
+                  strerror(errno));
+        close(fd);
+        return CLI_EXIT_USAGE;
+    }
+    close(fd);
+    if ((nl = memchr(line, '\n', len)) != NULL)
+        len = (size_t)(nl - line);
+    else if (len > CLI_STORE_FILE_LINE_MAX) {
+        cli_error("--store-file: the first line of '%s' is longer than %d "
+                  "bytes; it should be the store's URL", path,
+                  CLI_STORE_FILE_LINE_MAX);
+        return CLI_EXIT_USAGE;
+    }
+    while (len > 0 && isspace((unsigned char)line[len - 1]))
+        len--;
+    line[len] = '\0';
+    if (memchr(line, '\0', len) != NULL) {
+        cli_error("--store-file: the first line of '%s' holds a NUL byte; it "
+                  "should be the store's URL", path);
+        return CLI_EXIT_USAGE;
+    }
+    if (len == 0) {
+        cli_error("--store-file: the first line of '%s' is empty; it should "
+                  "be the store's URL, e.g. valkey://:PASSWORD@HOST:PORT",
+                  path);
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cli_store_url(const char **url, const char *cmd, const char *file)
+{
+    /* One URL per process: the CLI settles it once, single-threaded. */
+    static char line[CLI_STORE_FILE_LINE_MAX + 2];
+    static char source[64];
+    const char *env;
+    int st;
+
+    if (*url != NULL && file != NULL)
+        return cli_usage_error(cmd, "%s: --store and --store-file are given "
+                               "both; give one", cmd);
+    if (*url != NULL) {
+        url_source = "--store";
+    } else if (file != NULL) {
+        if ((st = read_store_file(line, file)) != 0)
+            return st;
+        snprintf(source, sizeof(source), "--store-file %s", cli_shown(file));
+        url_source = source;
+        *url = line;
+    } else if ((env = getenv(CLI_STORE_ENV)) != NULL && env[0] != '\0') {
+        url_source = CLI_STORE_ENV;
+        *url = env;
+    }
+    return 0;
+}
 
 /* ---- Opening --------------------------------------------------------------- */
 
@@ -22,8 +169,9 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 
     *store = NULL;
     if (url == NULL && server_why != NULL)
-        return cli_usage_error(cmd, "%s: missing --store (%s)", cmd,
-                               server_why);
+        return cli_usage_error(cmd, "%s: missing --store (%s; or "
+                               "--store-file PATH, or %s)", cmd, server_why,
+                               CLI_STORE_ENV);
     if (url == NULL)
         url = "mem://";
     if ((err = sluice_store_open(store, url, opts)) < 0) {
@@ -82,10 +230,11 @@ void cli_store_error(const char *url, int err)
        chance, so only one of CLI_SECRET_MIN bytes or more is looked for. */
     if (pw != NULL && pw_len >= CLI_SECRET_MIN &&
         holds(msg, pw, pw_len))
-        cli_error("--store: cannot open the store: %s (detail withheld: it "
-                  "quotes the URL's password)", sluice_strerror(err));
+        cli_error("%s: cannot open the store: %s (detail withheld: it "
+                  "quotes the URL's password)", url_source,
+                  sluice_strerror(err));
     else
-        cli_error("--store: %s", msg);
+        cli_error("%s: %s", url_source, msg);
 }
 
 /*

@@ -14,7 +14,11 @@
  * A store that cannot answer (SLUICE_ECONN, SLUICE_ETIMEDOUT: an outage,
  * such as a server restarting) is ridden out: one line on stderr when it
  * starts, the store asked again with a back-off, one line when it answers
- * again. Any other failure of the store stops the worker, exit 3.
+ * again. A complete or fail it did not answer is kept and settled then
+ * (settle_all()): made again, and told apart by where the job is when its
+ * lease is no longer held, so that a complete applied whose reply was lost
+ * is 'done', never 'lost'. Any other failure of the store stops the
+ * worker, exit 3.
  *
  * Queues live on a server store only: the embedded store (SLUICE_ENOTSUP)
  * is a usage error, exit 2, like a missing --store.
@@ -35,7 +39,7 @@ const char cli_work_help[] =
     "                   [--concurrency N] [--lease DUR] [--stalled-limit N]\n"
     "                   [--count N] [--timeout DUR] [--give-up-after DUR]\n"
     "                   [--max-attempts N] [--backoff DUR] [--verbose]\n"
-    "                   [--json] --store URL\n"
+    "                   [--json] --store URL | --store-file PATH\n"
     "\n"
     "Runs a worker: takes jobs from the listed queues and from every queue\n"
     "whose name matches GLOB (e.g. 'chat:*', also those added later), in\n"
@@ -55,16 +59,25 @@ const char cli_work_help[] =
     "a job may take longer than its lease. Without --exec each job is\n"
     "completed at once.\n"
     "\n"
-    "Prints one line per job: 'QUEUE ID done|retrying|failed|lost' ('lost':\n"
-    "the lease was lost before CMD finished, or the store could not be\n"
-    "reached to record the outcome; the job goes back to wait when its lease\n"
-    "ends). In QUEUE, spaces, control bytes and bytes that are not UTF-8 are\n"
-    "written \\xNN.\n"
+    "Prints one line per job: 'QUEUE ID done|retrying|failed|lost|unknown'\n"
+    "('lost': the lease was lost before CMD finished, and the job goes back\n"
+    "to wait when its lease ends, if it has not already). In QUEUE, spaces,\n"
+    "control bytes and bytes that are not UTF-8 are written \\xNN.\n"
+    "\n"
+    "A complete or fail that the store did not answer (it was down, or its\n"
+    "reply was lost) may have been applied or not. Its line waits until the\n"
+    "store answers; the call is then made again (its lease makes it count\n"
+    "once), and if the lease is no longer held, where the job is tells what\n"
+    "happened: 'done' when it was completed (a line on stderr says that the\n"
+    "reply was lost), 'retrying' or 'failed' for a fail that was applied,\n"
+    "else 'lost'. 'unknown': the worker stopped before the store answered\n"
+    "again (exit 3); such a job is done, or comes back when its lease ends.\n"
     "\n"
     "When the store cannot be reached (its server is down or restarting),\n"
     "the worker says so on stderr, lets running commands go on, asks again\n"
     "after 100 ms, then twice as long each time up to 5 s, and says so again\n"
-    "when the store answers, and serves on. Any other store error stops it.\n"
+    "when the store answers, and serves on (--count waits for the jobs'\n"
+    "outcomes to be recorded). Any other store error stops it.\n"
     "\n"
     "  --pattern GLOB     also serve the queues matching GLOB (fnmatch); one\n"
     "                     that is not a glob (an unclosed '[') is a usage\n"
@@ -92,6 +105,10 @@ const char cli_work_help[] =
     "  --json             one JSON object per job: {\"queue\",\"id\",\n"
     "                     \"attempt\",\"outcome\"}\n"
     "  --store URL        valkey://HOST[:PORT][?OPTIONS] (required)\n"
+    "  --store-file PATH  the URL from the first line of file PATH, which\n"
+    "                     only its owner may read (chmod 600), so that no\n"
+    "                     password shows in 'ps'; with neither option,\n"
+    "                     $SLUICE_STORE\n"
     "\n"
     "SIGINT or SIGTERM stops the worker once the running jobs are finished\n"
     "(a second signal passes SIGTERM to their commands).\n"
@@ -105,11 +122,21 @@ const char cli_work_help[] =
 
 /* The checked options of work. */
 typedef struct wargs {
-    const char *store, *pattern, *exec;
+    const char *store, *store_file, *pattern, *exec;
     bool json, verbose;
     cli_job_opts job; /* --lease, --max-attempts, --backoff */
     uint64_t count, timeout_ms, give_up_ms, concurrency, stalled_limit;
 } wargs;
+
+/*
+ * A job whose complete or fail got no answer (the store timed out or the
+ * connection dropped, maybe after the call was applied): it is settled
+ * when the store answers again.
+ */
+typedef struct unsettled {
+    cli_run job;   /* its queue, id, attempt and lease */
+    bool complete; /* the call was complete (else fail) */
+} unsettled;
 
 /* A worker at work. */
 typedef struct work {
@@ -119,6 +146,8 @@ typedef struct work {
     const char *probe;      /* a queue whose limiter the store is asked */
     cli_run *runs;          /* a->concurrency slots */
     size_t running;         /* slots whose command runs */
+    unsettled *unsettled;   /* room for a->concurrency + 1 */
+    size_t nunsettled;
     uint64_t taken;         /* jobs taken (--count) */
     uint64_t idle_since;    /* when a job was last taken or finished */
     uint64_t down_since;    /* 0 while the store answers; else since when */
@@ -210,8 +239,8 @@ static bool store_failed(work *wk, int err)
     }
     if (wk->down_since == 0) {
         cli_error("work: the store is unreachable (%s); retrying (a job that "
-                  "ends meanwhile is not recorded: it comes back when its "
-                  "lease ends)", sluice_last_error());
+                  "ends meanwhile is recorded when it answers)",
+                  sluice_last_error());
         wk->down_since = now;
         wk->backoff_ms = BACKOFF_MIN_MS;
         wk->probe_at = now + wk->backoff_ms;
@@ -259,33 +288,154 @@ static uint64_t beat_every_ms(const wargs *a)
 }
 
 /*
+ * Completes 'job' ('complete') or fails it; answers the call's error, and
+ * in '*outcome' the word for its line when it succeeded.
+ */
+static int record_job(work *wk, const cli_run *job, bool complete,
+                      const char **outcome)
+{
+    int dead = 0, err;
+
+    if (complete) {
+        err = sluice_queue_complete(wk->store, job->queue, job->queue_len,
+                                    job->id, job->lease);
+        *outcome = "done";
+    } else {
+        err = sluice_queue_fail(&dead, wk->store, job->queue, job->queue_len,
+                                job->id, job->lease, wk->a->job.max_attempts,
+                                wk->a->job.backoff_ms);
+        *outcome = dead ? "failed" : "retrying";
+    }
+    return err;
+}
+
+/* Keeps 'job', whose complete or fail ('complete') got no answer, to be
+   settled when the store answers again. */
+static void keep_unsettled(work *wk, const cli_run *job, bool complete)
+{
+    unsettled *u;
+
+    /* No take while one is kept, so the running jobs bound their number:
+       room for a->concurrency + 1 is never short. Just in case: */
+    if (wk->nunsettled > wk->a->concurrency) {
+        print_job(wk->a, job, "unknown");
+        return;
+    }
+    u = &wk->unsettled[wk->nunsettled++];
+    u->job = *job;
+    u->job.pid = 0;
+    u->complete = complete;
+}
+
+/*
  * Records the end of 'job', whose command exited with 'code' (0 without
- * --exec): completes or fails it, and prints its line.
+ * --exec): completes or fails it, and prints its line. A call that the
+ * store did not answer (an outage) may have been applied or not: the job
+ * is kept, and settled when the store answers again (settle_all()).
  */
 static void finish_job(work *wk, const cli_run *job, int code)
 {
     const char *outcome = "lost";
-    int dead = 0, err = SLUICE_ELEASE;
+    int err = SLUICE_ELEASE;
 
-    if (!job->lost && code == 0) {
-        err = sluice_queue_complete(wk->store, job->queue, job->queue_len,
-                                    job->id, job->lease);
-        outcome = "done";
-    } else if (!job->lost) {
-        err = sluice_queue_fail(&dead, wk->store, job->queue, job->queue_len,
-                                job->id, job->lease, wk->a->job.max_attempts,
-                                wk->a->job.backoff_ms);
-        outcome = dead ? "failed" : "retrying";
-    }
-    if (err == 0)
+    if (!job->lost)
+        err = record_job(wk, job, code == 0, &outcome);
+    if (err == 0) {
         store_answered(wk);
-    else if (err == SLUICE_ELEASE)
+    } else if (err == SLUICE_ELEASE) {
         outcome = "lost";
-    else if (store_failed(wk, err))
-        outcome = "lost"; /* not recorded: back when its lease ends */
-    else
+    } else {
+        if (store_failed(wk, err))
+            keep_unsettled(wk, job, code == 0);
         return;
+    }
     print_job(wk->a, job, outcome);
+}
+
+/*
+ * The outcome of 'u' once the call, asked again, answered SLUICE_ELEASE:
+ * the job is no longer held by its lease, so the first call was applied,
+ * or the lease ran out first. Where the job is tells which: completed
+ * ("gone") is a complete that was applied, its reply lost; waiting or
+ * failed for good is a fail's outcome; anything else was not recorded, and
+ * the job is, or will be, taken again ("lost"). Answers the word, or NULL
+ * when the store did not answer (handled by store_failed()).
+ */
+static const char *settled_outcome(work *wk, const unsettled *u)
+{
+    const cli_run *job = &u->job;
+    sluice_job_state where = 0;
+    int err = sluice_queue_job_state(&where, wk->store, job->queue,
+                                     job->queue_len, job->id, job->lease);
+
+    if (err < 0) {
+        store_failed(wk, err);
+        return NULL;
+    }
+    if (u->complete && where == SLUICE_JOB_GONE) {
+        char *name = cli_safe_dup(job->queue, job->queue_len, true);
+
+        cli_error("work: %s %llu: the reply to its complete was lost, but "
+                  "the store has it completed: done", name != NULL ? name
+                                                                  : "?",
+                  (unsigned long long)job->id);
+        free(name);
+        return "done";
+    }
+    if (!u->complete && where == SLUICE_JOB_WAITING)
+        return "retrying";
+    if (!u->complete && where == SLUICE_JOB_FAILED)
+        return "failed";
+    return "lost";
+}
+
+/*
+ * Settles the jobs kept in an outage, now that the store answers: each
+ * call is made again (the lease proves it, so a call already applied
+ * answers SLUICE_ELEASE and changes nothing), and a SLUICE_ELEASE is told
+ * apart by where the job is (settled_outcome()). Each settled job's line
+ * is printed; should the store fail again, the rest are kept.
+ */
+static void settle_all(work *wk)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < wk->nunsettled; i++) {
+        unsettled *u = &wk->unsettled[i];
+        const char *outcome = NULL;
+        int err = SLUICE_ECONN;
+
+        if (!wk->over && wk->down_since == 0)
+            err = record_job(wk, &u->job, u->complete, &outcome);
+        if (err == SLUICE_ELEASE)
+            outcome = settled_outcome(wk, u);
+        else if (err < 0 && !wk->over && wk->down_since == 0)
+            store_failed(wk, err);
+        if (err == 0 || outcome != NULL)
+            print_job(wk->a, &u->job, outcome);
+        else
+            wk->unsettled[kept++] = *u;
+    }
+    wk->nunsettled = kept;
+}
+
+/*
+ * At the end, the jobs still unsettled (the store never answered again):
+ * each line says 'unknown', as whether its call was applied is. Answers
+ * how many there were.
+ */
+static size_t unknown_all(work *wk)
+{
+    size_t n = wk->nunsettled;
+
+    for (size_t i = 0; i < n; i++)
+        print_job(wk->a, &wk->unsettled[i].job, "unknown");
+    if (n > 0)
+        cli_error("work: stopping with the store unreachable: %zu job%s "
+                  "'unknown' (each is done, or comes back when its lease "
+                  "ends)", n, n == 1 ? "" : "s");
+    wk->nunsettled = 0;
+    return n;
 }
 
 /* Finishes the jobs whose commands have ended. */
@@ -374,14 +524,14 @@ static bool may_take(const work *wk)
     const wargs *a = wk->a;
 
     return !wk->over && !cli_work_stopping() && wk->down_since == 0 &&
-           wk->running < a->concurrency &&
+           wk->nunsettled == 0 && wk->running < a->concurrency &&
            (a->count == 0 || wk->taken < a->count);
 }
 
 /*
  * True (with the exit status set) when the worker is to stop: an outage
  * past --give-up-after; or, with no command running, a signal, --count
- * jobs taken, or --timeout with nothing to do.
+ * jobs taken and settled, or --timeout with nothing to do.
  */
 static bool loop_ends(work *wk, uint64_t now)
 {
@@ -395,7 +545,9 @@ static bool loop_ends(work *wk, uint64_t now)
         work_over(wk, CLI_EXIT_RUNTIME);
     } else if (wk->running > 0) {
         return false;
-    } else if (cli_work_stopping() || (a->count > 0 && wk->taken >= a->count)) {
+    } else if (cli_work_stopping() ||
+               (a->count > 0 && wk->taken >= a->count &&
+                wk->nunsettled == 0)) {
         work_over(wk, CLI_EXIT_OK);
     } else if (a->timeout_ms > 0 && now - wk->idle_since >= a->timeout_ms) {
         /* Asked now: a pattern worker with no queue yet has taken nothing,
@@ -447,6 +599,8 @@ static int work_loop(work *wk)
         reap_all(wk);
         beat_all(wk, now);
         store_probe(wk, now);
+        if (wk->nunsettled > 0 && wk->down_since == 0 && !wk->over)
+            settle_all(wk);
         if (wk->over || loop_ends(wk, now))
             break;
         wake = next_wake(wk, now);
@@ -461,6 +615,8 @@ static int work_loop(work *wk)
                   wk->running == 1 ? "" : "s");
         cli_run_stop_all(wk->runs, wk->a->concurrency);
     }
+    if (unknown_all(wk) > 0 && wk->status == CLI_EXIT_OK)
+        wk->status = CLI_EXIT_RUNTIME;
     return wk->status;
 }
 
@@ -475,6 +631,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
 {
     cli_opt opts[] = {
         CLI_OPT_TEXT("--store", &a->store),
+        CLI_OPT_TEXT("--store-file", &a->store_file),
         CLI_OPT_FLAG("--json", &a->json),
         CLI_OPT_FLAG("--verbose", &a->verbose),
         CLI_OPT_TEXT("--pattern", &a->pattern),
@@ -515,7 +672,7 @@ static int work_args(wargs *a, cli_pos *queues, int argc, char **argv)
         return cli_usage_error("work", "work: --pattern is empty");
     if (a->exec != NULL && a->exec[0] == '\0')
         return cli_usage_error("work", "work: --exec is empty");
-    return 0;
+    return cli_store_url(&a->store, "work", a->store_file);
 }
 
 /*
@@ -529,8 +686,12 @@ static int serve(const wargs *a, sluice_store *store, sluice_worker *w,
     work wk = {.a = a, .store = store, .w = w, .probe = probe};
     int st;
 
-    if ((wk.runs = calloc((size_t)a->concurrency, sizeof(cli_run))) == NULL) {
+    wk.runs = calloc((size_t)a->concurrency, sizeof(cli_run));
+    wk.unsettled = calloc((size_t)a->concurrency + 1, sizeof(unsettled));
+    if (wk.runs == NULL || wk.unsettled == NULL) {
         cli_error("work: out of memory");
+        free(wk.runs);
+        free(wk.unsettled);
         return CLI_EXIT_RUNTIME;
     }
     if (a->verbose)
@@ -542,6 +703,7 @@ static int serve(const wargs *a, sluice_store *store, sluice_worker *w,
     if (a->verbose)
         sluice_telemetry_detach(VERBOSE_HANDLER);
     free(wk.runs);
+    free(wk.unsettled);
     return st;
 }
 

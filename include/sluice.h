@@ -690,6 +690,33 @@ SLUICE_EXTERN int sluice_queue_fail(int *dead, sluice_store *store,
                                     uint64_t id, uint64_t lease,
                                     uint64_t max_attempts, uint64_t backoff_ms);
 
+/* Where a job is, as seen by the holder of one of its leases. */
+typedef enum sluice_job_state {
+    SLUICE_JOB_HELD = 1,    /* active under that lease: its complete or fail
+                               still counts */
+    SLUICE_JOB_TAKEN = 2,   /* active under another lease, another take's */
+    SLUICE_JOB_WAITING = 3, /* waiting or delayed: it will be taken again */
+    SLUICE_JOB_FAILED = 4,  /* in the failed set */
+    SLUICE_JOB_GONE = 5     /* not in the queue: completed (or never added) */
+} sluice_job_state;
+
+/*
+ * Where job 'id' of the queue is, for the holder of lease 'lease': one
+ * atomic read that changes nothing. It settles a complete or fail whose
+ * answer was lost (SLUICE_ETIMEDOUT, SLUICE_ECONN once the call may have
+ * been sent): asked again once the store answers, SLUICE_JOB_HELD means the
+ * call was not applied (the lease still holds: call it again), and after a
+ * complete SLUICE_JOB_GONE means it was (or, had the lease run out before
+ * it, another worker's complete was: the job is done either way); any
+ * other state means the job was not completed and is, or will be, taken
+ * again (SLUICE_JOB_FAILED: failed for good). Since a job is completed only
+ * once, "gone" never comes back.
+ */
+SLUICE_EXTERN int sluice_queue_job_state(sluice_job_state *state,
+                                         sluice_store *store,
+                                         const char *queue, size_t queue_len,
+                                         uint64_t id, uint64_t lease);
+
 /*
  * Moves a failed job back to wait, its attempts counted afresh. '*retried'
  * (may be NULL) is 1 when it did, 0 when 'id' is not a failed job of the

@@ -578,6 +578,32 @@ int sluice_queue_retry(int *retried, sluice_store *store, const char *queue,
     return err;
 }
 
+int sluice_queue_job_state(sluice_job_state *state, sluice_store *store,
+                           const char *queue, size_t queue_len, uint64_t id,
+                           uint64_t lease)
+{
+    char ids[24], leases[24];
+    const char *args[3] = {"state", ids, leases};
+    size_t lens[3] = {5, sluice__u64_text(ids, id),
+                      sluice__u64_text(leases, lease)};
+    sluice__qserver s;
+    redisReply *r = NULL;
+    uint64_t where = 0;
+    int err;
+
+    if (state == NULL)
+        return sluice__error(SLUICE_EINVAL, "state is NULL");
+    if ((err = sluice__qserver_of(&s, store, "sluice_queue_job_state")) < 0 ||
+        (err = admin(&r, &s, queue, queue_len, 3, args, lens)) < 0)
+        return err;
+    err = sluice__queue_reply_u64(r, 0, "queue state", SLUICE_JOB_HELD,
+                                  SLUICE_JOB_GONE, &where);
+    freeReplyObject(r);
+    if (err == 0)
+        *state = (sluice_job_state)where;
+    return err;
+}
+
 int sluice_queue_failed(uint64_t *ids, size_t *n, sluice_store *store,
                         const char *queue, size_t queue_len)
 {

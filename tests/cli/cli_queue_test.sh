@@ -28,8 +28,9 @@ server_pid=
 worker_pid=
 fake_pid=
 outage_pid=
+proxy_pid=
 cleanup() {
-    stop_pid "$outage_pid" "$fake_pid" "$worker_pid" "$server_pid"
+    stop_pid "$proxy_pid" "$outage_pid" "$fake_pid" "$worker_pid" "$server_pid"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -608,6 +609,89 @@ if spawn_server "$oport" "$TMP/outage.log"; then
     outage_pid=
 else
     fail "outage: the server starts on port $oport" "$(cat "$TMP/outage.log")"
+fi
+
+# ---- work: a finish whose reply was lost ----------------------------------------------
+
+# start_proxy PATTERN: starts tests/tools/lossy_proxy.c in front of the
+# server: the first call whose bytes hold PATTERN is applied, but its reply
+# never comes back. Sets $proxy_port and $proxy_pid; returns 1 if it does
+# not start.
+start_proxy() {
+    [ -x "${SLUICE_LOSSY_PROXY:-}" ] || return 1
+    proxy_port=$((35000 + $$ % 2000))
+    "$SLUICE_LOSSY_PROXY" "$proxy_port" "$port" "$1" >"$TMP/proxy.log" 2>&1 &
+    proxy_pid=$!
+    wait_port "$proxy_port"
+}
+
+# The complete reaches the server and is applied; its reply is lost, so
+# the worker times out. Asked again when the store answers, the job is
+# gone: 'done' (with a line on stderr that says the reply was lost), never
+# 'lost', and it does not come back.
+if start_proxy $'\r\n$8\r\ncomplete\r\n'; then
+    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=300")
+    "$SLUICE" queue add lostreply --data x "${S[@]}" >/dev/null
+    run work lostreply --count 1 --timeout 10s "${LP[@]}"
+    if [ "$rc" -eq 0 ] && [ "$out" = "lostreply 1 done" ] &&
+        grep -q "lost the replies" "$TMP/proxy.log" &&
+        grep -q "^sluice: work: lostreply 1: the reply to its complete was lost, but the store has it completed: done$" "$TMP/err"; then
+        pass "work: a complete applied whose reply was lost is 'done' ($(paste -sd '|' "$TMP/err"))"
+    else
+        fail "work: a complete applied whose reply was lost is 'done'" \
+            "exit $rc; out '$out'; $err; proxy: $(cat "$TMP/proxy.log")"
+    fi
+    run queue stats lostreply "${S[@]}" --json
+    check "work: ... and the job is completed once, not back to wait" 0 \
+        '"waiting":0,"active":0,"delayed":0,"failed":0,"completed":1,'
+    stop_pid "$proxy_pid"
+    proxy_pid=
+else
+    fail "the lossy proxy starts (\$SLUICE_LOSSY_PROXY)" \
+        "port $proxy_port: $(cat "$TMP/proxy.log" 2>&1)"
+fi
+
+# The same for a fail: applied, so the job waits for its next attempt:
+# 'retrying', not 'lost'.
+if start_proxy $'\r\n$4\r\nfail\r\n'; then
+    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=300")
+    "$SLUICE" queue add lostfail --data x "${S[@]}" >/dev/null
+    run work lostfail --count 1 --timeout 10s --exec 'exit 1' --backoff 0 \
+        "${LP[@]}"
+    run_out=$out
+    run queue stats lostfail "${S[@]}" --json
+    if [ "$rc" -eq 0 ] && [ "$run_out" = "lostfail 1 retrying" ] &&
+        printf '%s' "$out" | grep -q '"waiting":1,"active":0,'; then
+        pass "work: a fail applied whose reply was lost is 'retrying', and the job waits"
+    else
+        fail "work: a fail applied whose reply was lost is 'retrying'" \
+            "work: '$run_out'; stats: $out; $err"
+    fi
+    stop_pid "$proxy_pid"
+    proxy_pid=
+fi
+
+# The reply is lost and the store never answers again (the proxy is
+# gone): at --give-up-after the job's line says 'unknown', exit 3.
+if start_proxy $'\r\n$8\r\ncomplete\r\n'; then
+    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=1000")
+    "$SLUICE" queue add lostall --data x "${S[@]}" >/dev/null
+    "$SLUICE" work lostall --count 1 --give-up-after 1s "${LP[@]}" \
+        >"$TMP/u.out" 2>"$TMP/u.err" &
+    worker_pid=$!
+    wait_for "$TMP/proxy.log" 'lost the replies' 5
+    stop_pid "$proxy_pid"
+    proxy_pid=
+    wait "$worker_pid"
+    rc=$?
+    worker_pid=
+    if [ "$rc" -eq 3 ] && [ "$(cat "$TMP/u.out")" = "lostall 1 unknown" ] &&
+        grep -q "1 job 'unknown'" "$TMP/u.err"; then
+        pass "work: a finish never settled is 'unknown' at the end, exit 3 ($(tail -n 1 "$TMP/u.err"))"
+    else
+        fail "work: a finish never settled is 'unknown' at the end, exit 3" \
+            "exit $rc; $(cat "$TMP/u.out" "$TMP/u.err")"
+    fi
 fi
 
 # Against a dead server: --give-up-after, and --timeout, exit 3 in time.

@@ -193,6 +193,53 @@ check "ttl: emq_prefix= moves the keys" 0 '^0$'
 run ttl "$Q"
 check "ttl: without --store is a usage error" 2 '^$'
 
+# ---- The store URL outside argv: SLUICE_STORE and --store-file -----------------------
+
+# A user with a password of its own, so that the URL carries a secret.
+"${RAW[@]}" ACL SETUSER sfuser on '>hunter2pw' '~*' '&*' '+@all' >/dev/null
+SECRET="valkey://sfuser:hunter2pw@127.0.0.1:$port?prefix=clisf$$"
+SF=$TMP/store.url
+printf '%s\n' "$SECRET" >"$SF"
+chmod 600 "$SF"
+L=(--algo fixed --max 1 --window 1m)
+SLUICE_STORE=$SECRET run hit sf "${L[@]}"
+check "SLUICE_STORE: a hit counted on the server" 0 '^allowed remaining=0 '
+run hit sf "${L[@]}" --store-file "$SF"
+check "--store-file: the same server and budget, so refused" 1 '^denied '
+SLUICE_STORE="valkey://sfuser:wrongpw@127.0.0.1:$port" run hit sf "${L[@]}" \
+    --store-file "$SF"
+check "--store-file beats SLUICE_STORE (its password is the right one)" 1 \
+    '^denied '
+SLUICE_STORE="valkey://sfuser:wrongpw@127.0.0.1:$port" run hit sf "${L[@]}"
+if [ "$rc" -eq 3 ] && ! grep -q "wrongpw" "$TMP/out" "$TMP/err"; then
+    pass "SLUICE_STORE with a wrong password: exit 3, the password not shown ($err)"
+else
+    fail "SLUICE_STORE with a wrong password: exit 3, the password not shown" \
+        "exit $rc; $out $err"
+fi
+SLUICE_STORE=$SECRET run queue add sfq --data one
+check "SLUICE_STORE: queue add with no --store" 0 '^[0-9]+$'
+# While a worker runs, its command line (what 'ps' shows) holds no password.
+"$SLUICE" work sfq --store-file "$SF" --count 2 --exec 'sleep 0.3' \
+    >"$TMP/sfw.out" 2>"$TMP/sfw.err" &
+sfw_pid=$!
+wait_for "$TMP/sfw.out" '^sfq [0-9]+ done$' 5
+if tr '\0' ' ' <"/proc/$sfw_pid/cmdline" | grep -q -- '--store-file' &&
+    ! grep -q "hunter2pw" "/proc/$sfw_pid/cmdline"; then
+    pass "work --store-file: its command line holds no password"
+else
+    fail "work --store-file: its command line holds no password" \
+        "$(tr '\0' ' ' <"/proc/$sfw_pid/cmdline" 2>&1)"
+fi
+run queue add sfq --data two --store-file "$SF"
+wait "$sfw_pid"
+rc=$?
+expect_eq "work --store-file: the jobs of SLUICE_STORE and --store-file done" \
+    "0|sfq 1 done|sfq 2 done" "$rc|$(paste -sd '|' "$TMP/sfw.out")"
+run functions --load --store-file "$SF"
+check "functions --load --store-file" 0 '^loaded library sluice '
+"${RAW[@]}" ACL DELUSER sfuser >/dev/null
+
 # ---- A server that cannot be reached -------------------------------------------
 
 # The server is stopped, so its port refuses connections.

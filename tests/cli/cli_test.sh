@@ -249,6 +249,152 @@ fi
 run hit k "${LIMIT[@]}" --store mem://
 expect_rc "--store mem:// works" 0
 
+# ---- The store URL outside argv: SLUICE_STORE and --store-file -----------------------
+
+# Port 1 of loopback refuses connections, so a command that reaches for it
+# exits 3 at once, where the embedded store would have admitted (exit 0).
+DEAD='valkey://:hunter2pw@127.0.0.1:1?timeout=200'
+
+# no_password NAME: the last run's output never shows the password.
+no_password() {
+    if grep -q "hunter2pw" "$TMP/out" "$TMP/err"; then
+        fail "$1: the password is never shown" "$out
+$err"
+    else
+        pass "$1: the password is never shown"
+    fi
+}
+
+SLUICE_STORE=$DEAD run hit k "${LIMIT[@]}"
+if [ "$rc" -eq 3 ] && grep -q "connect" "$TMP/err"; then
+    pass "SLUICE_STORE names the store when --store is not given ($err)"
+else
+    fail "SLUICE_STORE names the store when --store is not given" \
+        "exit $rc; $out $err"
+fi
+no_password "SLUICE_STORE"
+SLUICE_STORE=$DEAD run hit k "${LIMIT[@]}" --store mem://
+expect_rc "--store beats SLUICE_STORE" 0
+SLUICE_STORE='' run hit k "${LIMIT[@]}"
+expect_rc "an empty SLUICE_STORE is as none: the embedded store" 0
+SLUICE_STORE='valkey://:hunter2pw@127.0.0.1:1?bogus=1' run hit k "${LIMIT[@]}"
+if [ "$rc" -eq 3 ] && grep -q "^sluice: SLUICE_STORE: .*bogus" "$TMP/err"; then
+    pass "a bad SLUICE_STORE is named in the message ($err)"
+else
+    fail "a bad SLUICE_STORE is named in the message" "exit $rc; $err"
+fi
+no_password "a bad SLUICE_STORE"
+
+SF=$TMP/store.url
+# The URL on the first line, with trailing blanks and a CR that are
+# dropped (else the timeout option's value would be bad), and a second
+# line that is not read.
+printf '%s  \r\nnot a URL\n' "$DEAD" >"$SF"
+chmod 600 "$SF"
+run hit k "${LIMIT[@]}" --store-file "$SF"
+if [ "$rc" -eq 3 ] && grep -q "connect" "$TMP/err"; then
+    pass "--store-file: the URL on its first line, trailing blanks dropped ($err)"
+else
+    fail "--store-file: the URL on its first line, trailing blanks dropped" \
+        "exit $rc; $out $err"
+fi
+no_password "--store-file"
+printf 'mem://\n' >"$TMP/mem.url"
+chmod 600 "$TMP/mem.url"
+SLUICE_STORE=$DEAD run hit k "${LIMIT[@]}" --store-file "$TMP/mem.url"
+expect_rc "--store-file beats SLUICE_STORE" 0
+usage_error "--store and --store-file at once" \
+    "hit: --store and --store-file are given both" \
+    hit k "${LIMIT[@]}" --store mem:// --store-file "$TMP/mem.url"
+printf 'valkey://:hunter2pw@127.0.0.1:1?bogus=1\n' >"$TMP/bad.url"
+chmod 600 "$TMP/bad.url"
+run hit k "${LIMIT[@]}" --store-file "$TMP/bad.url"
+if [ "$rc" -eq 3 ] &&
+    grep -q "^sluice: --store-file $TMP/bad.url: .*bogus" "$TMP/err"; then
+    pass "a bad URL in --store-file is named with the file ($err)"
+else
+    fail "a bad URL in --store-file is named with the file" "exit $rc; $err"
+fi
+no_password "a bad URL in --store-file"
+
+# The mode is checked as ssh checks a key's: no access for group or others.
+for mode in 644 640 604 620 602 660; do
+    chmod "$mode" "$SF"
+    usage_error "--store-file of mode $mode is refused, naming the fix" \
+        "'$SF' has mode 0$mode, .*run 'chmod 600 $SF'" \
+        hit k "${LIMIT[@]}" --store-file "$SF"
+    no_password "--store-file of mode $mode"
+done
+chmod 400 "$SF"
+run hit k "${LIMIT[@]}" --store-file "$SF"
+expect_rc "--store-file of mode 400 is taken" 3
+chmod 600 "$SF"
+usage_error "--store-file of a directory" "'$TMP' is a directory" \
+    hit k "${LIMIT[@]}" --store-file "$TMP"
+usage_error "--store-file of a missing file" \
+    "cannot open '$TMP/nope': No such file" \
+    hit k "${LIMIT[@]}" --store-file "$TMP/nope"
+: >"$TMP/empty.url"
+chmod 600 "$TMP/empty.url"
+usage_error "--store-file of an empty file" "first line of '.*' is empty" \
+    hit k "${LIMIT[@]}" --store-file "$TMP/empty.url"
+printf ' \t\n%s\n' "$DEAD" >"$TMP/blank.url"
+chmod 600 "$TMP/blank.url"
+usage_error "--store-file whose first line is blank" \
+    "first line of '.*' is empty" \
+    hit k "${LIMIT[@]}" --store-file "$TMP/blank.url"
+printf 'valkey://\000127.0.0.1\n' >"$TMP/nul.url"
+chmod 600 "$TMP/nul.url"
+usage_error "--store-file whose first line holds a NUL" "holds a NUL byte" \
+    hit k "${LIMIT[@]}" --store-file "$TMP/nul.url"
+head -c 5000 /dev/zero | tr '\0' a >"$TMP/long.url"
+chmod 600 "$TMP/long.url"
+usage_error "--store-file whose first line is too long" \
+    "longer than 4096 bytes" \
+    hit k "${LIMIT[@]}" --store-file "$TMP/long.url"
+mkfifo -m 600 "$TMP/fifo.url"
+timeout 5 "$SLUICE" hit k "${LIMIT[@]}" --store-file "$TMP/fifo.url" \
+    >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "'$TMP/fifo.url' is a FIFO" "$TMP/err"; then
+    pass "--store-file of a FIFO: refused, not waited on ($(cat "$TMP/err"))"
+else
+    fail "--store-file of a FIFO: refused, not waited on" \
+        "exit $rc; $(cat "$TMP/err")"
+fi
+usage_error "--store-file needs a value" "--store-file needs a value" \
+    hit k "${LIMIT[@]}" --store-file
+usage_error "plain demo takes no --store-file" \
+    "demo: --store-file is for the chat scenario" demo --store-file "$SF"
+usage_error "functions takes --store-file only with --load" \
+    "functions: --store-file is only for --load" functions --store-file "$SF"
+
+# Every command that takes --store takes --store-file and SLUICE_STORE:
+# each reaches for the dead server (exit 3), none says 'unknown option' or
+# 'missing --store' (exit 2), and none shows the password.
+for cmdline in "hit k ${LIMIT[*]}" "peek k ${LIMIT[*]}" "reset k --algo fixed" \
+    "hit k --limit fixed:10/1s" "ttl q" "replay ${LIMIT[*]}" "queue stats q" \
+    "queue add q --data x" "work q --timeout 300ms" "demo chat" \
+    "functions --load"; do
+    # shellcheck disable=SC2086
+    run_in '5 k\n' $cmdline --store-file "$SF"
+    if [ "$rc" -eq 3 ] && ! grep -q "hunter2pw" "$TMP/out" "$TMP/err"; then
+        pass "$cmdline --store-file: the file's store (exit 3)"
+    else
+        fail "$cmdline --store-file: the file's store" "exit $rc; $out $err"
+    fi
+    # shellcheck disable=SC2086
+    SLUICE_STORE=$DEAD run_in '5 k\n' $cmdline
+    if [ "$rc" -eq 3 ] && ! grep -q "hunter2pw" "$TMP/out" "$TMP/err"; then
+        pass "$cmdline with SLUICE_STORE: its store (exit 3)"
+    else
+        fail "$cmdline with SLUICE_STORE: its store" "exit $rc; $out $err"
+    fi
+done
+usage_error "queue: without any store, the message names all three ways" \
+    "missing --store \(.*; or --store-file PATH, or SLUICE_STORE\)" \
+    queue stats q
+
 run --version
 expect_rc "--version" 0
 if printf '%s' "$out" | grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$'; then

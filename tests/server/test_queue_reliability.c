@@ -19,6 +19,10 @@
  *                  takes it; a cap without a duration is an error at the
  *                  take; the read and the take agree on a counter that has
  *                  no expiry;
+ *   job state      sluice_queue_job_state() tells a complete that was
+ *                  applied (gone) from one that was not (held, or back to
+ *                  wait once the lease ran out), and where a failed job went:
+ *                  what 'sluice work' asks when a finish's reply was lost;
  *   worker         sluice_worker_next() with a timeout of UINT64_MAX waits
  *                  (it does not return at once), and a take's error is kept
  *                  until the timeout.
@@ -129,6 +133,80 @@ static void test_stalled(void)
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
     CHECK_OK(sluice_queue_complete(st, q, strlen(q), job.id, job.lease));
     sluice_job_clear(&job);
+}
+
+/* ---- A finish whose answer was lost -------------------------------------- */
+
+static sluice_job_state state_of(const char *q, const sluice_job *job,
+                                 uint64_t lease)
+{
+    sluice_job_state where = 0;
+
+    CHECK_OK(sluice_queue_job_state(&where, st, q, strlen(q), job->id,
+                                    lease));
+    return where;
+}
+
+static void test_job_state(void)
+{
+    const char *q = "states";
+    sluice_job job = {0}, late = {0};
+    sluice_store *mem = NULL;
+    sluice_job_state where = 0;
+    int dead = 0;
+
+    fresh("job state: held, then gone once completed");
+    add(q, "a");
+    CHECK_EQ_U64(take(&job, q, 5000), SLUICE_TAKE_JOB);
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_HELD);
+    CHECK_EQ_U64(state_of(q, &job, job.lease + 1), SLUICE_JOB_TAKEN);
+    /* The complete reached the server, its answer did not: asked again,
+       the complete answers ELEASE, and the state says it was applied. */
+    CHECK_OK(sluice_queue_complete(st, q, strlen(q), job.id, job.lease));
+    CHECK_RC(sluice_queue_complete(st, q, strlen(q), job.id, job.lease),
+             SLUICE_ELEASE);
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_GONE);
+    CHECK_EQ_U64(stats(q).completed, 1);
+
+    fresh("job state: a complete that was not applied, the lease run out");
+    add(q, "b");
+    CHECK_EQ_U64(take(&late, q, 100), SLUICE_TAKE_JOB);
+    rs_sleep_ms(150);
+    /* Not yet taken again: the late lease still counts. */
+    CHECK_EQ_U64(state_of(q, &late, late.lease), SLUICE_JOB_HELD);
+    CHECK_EQ_U64(take(&job, q, 5000), SLUICE_TAKE_JOB);
+    CHECK_RC(sluice_queue_complete(st, q, strlen(q), late.id, late.lease),
+             SLUICE_ELEASE);
+    CHECK_EQ_U64(state_of(q, &late, late.lease), SLUICE_JOB_TAKEN);
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_HELD);
+
+    test_context("job state: a fail, to wait, delayed, and for good");
+    CHECK_OK(sluice_queue_fail(&dead, st, q, strlen(q), job.id, job.lease, 5,
+                               0));
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_WAITING);
+    CHECK_EQ_U64(take(&job, q, 5000), SLUICE_TAKE_JOB);
+    CHECK_OK(sluice_queue_fail(&dead, st, q, strlen(q), job.id, job.lease, 5,
+                               60000));
+    CHECK_EQ_U64(stats(q).delayed, 1);
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_WAITING);
+    add(q, "c");
+    CHECK_EQ_U64(take(&job, q, 5000), SLUICE_TAKE_JOB);
+    CHECK_OK(sluice_queue_fail(&dead, st, q, strlen(q), job.id, job.lease, 1,
+                               0));
+    CHECK_EQ_U64(dead, 1);
+    CHECK_EQ_U64(state_of(q, &job, job.lease), SLUICE_JOB_FAILED);
+    job.id = 999;
+    CHECK_EQ_U64(state_of(q, &job, 1), SLUICE_JOB_GONE);
+
+    test_context("job state: bad arguments, and a store without queues");
+    CHECK_RC(sluice_queue_job_state(NULL, st, q, strlen(q), 1, 1),
+             SLUICE_EINVAL);
+    CHECK_OK(sluice_store_open(&mem, "mem://", NULL));
+    CHECK_RC(sluice_queue_job_state(&where, mem, q, strlen(q), 1, 1),
+             SLUICE_ENOTSUP);
+    sluice_store_free(mem);
+    sluice_job_clear(&job);
+    sluice_job_clear(&late);
 }
 
 static void test_stalled_worker_limit(void)
@@ -376,6 +454,7 @@ int main(void)
     test_extend();
     test_stalled();
     test_stalled_worker_limit();
+    test_job_state();
     test_add_many();
     test_names();
     test_interop();

@@ -3,7 +3,7 @@
 KEYS[1]  emq:{q}:wait      KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:delayed
 KEYS[4]  emq:{q}:data      KEYS[5]  emq:{q}:meta      KEYS[6]  emq:{q}:limiter
 KEYS[7]  emq:{q}:attempts  KEYS[8]  emq:{q}:failed
-ARGV[1]  "stats", "cap", "retry" or "failed"
+ARGV[1]  "stats", "cap", "retry", "failed" or "state"
   stats          Reply {waiting, active, delayed, failed, completed, max,
                  duration_ms, count in the window, wait_ms}; wait_ms is the
                  queue-limiter read's figure (limiter.lua), and max a cap of
@@ -11,7 +11,11 @@ ARGV[1]  "stats", "cap", "retry" or "failed"
   cap MAX DUR    sets the cap (MAX 0 removes it: not limited); Reply 1
   retry ID       moves failed job ID back to wait, its attempts reset;
                  Reply 1, or 0 when ID is not a failed job
-  failed N       Reply the ids of up to N failed jobs, oldest first ]]
+  failed N       Reply the ids of up to N failed jobs, oldest first
+  state ID L     where job ID is, for the holder of lease L (a read):
+                 Reply 1 active under lease L, 2 active under another,
+                 3 waiting or delayed (its data is kept, and it is in
+                 neither set), 4 failed, 5 gone (completed: no data) ]]
 --! include limiter.lua
 local op = ARGV[1]
 if op == 'stats' then
@@ -36,5 +40,14 @@ elseif op == 'retry' then
   return 1
 elseif op == 'failed' then
   return redis.call('ZRANGE', KEYS[8], 0, tonumber(ARGV[2]) - 1)
+elseif op == 'state' then
+  local id = ARGV[2]
+  if redis.call('ZSCORE', KEYS[2], id) then
+    if redis.call('HGET', KEYS[7], id .. ':l') == ARGV[3] then return 1 end
+    return 2
+  end
+  if redis.call('ZSCORE', KEYS[8], id) then return 4 end
+  if redis.call('HEXISTS', KEYS[4], id) == 1 then return 3 end
+  return 5
 end
 return redis.error_reply('ERR sluice: unknown queue operation ' .. op)

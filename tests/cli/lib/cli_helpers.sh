@@ -59,6 +59,10 @@ server_version() {
     fi
 }
 
+# A store URL in the caller's environment would send every command without
+# --store to it (cli/store.c): the tests set it only where they mean to.
+unset SLUICE_STORE
+
 pass() {
     passed=$((passed + 1))
     echo "PASS: $1"
