@@ -19,6 +19,9 @@
  *              max_reply_bytes=65536: SLUICE_EPROTO before the timeout, and
  *              the client's memory and what the peer could send stay
  *              bounded (never admitted);
+ *   cut        half a reply, then the connection closed with no TLS
+ *              close_notify (a server killed mid-reply): SLUICE_ECONN, an
+ *              outage, as on plain TCP (on_error=open admits);
  *   stall      the handshake stalls: the peer reads the ClientHello and
  *              never answers: SLUICE_ETIMEDOUT after connect_timeout, not
  *              the longer command timeout; an outage.
@@ -50,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -69,7 +73,7 @@
 /* The fixed window's answer to a first hit of max 10 per minute. */
 #define GOOD "*4\r\n:1\r\n:9\r\n:0\r\n:60000\r\n"
 
-typedef enum peer_mode { GOOD_MODE, GARBAGE, DRIP, HUGE, STALL } peer_mode;
+typedef enum peer_mode { GOOD_MODE, GARBAGE, DRIP, HUGE, STALL, CUT } peer_mode;
 
 /* ---- The hostile peer ------------------------------------------------------- */
 
@@ -139,6 +143,10 @@ static bool answer_script(SSL *ssl, peer_mode mode)
             atomic_store(&peer.huge_sent, sent);
             rs_sleep_ms(2);
         }
+        return false;
+    case CUT: /* half a reply, then the socket closed under TLS */
+        (void)put(ssl, "*4\r\n:1\r\n", 8);
+        shutdown(SSL_get_fd(ssl), SHUT_RDWR);
         return false;
     case STALL:
         break;
@@ -337,17 +345,15 @@ static uint64_t stood_in(sluice_store *st)
     return s.fell_open + s.fell_closed;
 }
 
-static long long rss_bytes(void)
+/* The process's peak resident set so far, in bytes (it only grows, so
+   what a call adds to it is what that call held at its most). */
+static long long peak_rss_bytes(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long size = 0, resident = 0;
+    struct rusage u;
 
-    if (f == NULL)
+    if (getrusage(RUSAGE_SELF, &u) < 0)
         return -1;
-    if (fscanf(f, "%lld %lld", &size, &resident) != 2)
-        resident = -1;
-    fclose(f);
-    return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
+    return (long long)u.ru_maxrss * 1024;
 }
 
 /* ---- The modes -------------------------------------------------------------- */
@@ -439,9 +445,9 @@ static void test_huge(void)
         check_recovers(st);
         atomic_store(&peer.huge_sent, 0);
         atomic_store(&peer.mode, HUGE);
-        rss0 = rss_bytes();
+        rss0 = peak_rss_bytes();
         CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
-        rss1 = rss_bytes();
+        rss1 = peak_rss_bytes();
         CHECK(ms < TIMEOUT_MS * 5);
         CHECK(strstr(sluice_last_error(), "max_reply_bytes") != NULL);
         CHECK_EQ_U64(stood_in(st), 0); /* never admitted */
@@ -457,9 +463,38 @@ static void test_huge(void)
                  rs_mono_ms() - t0 < 5000);
         CHECK(sent < HUGE_SENT_MAX);
         printf("  huge length, %-16s EPROTO after %" PRIu64 " ms, peer got "
-               "%llu KB of %u MB out, RSS +%lld KB: %s\n", policy_name(p), ms,
+               "%llu KB of %u MB out, peak RSS +%lld KB: %s\n", policy_name(p), ms,
                sent >> 10, HUGE_OFFERED >> 20, (rss1 - rss0) >> 10,
                sluice_last_error());
+        check_recovers(st);
+        sluice_store_free(st);
+    }
+    test_context(NULL);
+}
+
+static void test_cut(void)
+{
+    for (size_t p = 0; p < 2; p++) {
+        sluice_store *st = open_store(TIMEOUT_MS, policies[p]);
+        sluice_decision d;
+        uint64_t ms;
+        int rc;
+
+        test_context("half a reply, then closed, %s", policy_name(p));
+        check_recovers(st);
+        atomic_store(&peer.mode, CUT);
+        rc = hit(&d, st, &ms);
+        CHECK(ms < TIMEOUT_MS);
+        if (p == 0) {
+            CHECK_RC(rc, SLUICE_ECONN);
+        } else { /* a lost connection is an outage */
+            CHECK_OK(rc);
+            CHECK(d.allowed == 1 && d.fallback == SLUICE_FELL_OPEN);
+        }
+        printf("  half a reply, closed, %-16s %s after %" PRIu64 " ms: %s\n",
+               policy_name(p), rc == SLUICE_OK ? "admitted by policy"
+                                               : sluice_strerror(rc),
+               ms, rc == SLUICE_OK ? "" : sluice_last_error());
         check_recovers(st);
         sluice_store_free(st);
     }
@@ -512,6 +547,7 @@ int main(void)
     test_garbage();
     test_drip();
     test_huge();
+    test_cut();
     test_stall();
     peer_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
