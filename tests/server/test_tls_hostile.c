@@ -494,7 +494,7 @@ static void test_cut(void)
         printf("  half a reply, closed, %-16s %s after %" PRIu64 " ms: %s\n",
                policy_name(p), rc == SLUICE_OK ? "admitted by policy"
                                                : sluice_strerror(rc),
-               ms, rc == SLUICE_OK ? "" : sluice_last_error());
+               ms, rc == SLUICE_OK ? "-" : sluice_last_error());
         check_recovers(st);
         sluice_store_free(st);
     }
