@@ -16,8 +16,9 @@
  * name that does not match, a handshake the peer refused or an alert it
  * sent (a client certificate it wanted, say): SLUICE_EAUTH, always an
  * error, never taken for an outage, with OpenSSL's reason in the message.
- * A connection that closes or breaks: SLUICE_ECONN. A record that does not
- * decrypt after the handshake: SLUICE_EPROTO.
+ * A connection that closes or breaks (also with no close_notify, after the
+ * handshake): SLUICE_ECONN. A record that does not decrypt after the
+ * handshake: SLUICE_EPROTO.
  *
  * OpenSSL's error queue is per thread: it is cleared before each call, so
  * a reason read after a failure is that call's.
@@ -198,6 +199,15 @@ static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
                              ERR_GET_REASON(last) == SSL_R_WRONG_VERSION_NUMBER
                                  ? " (is that port TLS?)" : "");
     }
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+    /* OpenSSL 3 reports a connection closed with no close_notify (a server
+       killed, or a link cut) as an error of its own: a lost connection,
+       as on plain TCP, not a bad record. */
+    if (ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+        return sluice__error(SLUICE_ECONN, "valkey %s: %s: the server closed "
+                             "the connection (no TLS close_notify)", n->name,
+                             doing);
+#endif
     if (ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET)
         return sluice__error(SLUICE_EAUTH, "valkey %s: %s: the server ended "
                              "TLS with an alert: %s", n->name, doing,
