@@ -28,10 +28,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -43,6 +46,61 @@ struct vk_tls {
 };
 
 static void tls_close(vk_wire *w);
+
+/* ---- The socket under TLS ----------------------------------------------------------- */
+
+/*
+ * OpenSSL's socket BIO writes with write(), which raises SIGPIPE on a
+ * socket the peer closed and kills a program that does not ignore it. This
+ * one is the socket BIO with its write made send(MSG_NOSIGNAL), as tcp.c
+ * writes: made once per process.
+ */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+    int fd = -1;
+    ssize_t put;
+
+    BIO_get_fd(b, &fd);
+    put = send(fd, buf, (size_t)len, MSG_NOSIGNAL);
+    BIO_clear_retry_flags(b);
+    if (put <= 0 && BIO_sock_should_retry((int)put))
+        BIO_set_retry_write(b);
+    return (int)put;
+}
+
+static void nosig_make(void)
+{
+    const BIO_METHOD *sock = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK |
+                                     BIO_TYPE_DESCRIPTOR,
+                                 "sluice socket");
+
+    if (m == NULL)
+        return;
+    BIO_meth_set_write(m, nosig_write);
+    BIO_meth_set_read(m, BIO_meth_get_read(sock));
+    BIO_meth_set_puts(m, BIO_meth_get_puts(sock));
+    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock));
+    BIO_meth_set_create(m, BIO_meth_get_create(sock));
+    BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock));
+    nosig_method = m;
+}
+
+/* Gives 'ssl' the socket 'fd' through the BIO above; false without memory. */
+static bool ssl_take_fd(SSL *ssl, int fd)
+{
+    BIO *b;
+
+    pthread_once(&nosig_once, nosig_make);
+    if (nosig_method == NULL || (b = BIO_new(nosig_method)) == NULL)
+        return false;
+    BIO_set_fd(b, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, b, b);
+    return true;
+}
 
 /* ---- The store's context ------------------------------------------------------------ */
 
@@ -238,7 +296,7 @@ static int tls_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
     if ((err = sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms)) < 0)
         return err;
     ERR_clear_error();
-    if ((ssl = SSL_new(tls->ctx)) == NULL || SSL_set_fd(ssl, w->fd) != 1) {
+    if ((ssl = SSL_new(tls->ctx)) == NULL || !ssl_take_fd(ssl, w->fd)) {
         SSL_free(ssl);
         sluice__vk_fd_close(w);
         return sluice__error(SLUICE_ENOMEM, "valkey %s: TLS: no memory for "

@@ -19,6 +19,9 @@
  * milliseconds. So a canary thread that sleeps 1 ms at a time measures the
  * longest such lag of the run, and the bound is the timeout + 10% + that
  * lag (printed too); the old code's second timeout (400 ms) is far beyond.
+ * The canary does not see every stall of 50 threads on 2 CPUs, so a run
+ * over the bound is made again, twice at most: a path with a second
+ * timeout is over it every time, a stall of the machine is not.
  */
 #include "server.h"
 #include "test.h"
@@ -26,6 +29,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +104,8 @@ static int by_value(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void test_stopped_under_load(void)
+/* One run; answers whether every call kept within the bound. */
+static bool stopped_under_load(void)
 {
     static worker w[THREADS];
     pthread_t tid[THREADS], canary_tid;
@@ -110,6 +115,7 @@ static void test_stopped_under_load(void)
     uint64_t *all, over = 0;
     size_t total = 0, failed = 0;
     char url[128];
+    bool within;
 
     test_context("50 threads, the server stopped for 1.5 s");
     snprintf(url, sizeof(url), "%s?timeout=%d", server.url, TIMEOUT_MS);
@@ -162,11 +168,12 @@ static void test_stopped_under_load(void)
            lag.lag_us / 1000.0, over);
     CHECK(failed > 0); /* the stop was met */
     CHECK(total > failed); /* and calls were answered around it */
-    CHECK(all[total - 1] <= BOUND_US + lag.lag_us);
+    within = all[total - 1] <= BOUND_US + lag.lag_us;
     free(all);
     sluice_store_free(fresh);
     sluice_store_free(warm);
     test_context(NULL);
+    return within;
 }
 
 int main(void)
@@ -179,7 +186,16 @@ int main(void)
     }
     printf("test_valkey_deadline: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    test_stopped_under_load();
+    for (int attempt = 1;; attempt++) {
+        if (stopped_under_load())
+            break;
+        if (attempt == 3) {
+            CHECK(!"a call took longer than the timeout + 10% in 3 runs");
+            break;
+        }
+        printf("  NOTE: run %d had a call over the bound: once more\n",
+               attempt);
+    }
     rs_stop(&server);
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_valkey_deadline");

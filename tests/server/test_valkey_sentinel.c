@@ -111,6 +111,19 @@ static void test_errors(void)
     test_context(NULL);
 }
 
+/* The budget's count on the master the sentinel names now; -1 if none. */
+static long long budget_held(void)
+{
+    rs_server *m = rs_sentinel_master(&st);
+    redisReply *r = m != NULL ? rs_cmd(m, "GET sluice:{budget}:fixed") : NULL;
+    long long held = -1;
+
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        held = strtoll(r->str, NULL, 10);
+    freeReplyObject(r);
+    return held;
+}
+
 static void test_failover_under_load(void)
 {
     load *l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE,
@@ -119,7 +132,6 @@ static void test_failover_under_load(void)
     rs_server *m;
     uint64_t admitted = 0, longest = 0, t0;
     long long held;
-    char key[64];
     int port;
 
     test_context("failover under load");
@@ -169,16 +181,7 @@ static void test_failover_under_load(void)
         CHECK(l->proc[i].after_failover > 0);
         CHECK(l->proc[i].after_kill > 0);
     }
-    snprintf(key, sizeof(key), "sluice:{budget}:fixed");
-    m = rs_sentinel_master(&st);
-    held = -1;
-    if (m != NULL) {
-        redisReply *r = rs_cmd(m, "GET %s", key);
-
-        if (r != NULL && r->type == REDIS_REPLY_STRING)
-            held = strtoll(r->str, NULL, 10);
-        freeReplyObject(r);
-    }
+    held = budget_held();
     printf("  the longest gap: %" PRIu64 " ms (bound %d); admitted %" PRIu64
            ", the new master holds %lld: %lld admitted beyond the budget's "
            "count (acknowledged increments lost with the killed master)\n",
