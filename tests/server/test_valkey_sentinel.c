@@ -3,6 +3,8 @@
  * rides out failovers, on real servers: a master, its replica and a
  * redis-sentinel (the launcher's rs_sentinel).
  *
+ * - Passwords: the sentinels' own (sentinel_password=) and the master's
+ *   (the URL's userinfo); either wrong is SLUICE_EAUTH.
  * - The sentinels' errors: a master name they do not know is
  *   SLUICE_ECONFIG, never admitted under on_error=open; a URL with no
  *   master name is refused when the store opens.
@@ -124,6 +126,53 @@ static long long budget_held(void)
     return held;
 }
 
+/*
+ * Sentinels with a password of their own and a master with another:
+ * sentinel_password= is the sentinels', the URL's userinfo the master's;
+ * either one wrong is SLUICE_EAUTH, never admitted, and the message never
+ * shows a password.
+ */
+static void test_passwords(void)
+{
+    static const char *const master_pw[] = {"--requirepass", "mpw", NULL};
+    static const char *const sentinel_pw[] = {"--requirepass", "spw", NULL};
+    static const struct {
+        const char *userinfo, *query;
+        int rc;
+    } cases[] = {
+        {":mpw@", "sentinel_password=spw", 0},
+        {":mpw@", "sentinel_password=nope", SLUICE_EAUTH},
+        {":mpw@", "", SLUICE_EAUTH},
+        {":nope@", "sentinel_password=spw", SLUICE_EAUTH},
+    };
+    rs_sentinel ps;
+
+    test_context("sentinel and master passwords");
+    if (!CHECK(rs_sentinel_start(&ps, master_pw, sentinel_pw) == 0))
+        return;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sluice_store *s = NULL;
+        sluice_decision d;
+        char url[300];
+
+        snprintf(url, sizeof(url), "valkey+sentinel://%s127.0.0.1:%d/%s?"
+                 "on_error=open&timeout=500%s%s", cases[i].userinfo,
+                 ps.sentinel.port, RS_SENTINEL_MASTER,
+                 cases[i].query[0] ? "&" : "", cases[i].query);
+        if (!CHECK_OK(sluice_store_open(&s, url, NULL)))
+            continue;
+        CHECK_RC(sluice_hit(&d, s, &budget, "pw", 2, 1), cases[i].rc);
+        CHECK(d.allowed == (cases[i].rc == 0));
+        if (cases[i].rc != 0)
+            CHECK(strstr(sluice_last_error(), "spw") == NULL &&
+                  strstr(sluice_last_error(), "nope") == NULL &&
+                  strstr(sluice_last_error(), "mpw") == NULL);
+        sluice_store_free(s);
+    }
+    rs_sentinel_stop(&ps);
+    test_context(NULL);
+}
+
 static void test_failover_under_load(void)
 {
     load *l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE,
@@ -202,6 +251,7 @@ int main(void)
     }
     printf("  %s\n", st.url);
     test_errors();
+    test_passwords();
     test_failover_under_load();
     rs_sentinel_stop(&st);
     return test_summary("test_valkey_sentinel");
