@@ -3,6 +3,8 @@
  * rides out failovers, on real servers: a master, its replica and a
  * redis-sentinel (the launcher's rs_sentinel).
  *
+ * - TLS to the sentinels and the master (valkeys+sentinel://), through a
+ *   SENTINEL FAILOVER; the sentinels' certificate verified.
  * - Passwords: the sentinels' own (sentinel_password=) and the master's
  *   (the URL's userinfo); either wrong is SLUICE_EAUTH.
  * - The sentinels' errors: a master name they do not know is
@@ -19,6 +21,7 @@
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "server.h"
 #include "test.h"
+#include "tls_certs.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -173,6 +176,42 @@ static void test_passwords(void)
     test_context(NULL);
 }
 
+/* TLS to the sentinels and to the master (valkeys+sentinel://), through
+   a failover. */
+static void test_tls(void)
+{
+    const rs_certs *c = rs_certs_get();
+    rs_sentinel ts;
+    sluice_store *s = NULL;
+    sluice_decision d;
+    char url[1200];
+
+    test_context("sentinel over TLS");
+    if (!CHECK(c != NULL && rs_sentinel_start_tls(&ts) == 0))
+        return;
+    snprintf(url, sizeof(url), "%s?tls_ca=%s&timeout=1000", ts.url,
+             c->ca_cert);
+    if (CHECK_OK(sluice_store_open(&s, url, NULL))) {
+        CHECK_OK(sluice_hit(&d, s, &budget, "t", 1, 1));
+        CHECK(rs_sentinel_failover(&ts) > 0);
+        /* The first call after may meet the demoted master: it asks the
+           sentinels again, and the next reaches the new one. */
+        (void)sluice_hit(&d, s, &budget, "t", 1, 1);
+        CHECK_OK(sluice_hit(&d, s, &budget, "t", 1, 1));
+        sluice_store_free(s);
+    }
+    /* The sentinels' certificate checked as any server's. */
+    snprintf(url, sizeof(url), "%s?tls_ca=%s&on_error=open", ts.url,
+             c->other_ca_cert);
+    if (CHECK_OK(sluice_store_open(&s, url, NULL))) {
+        CHECK_RC(sluice_hit(&d, s, &budget, "t", 1, 1), SLUICE_EAUTH);
+        CHECK(!d.allowed);
+        sluice_store_free(s);
+    }
+    rs_sentinel_stop(&ts);
+    test_context(NULL);
+}
+
 static void test_failover_under_load(void)
 {
     load *l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE,
@@ -252,6 +291,7 @@ int main(void)
     printf("  %s\n", st.url);
     test_errors();
     test_passwords();
+    test_tls();
     test_failover_under_load();
     rs_sentinel_stop(&st);
     return test_summary("test_valkey_sentinel");

@@ -4,6 +4,7 @@
  * like any other server.
  */
 #include "server.h"
+#include "tls_certs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,42 @@ int rs_sentinel_start(rs_sentinel *st, const char *const *extra,
         goto fail;
     snprintf(st->url, sizeof(st->url), "valkey+sentinel://127.0.0.1:%d/%s",
              st->sentinel.port, RS_SENTINEL_MASTER);
+    return 0;
+fail:
+    rs_sentinel_stop(st);
+    return -1;
+}
+
+int rs_sentinel_start_tls(rs_sentinel *st)
+{
+    const rs_certs *c = rs_certs_get();
+    const char *args[RS_MAX_EXTRA + 1];
+    const char *tls_repl[] = {"--tls-replication", "yes", NULL};
+    char mport[16], conf[2048];
+    size_t n;
+
+    memset(st, 0, sizeof(*st));
+    if (c == NULL || node_args(args, tls_repl, mport, 0) < 0 ||
+        rs_start_tls(&st->nodes[0], "no", args) < 0)
+        goto fail;
+    if (node_args(args, tls_repl, mport, st->nodes[0].port) < 0 ||
+        rs_start_tls(&st->nodes[1], "no", args) < 0)
+        goto fail;
+    if ((st->tls_port = rs_free_port()) < 0)
+        goto fail;
+    sentinel_conf(conf, sizeof(conf), st->nodes[0].port, NULL);
+    n = strlen(conf);
+    /* TLS to the nodes it watches (tls-replication), and on a port of its
+       own for clients; the harness keeps the plain one. */
+    snprintf(conf + n, sizeof(conf) - n,
+             "tls-port %d\ntls-replication yes\ntls-cert-file %s\n"
+             "tls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients no\n",
+             st->tls_port, c->server_cert, c->server_key, c->ca_cert);
+    if (rs_start_sentinel(&st->sentinel, conf, NULL) < 0 ||
+        rs_sentinel_wait_seen(st, RS_SENTINEL_READY_TIMEOUT_MS) < 0)
+        goto fail;
+    snprintf(st->url, sizeof(st->url), "valkeys+sentinel://127.0.0.1:%d/%s",
+             st->tls_port, RS_SENTINEL_MASTER);
     return 0;
 fail:
     rs_sentinel_stop(st);

@@ -311,6 +311,7 @@ long long rs_calls(rs_server *s, const char *command);
 typedef struct rs_sentinel {
     rs_server nodes[2];  /* [0] the first master, [1] its first replica */
     rs_server sentinel;  /* kind RS_SENTINEL, on sentinel.port */
+    int tls_port;        /* rs_sentinel_start_tls(): its TLS port */
     char url[96];        /* "valkey+sentinel://127.0.0.1:SP/sluice-master" */
 } rs_sentinel;
 
@@ -367,6 +368,15 @@ int rs_sentinel_wait_master(rs_sentinel *st, int port, uint64_t timeout_ms);
  * kills the new master waits that long for its promotion.
  */
 int rs_sentinel_failover(rs_sentinel *st);
+/*
+ * The same over TLS: both nodes TLS-only (rs_start_tls(), "no" client
+ * certificates, --tls-replication yes), and the sentinel speaking TLS to
+ * them and on a TLS port of its own, st->tls_port (its plain port stays,
+ * for the harness). st->url is "valkeys+sentinel://127.0.0.1:TP/
+ * sluice-master"; the caller adds ?tls_ca=. 0, or -1 after stopping what
+ * it started.
+ */
+int rs_sentinel_start_tls(rs_sentinel *st);
 /* Stops the sentinel and both nodes, and removes their directories. */
 void rs_sentinel_stop(rs_sentinel *st);
 
