@@ -3,7 +3,8 @@
  * on real redis-servers (the launcher's TLS-only and socket-only servers,
  * the run's certificates: tls_certs.h).
  *
- * - TLS: decisions as on TCP (a budget spent and refused), mutual TLS
+ * - TLS: decisions as on TCP (a budget spent and refused; a batch, a
+ *   request against two limits, the Functions library loaded), mutual TLS
  *   with the client certificate, tls_server_name, and tls_insecure.
  * - Every misconfiguration is its own clear error, SLUICE_EAUTH, never
  *   admitted under on_error=open: a CA that signed nothing of the server's,
@@ -83,16 +84,54 @@ static void refused(int want, const char *says, const char *fmt, ...)
     sluice_store_free(st);
 }
 
+/*
+ * The other callers over the store at 'url': a batch (sluice_hit_many), a
+ * request against two limits at once (sluice_hit_all) and the Functions
+ * library loaded (sluice_functions_load), then FCALL'd.
+ */
+static void other_callers(rs_server *s, const char *url)
+{
+    const sluice_limit two[2] = {SLUICE_LIMIT(SLUICE_FIXED, 2, 60000),
+                                 SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, 60000)};
+    sluice_request reqs[3] = {{"m1", 2, 1, 0, {0}}, {"m2", 2, 1, 0, {0}},
+                              {"m1", 2, 1, 0, {0}}};
+    sluice_decision all, each[2];
+    sluice_store *st = NULL;
+    size_t servers = 0;
+    redisReply *r;
+
+    if (!CHECK_OK(sluice_store_open(&st, url, NULL)))
+        return;
+    CHECK_OK(sluice_hit_many(st, &lim, reqs, 3));
+    for (int i = 0; i < 3; i++)
+        CHECK(reqs[i].err == 0 && reqs[i].decision.allowed);
+    CHECK_EQ_U64(reqs[2].decision.remaining, 1);
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(sluice_hit_all(&all, each, st, two, 2, "all", 3, 1));
+        CHECK(all.allowed == (i < 2)); /* the fixed window's 2 */
+    }
+    CHECK_OK(sluice_functions_load(st, &servers));
+    CHECK_EQ_U64(servers, 1);
+    r = rs_cmd(s, "FCALL sluice_version 0");
+    CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
+          strcmp(r->str, sluice_functions_version()) == 0);
+    freeReplyObject(r);
+    sluice_store_free(st);
+}
+
 /* ---- TLS ---------------------------------------------------------------- */
 
 static void test_tls(const rs_certs *c)
 {
     rs_server s, m, plain;
+    char url[1400];
 
     test_context("TLS");
     if (!CHECK(rs_start_tls(&s, "no", NULL) == 0))
         return;
     spend("a", "%s?tls_ca=%s", s.url, c->ca_cert);
+    snprintf(url, sizeof(url), "%s?tls_ca=%s", s.url, c->ca_cert);
+    other_callers(&s, url);
     spend("b", "rediss://localhost:%d?tls_ca=%s", s.port, c->ca_cert);
     spend("c", "valkeys://127.0.0.1:%d?tls_ca=%s&tls_server_name=localhost",
           s.port, c->ca_cert);
@@ -230,6 +269,7 @@ static void test_unix(void)
     if (!CHECK(rs_start_unix(&s, NULL) == 0))
         return;
     spend("u", "%s", s.url);
+    other_callers(&s, s.url);
     spend("v", "valkey+unix://%s", s.url + strlen("unix://"));
     /* The database option: the key is in db 3, not 0. */
     snprintf(url, sizeof(url), "redis+unix://%s?db=3&prefix=u3",
