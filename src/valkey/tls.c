@@ -189,28 +189,75 @@ void sluice__vk_tls_free(struct vk_tls *t)
 
 /* ---- Errors ------------------------------------------------------------------------- */
 
+/* Whether OpenSSL's reason 'last' is an alert the peer sent, or (OpenSSL
+   3) a connection it closed with no close_notify. */
+static bool peer_alert(unsigned long last)
+{
+    return ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET;
+}
+
+static bool eof_unnotified(unsigned long last)
+{
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+    return ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+#else
+    (void)last;
+    return false;
+#endif
+}
+
+/* The error of a handshake that failed for a TLS reason: the certificate,
+   its name ('expected'), or the peer's refusal; always SLUICE_EAUTH. */
+static int handshake_error(SSL *ssl, const vk_node *n, const char *expected,
+                           unsigned long last)
+{
+    long v = SSL_get_verify_result(ssl);
+    char why[256];
+
+    if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
+        return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: hostname "
+                             "mismatch: the server's certificate is not for "
+                             "'%s' (tls_server_name names another)", n->name,
+                             expected);
+    if (v != X509_V_OK)
+        return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: certificate "
+                             "verify failed: %s", n->name,
+                             X509_verify_cert_error_string(v));
+    return sluice__error(SLUICE_EAUTH, "valkey %s: TLS handshake failed: %s%s",
+                         n->name, ssl_reason(why, sizeof(why)),
+                         ERR_GET_REASON(last) == SSL_R_WRONG_VERSION_NUMBER
+                             ? " (is that port TLS?)" : "");
+}
+
 /*
  * The error of a failed SSL call on 'ssl' (its result 'rc'), 'doing' what
  * it was; 0 with '*want' set when it only has to wait. In the handshake
- * ('expected': the name the certificate must have; NULL after it; 'fresh':
- * no reply byte came since it) a TLS
- * failure is SLUICE_EAUTH (the peer refused us, or we it); after it, an
- * alert from the peer is too, and a record that fails is SLUICE_EPROTO.
+ * ('expected': the name the certificate must have; NULL after it) a TLS
+ * failure is SLUICE_EAUTH (the peer refused us, or we it). After it, a
+ * connection that ends before its first reply byte ('fresh') is too: a
+ * server that wants a client certificate we did not send finds out after
+ * the handshake (TLS 1.3) and ends the connection, its alert often lost to
+ * the reset. Later, an alert from the peer is SLUICE_EAUTH, a connection
+ * closed (with or without close_notify) SLUICE_ECONN, as on plain TCP, and
+ * a record that fails SLUICE_EPROTO.
  */
 static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
                     const char *expected, bool fresh, short *want)
 {
     int e = SSL_get_error(ssl, rc);
     unsigned long last = ERR_peek_last_error();
+    bool closed = e == SSL_ERROR_ZERO_RETURN ||
+                  (e == SSL_ERROR_SYSCALL && last == 0) ||
+                  (e == SSL_ERROR_SSL && eof_unnotified(last));
     char why[256];
 
-    /* A server that wants a client certificate we did not send finds out
-       after the handshake (TLS 1.3), and ends the connection: its alert
-       may be lost to the reset. A connection ended before its first reply
-       is that, or a server that refused us otherwise: never an outage. */
-    if (fresh && (e == SSL_ERROR_SYSCALL || e == SSL_ERROR_ZERO_RETURN ||
-                  (e == SSL_ERROR_SSL &&
-                   ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET)))
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+        return 0;
+    }
+    if (expected != NULL && !closed)
+        return handshake_error(ssl, n, expected, last);
+    if (fresh && expected == NULL && (closed || peer_alert(last)))
         return sluice__error(SLUICE_EAUTH, "valkey %s: %s: the server ended "
                              "TLS before its first reply (%s): does it want "
                              "a client certificate (tls_cert, tls_key)?",
@@ -218,55 +265,13 @@ static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
                              e == SSL_ERROR_SSL ? ssl_reason(why, sizeof(why))
                              : errno != 0 ? strerror(errno)
                                           : "the connection closed");
-
-    switch (e) {
-    case SSL_ERROR_WANT_READ:
-        *want = POLLIN;
-        return 0;
-    case SSL_ERROR_WANT_WRITE:
-        *want = POLLOUT;
-        return 0;
-    case SSL_ERROR_ZERO_RETURN:
+    if (closed)
         return sluice__error(SLUICE_ECONN, "valkey %s: %s: the server closed "
-                             "the TLS connection", n->name, doing);
-    case SSL_ERROR_SYSCALL:
-        if (last == 0)
-            return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
-                                 doing, errno != 0 ? strerror(errno)
-                                                   : "the server closed the "
-                                                     "connection");
-        break;
-    default:
-        break;
-    }
-    if (expected != NULL) {
-        long v = SSL_get_verify_result(ssl);
-
-        if (v == X509_V_ERR_HOSTNAME_MISMATCH ||
-            v == X509_V_ERR_IP_ADDRESS_MISMATCH)
-            return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: hostname "
-                                 "mismatch: the server's certificate is not "
-                                 "for '%s' (tls_server_name names another)",
-                                 n->name, expected);
-        if (v != X509_V_OK)
-            return sluice__error(SLUICE_EAUTH, "valkey %s: TLS: certificate "
-                                 "verify failed: %s", n->name,
-                                 X509_verify_cert_error_string(v));
-        return sluice__error(SLUICE_EAUTH, "valkey %s: TLS handshake failed: "
-                             "%s%s", n->name, ssl_reason(why, sizeof(why)),
-                             ERR_GET_REASON(last) == SSL_R_WRONG_VERSION_NUMBER
-                                 ? " (is that port TLS?)" : "");
-    }
-#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
-    /* OpenSSL 3 reports a connection closed with no close_notify (a server
-       killed, or a link cut) as an error of its own: a lost connection,
-       as on plain TCP, not a bad record. */
-    if (ERR_GET_REASON(last) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
-        return sluice__error(SLUICE_ECONN, "valkey %s: %s: the server closed "
-                             "the connection (no TLS close_notify)", n->name,
-                             doing);
-#endif
-    if (ERR_GET_REASON(last) >= SSL_AD_REASON_OFFSET)
+                             "the connection (%s)", n->name, doing,
+                             e == SSL_ERROR_ZERO_RETURN ? "TLS close_notify"
+                             : errno != 0 ? strerror(errno)
+                                          : "no TLS close_notify");
+    if (peer_alert(last))
         return sluice__error(SLUICE_EAUTH, "valkey %s: %s: the server ended "
                              "TLS with an alert: %s", n->name, doing,
                              ssl_reason(why, sizeof(why)));
