@@ -30,6 +30,7 @@
  */
 #include "fake_cluster.h" /* fc_script_sha() */
 #include "server.h"       /* rs_mono_ms(), rs_sleep_ms() */
+#include "stores.h"
 #include "test.h"
 #include "tls_certs.h"
 
@@ -312,18 +313,6 @@ static sluice_store *open_store(uint64_t timeout_ms, const char *options)
     return st;
 }
 
-/* One hit: its code and how long it took, in *ms. */
-static int hit(sluice_decision *d, sluice_store *st, uint64_t *ms)
-{
-    uint64_t t0 = rs_mono_ms();
-    int rc;
-
-    memset(d, 0x5a, sizeof(*d));
-    rc = sluice_hit(d, st, &limit, "k", 1, 1);
-    *ms = rs_mono_ms() - t0;
-    return rc;
-}
-
 /* After a bad reply, the store reads the next good one. */
 static void check_recovers(sluice_store *st)
 {
@@ -331,7 +320,7 @@ static void check_recovers(sluice_store *st)
     uint64_t ms;
 
     atomic_store(&peer.mode, GOOD_MODE);
-    CHECK_OK(hit(&d, st, &ms));
+    CHECK_OK(test_hit_timed(&d, st, &limit, &ms));
     CHECK(d.allowed == 1 && d.remaining == 9 && d.reset_after_ms == 60000 &&
           d.fallback == SLUICE_ANSWERED);
 }
@@ -385,7 +374,7 @@ static void test_garbage(void)
         test_context("garbage, %s", policy_name(p));
         check_recovers(st); /* connected, the script loaded */
         atomic_store(&peer.mode, GARBAGE);
-        CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+        CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
         CHECK(ms < TIMEOUT_MS); /* at once, not at the timeout */
         CHECK(strstr(sluice_last_error(), "not a reply") != NULL);
         printf("  garbage, %-16s EPROTO after %" PRIu64 " ms: %s\n",
@@ -408,7 +397,7 @@ static void test_drip(void)
         test_context("a byte every %d ms, %s", DRIP_MS, policy_name(p));
         check_recovers(st);
         atomic_store(&peer.mode, DRIP);
-        rc = hit(&d, st, &ms);
+        rc = test_hit_timed(&d, st, &limit, &ms);
         CHECK(ms >= TIMEOUT_MS - 5 && ms < TIMEOUT_MS + SLACK_MS);
         if (p == 0) {
             CHECK_RC(rc, SLUICE_ETIMEDOUT);
@@ -446,7 +435,7 @@ static void test_huge(void)
         atomic_store(&peer.huge_sent, 0);
         atomic_store(&peer.mode, HUGE);
         rss0 = peak_rss_bytes();
-        CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+        CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
         rss1 = peak_rss_bytes();
         CHECK(ms < TIMEOUT_MS * 5);
         CHECK(strstr(sluice_last_error(), "max_reply_bytes") != NULL);
@@ -483,7 +472,7 @@ static void test_cut(void)
         test_context("half a reply, then closed, %s", policy_name(p));
         check_recovers(st);
         atomic_store(&peer.mode, CUT);
-        rc = hit(&d, st, &ms);
+        rc = test_hit_timed(&d, st, &limit, &ms);
         CHECK(ms < TIMEOUT_MS);
         if (p == 0) {
             CHECK_RC(rc, SLUICE_ECONN);
@@ -513,7 +502,7 @@ static void test_stall(void)
 
         test_context("a handshake that stalls, %s", policy_name(p));
         atomic_store(&peer.mode, STALL);
-        rc = hit(&d, st, &ms);
+        rc = test_hit_timed(&d, st, &limit, &ms);
         CHECK(ms >= CONNECT_TIMEOUT_MS - 5 &&
               ms < CONNECT_TIMEOUT_MS + SLACK_MS);
         if (p == 0) {

@@ -104,3 +104,15 @@ void test_check_engine_used(sluice_store *st, const char *engine)
     else
         CHECK_EQ_U64(stats.module_calls, 0);
 }
+
+int test_hit_timed(sluice_decision *d, sluice_store *st,
+                   const sluice_limit *limit, uint64_t *ms)
+{
+    uint64_t t0 = rs_mono_ms();
+    int rc;
+
+    memset(d, 0x5a, sizeof(*d));
+    rc = sluice_hit(d, st, limit, "k", 1, 1);
+    *ms = rs_mono_ms() - t0;
+    return rc;
+}

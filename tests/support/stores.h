@@ -59,4 +59,9 @@ unsigned test_slot_of_id(const char *id);
 /* The cluster slot of the queue 'name' (of its limiter key, and meta). */
 unsigned test_slot_of_queue(const char *name);
 
+/* One hit on key "k" of 'limit' (the decision first filled with junk, so
+   a field left unset shows): its code, and how long it took in '*ms'. */
+int test_hit_timed(sluice_decision *d, sluice_store *st,
+                   const sluice_limit *limit, uint64_t *ms);
+
 #endif /* SLUICE_TEST_STORES_H */

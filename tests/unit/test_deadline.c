@@ -21,6 +21,7 @@
 #include "fake_cluster.h" /* fc_script_sha() */
 #include "fake_node.h"
 #include "server.h" /* rs_mono_ms() */
+#include "stores.h"
 #include "test.h"
 
 #include <sluice.h>
@@ -110,18 +111,6 @@ static sluice_store *open_store(const char *options)
 
 static const sluice_limit limit = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
 
-/* One hit: its code and how long it took, in *ms. */
-static int hit(sluice_decision *d, sluice_store *st, uint64_t *ms)
-{
-    uint64_t t0 = rs_mono_ms();
-    int rc;
-
-    memset(d, 0x5a, sizeof(*d));
-    rc = sluice_hit(d, st, &limit, "k", 1, 1);
-    *ms = rs_mono_ms() - t0;
-    return rc;
-}
-
 /* The store reads the next good reply, and it is that reply's. */
 static void check_recovers(sluice_store *st)
 {
@@ -130,7 +119,7 @@ static void check_recovers(sluice_store *st)
 
     fake_node_pace(node, 0, 0);
     set_reply(ANSWER(7));
-    CHECK_OK(hit(&d, st, &ms));
+    CHECK_OK(test_hit_timed(&d, st, &limit, &ms));
     CHECK(d.allowed == 1 && d.remaining == 7);
 }
 
@@ -148,7 +137,7 @@ static void test_long_line(void)
     fake_lock();
     answer.long_line = LONG_LINE_BYTES;
     fake_unlock();
-    rc = hit(&d, st, &ms);
+    rc = test_hit_timed(&d, st, &limit, &ms);
     CHECK(rc == SLUICE_ETIMEDOUT || rc == SLUICE_EPROTO);
     CHECK(ms < BOUND_MS);
     printf("  60 MB line without CRLF: %s after %" PRIu64 " ms (timeout %d): "
@@ -174,7 +163,7 @@ static void test_slow_login(void)
                      i ? ", with AUTH and SELECT" : "");
         set_reply(ANSWER(9));
         fake_node_pace(node, 150, 0);
-        rc = hit(&d, st, &ms);
+        rc = test_hit_timed(&d, st, &limit, &ms);
         CHECK(rc == SLUICE_ETIMEDOUT);
         CHECK(ms < BOUND_MS);
         printf("  fresh connection, 150 ms a command%s: %s after %" PRIu64
@@ -198,12 +187,12 @@ static void test_extra_reply(void)
     check_recovers(st);
     /* The first call's reply, then one more that nobody asked for. */
     set_reply(ANSWER(9) ANSWER(5));
-    CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
     CHECK(strstr(sluice_last_error(), "nobody asked for") != NULL);
     printf("  answered twice: %s\n", sluice_last_error());
     /* The next call gets its own reply (8), never the stale one (5). */
     set_reply(ANSWER(8));
-    CHECK_OK(hit(&d, st, &ms));
+    CHECK_OK(test_hit_timed(&d, st, &limit, &ms));
     CHECK_EQ_U64(d.remaining, 8);
     sluice_store_free(st);
 
@@ -213,7 +202,7 @@ static void test_extra_reply(void)
     fake_unlock();
     st = open_store("login");
     set_reply(ANSWER(9));
-    CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
     CHECK(strstr(sluice_last_error(), "AUTH") != NULL &&
           strstr(sluice_last_error(), "nobody asked for") != NULL);
     printf("  AUTH answered twice: %s\n", sluice_last_error());
@@ -240,7 +229,7 @@ static void test_bare_lf(void)
 
         test_context("a line ended by a bare LF, on_error=open: %zu", i);
         set_reply(bare[i]);
-        CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+        CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
         CHECK(d.allowed != 1); /* not admitted by the policy */
         CHECK(ms < TIMEOUT_MS); /* at once, not at the timeout */
         if (i == 0)
@@ -280,7 +269,7 @@ static void test_nul_in_error(void)
 
     test_context("an error reply with a NUL");
     set_eval(reply, sizeof(reply) - 1);
-    CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
     CHECK(strstr(sluice_last_error(), "ERR before\\x00after\\x01 end") !=
           NULL);
     printf("  error with a NUL: %s\n", sluice_last_error());

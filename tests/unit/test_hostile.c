@@ -22,6 +22,7 @@
 #include "fake_cluster.h" /* fc_script_sha() */
 #include "fake_node.h"
 #include "server.h" /* rs_mono_ms() */
+#include "stores.h"
 #include "test.h"
 
 #include <sluice.h>
@@ -110,18 +111,6 @@ static sluice_store *open_store(const char *options)
 
 static const sluice_limit limit = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
 
-/* One hit: its code and how long it took, in *ms. */
-static int hit(sluice_decision *d, sluice_store *st, uint64_t *ms)
-{
-    uint64_t t0 = rs_mono_ms();
-    int rc;
-
-    memset(d, 0x5a, sizeof(*d));
-    rc = sluice_hit(d, st, &limit, "k", 1, 1);
-    *ms = rs_mono_ms() - t0;
-    return rc;
-}
-
 /* After a bad reply, the store reads the next good one. */
 static void check_recovers(sluice_store *st)
 {
@@ -130,7 +119,7 @@ static void check_recovers(sluice_store *st)
 
     set_reply(GOOD);
     fake_node_pace(node, 0, 0);
-    CHECK_OK(hit(&d, st, &ms));
+    CHECK_OK(test_hit_timed(&d, st, &limit, &ms));
     CHECK(d.allowed == 1 && d.remaining == 9 && d.reset_after_ms == 60000);
 }
 
@@ -174,7 +163,7 @@ static void test_unreadable(void)
                                                         : "on_error=error",
                          unreadable[i]);
             set_reply(unreadable[i]);
-            rc = hit(&d, st, &ms);
+            rc = test_hit_timed(&d, st, &limit, &ms);
             CHECK_RC(rc, SLUICE_EPROTO);
             CHECK(ms < TIMEOUT_MS); /* at once, not at the timeout */
             CHECK(strlen(sluice_last_error()) > 0);
@@ -202,7 +191,7 @@ static void expect_timeout(sluice_store *st, const char *what)
     uint64_t ms;
 
     test_context("%s", what);
-    CHECK_RC(hit(&d, st, &ms), SLUICE_ETIMEDOUT);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_ETIMEDOUT);
     CHECK(ms >= TIMEOUT_MS - 5 && ms < TIMEOUT_MS + SLACK_MS);
     printf("  %-44s ETIMEDOUT after %" PRIu64 " ms (timeout %d)\n", what, ms,
            TIMEOUT_MS);
@@ -270,7 +259,7 @@ static void expect_cap(sluice_store *st, const char *what, size_t filler,
 
     test_context("%s", what);
     set_answer(reply, strlen(reply), filler);
-    CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
     CHECK(ms < TIMEOUT_MS);
     CHECK(strstr(sluice_last_error(), "max_reply_") != NULL ||
           strstr(sluice_last_error(), "not a reply") != NULL);
@@ -334,7 +323,7 @@ static void test_decision_fields(void)
 
         test_context("decision %zu: %s", i, wrong_decisions[i]);
         set_reply(wrong_decisions[i]);
-        CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+        CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
         if (getenv("SLUICE_TEST_VERBOSE") != NULL)
             printf("  %s\n", sluice_last_error());
     }
@@ -430,7 +419,7 @@ static void test_wrong_sha(void)
     fake_unlock();
     set_reply(GOOD);
     st = open_store("");
-    CHECK_RC(hit(&d, st, &ms), SLUICE_EPROTO);
+    CHECK_RC(test_hit_timed(&d, st, &limit, &ms), SLUICE_EPROTO);
     CHECK(strstr(sluice_last_error(), "SHA") != NULL ||
           strstr(sluice_last_error(), "sha") != NULL);
     printf("  wrong SHA1: %s\n", sluice_last_error());
