@@ -21,24 +21,12 @@
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
 bench_timeout() { timeout "$BENCH_TIMEOUT" "$@"; }
 
-# bench_binary VAR NAME FALLBACK: the program VAR names (a path or a name in
-# PATH), else NAME, else FALLBACK from PATH; exits 1 with why if none.
+. "${BASH_SOURCE[0]%/*}/../scripts/test_binaries.sh"
+# bench_binary VAR NAME FALLBACK: test_binary(), or the script stops with why.
 bench_binary() {
-    local var=$1 value=${!1-} path
-    if [ -n "$value" ]; then
-        path=$value
-        [[ $value == */* ]] || path=$(type -P -- "$value")
-        if [ -n "$path" ] && [ -f "$path" ] && [ -x "$path" ]; then
-            printf '%s\n' "$path"
-            return 0
-        fi
-        echo "bench: $var=$value: not an executable" >&2
-        exit 1
-    fi
-    type -P -- "$2" || type -P -- "$3" || {
-        echo "bench: no $2 or $3 on PATH ($var names another)" >&2
-        exit 1
-    }
+    local why
+    why=$(test_binary "$@" 2>&1 >/dev/null) || { echo "bench: $why" >&2; exit 1; }
+    test_binary "$@"
 }
 BENCH_SERVER=$(bench_binary SLUICE_TEST_SERVER redis-server valkey-server) || exit 1
 BENCH_CLI=$(bench_binary SLUICE_TEST_CLI redis-cli valkey-cli) || exit 1
