@@ -254,24 +254,32 @@ static pid_t start_worker(const char *cli, const char *url, const char *dir)
     return pid;
 }
 
-/* True while the worker runs; else prints how it ended. */
+/* Set once the worker has exited (and been reaped). */
+static int worker_gone;
+
+/* True while the worker runs; else prints how it ended, once. */
 static int worker_alive(pid_t pid)
 {
     int status;
 
+    if (worker_gone)
+        return 0;
     if (waitpid(pid, &status, WNOHANG) == 0)
         return 1;
+    worker_gone = 1;
     fprintf(stderr, "    the worker exited (status 0x%x)\n", status);
     return 0;
 }
 
 /* Stops the worker with SIGTERM; its exit status, or -1 if it had to be
-   killed after 10 s. */
+   killed after 10 s or had exited already. */
 static int stop_worker(pid_t pid)
 {
     uint64_t until = rs_mono_ms() + 10000;
     int status;
 
+    if (worker_gone)
+        return -1;
     kill(pid, SIGTERM);
     while (rs_mono_ms() < until) {
         if (waitpid(pid, &status, WNOHANG) == pid)
@@ -477,7 +485,7 @@ static void drain(sluice_store *store, rs_sentinel *st, pid_t worker)
     test_context("after the failovers");
     add_jobs(store, st, 50, 0); /* no replica now: nothing to wait for */
     memset(&s, 0, sizeof(s));
-    while (rs_mono_ms() < until) {
+    while (rs_mono_ms() < until && worker_alive(worker)) {
         pump(50, NULL);
         if (R.distinct == added &&
             sluice_queue_stats_get(&s, store, QUEUE, strlen(QUEUE)) == 0 &&
