@@ -19,6 +19,10 @@
  *
  * A queue's stats, cap, key layout and errors: test_queue_keys.c.
  *
+ * The same cases run over every transport: "--transport tls" (mutual TLS),
+ * "unix" or "sentinel" on the command line (support/queue_fixture.h), as
+ * ctest's NAME_tls, NAME_unix and NAME_sentinel; TCP without it.
+ *
  * Waits are compared with the PTTL read right after the call (it can only be
  * lower, by at most the time both calls took). Timing checks have generous
  * upper bounds: the machine may be slow (sanitizers, other jobs); lower
@@ -89,7 +93,7 @@ static void fifo_in_order(const char *q, sluice_job *jobs, sluice_job *extra)
     CHECK_EQ_U64(queue_take(&wait, extra, q, 30000), SLUICE_TAKE_EMPTY);
     CHECK_EQ_U64(wait, 0);
     /* A completed job's payload is gone from the data hash. */
-    CHECK_EQ_U64(rs_int(&queue_server, "HLEN %s", "emq:{fifo}:data"), 0);
+    CHECK_EQ_U64(rs_int(queue_server, "HLEN %s", "emq:{fifo}:data"), 0);
 }
 
 static void test_fifo(void)
@@ -185,7 +189,7 @@ static void test_payloads(void)
         static const char key[] = "emq:{q\0%7Bx%7D\xff}:meta";
         const char *argv[] = {"EXISTS", key};
         size_t lens[] = {6, sizeof(key) - 1};
-        redisReply *r = rs_cmdargv(&queue_server, 2, argv, lens);
+        redisReply *r = rs_cmdargv(queue_server, 2, argv, lens);
 
         CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         if (r != NULL)
@@ -217,7 +221,7 @@ static void test_payloads(void)
     /* The empty name is a queue too ("%" between the braces). */
     check_roundtrip("", 0, "e", 1, "empty name");
     check_roundtrip(NULL, 0, "e", 1, "NULL name of length 0");
-    CHECK_EQ_U64(rs_int(&queue_server, "EXISTS %s", "emq:{%}:meta"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "EXISTS %s", "emq:{%}:meta"), 1);
     CHECK_EQ_U64(queue_stats("").completed, 2);
     test_context(NULL);
 }
@@ -538,11 +542,11 @@ static void test_leases(void)
     test_context(NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (queue_start("test_queue") < 0)
+    if (queue_start("test_queue", argc, argv) < 0)
         return 1;
     test_fifo();
     test_payloads();

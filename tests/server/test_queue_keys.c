@@ -17,6 +17,10 @@
  *   errors          the embedded store (SLUICE_ENOTSUP) and bad arguments,
  *                   each with a message in sluice_last_error().
  *
+ * The same cases run over every transport: "--transport tls" (mutual TLS),
+ * "unix" or "sentinel" on the command line (support/queue_fixture.h), as
+ * ctest's NAME_tls, NAME_unix and NAME_sentinel; TCP without it.
+ *
  * Waits are compared with the PTTL read right after the call (it can only be
  * lower, by at most the time both calls took). Timing checks have generous
  * upper bounds: the machine may be slow (sanitizers, other jobs); lower
@@ -73,13 +77,13 @@ static void test_stats(void)
     CHECK_EQ_U64(s.duration_ms, 5000);
     CHECK_EQ_U64(s.count, 3);
     CHECK(s.wait_ms > 4000 && s.wait_ms <= 5000);
-    CHECK(queue_wait_is_pttl(&queue_server, s.wait_ms, "emq:{stats}:limiter",
+    CHECK(queue_wait_is_pttl(queue_server, s.wait_ms, "emq:{stats}:limiter",
                              t0));
     /* The same figures in the keys. */
-    CHECK_EQ_U64(rs_int(&queue_server, "LLEN %s", "emq:{stats}:wait"), 3);
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{stats}:active"), 1);
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{stats}:delayed"), 1);
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{stats}:failed"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "LLEN %s", "emq:{stats}:wait"), 3);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{stats}:active"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{stats}:delayed"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{stats}:failed"), 1);
     CHECK(queue_reads("1", "emq:{stats}:meta", "completed"));
     CHECK(queue_reads("3", "emq:{stats}:limiter", NULL));
 
@@ -113,7 +117,7 @@ static void check_deferred(sluice_store *store, const char *q,
                                30000));
     if (!CHECK_EQ_U64(status, SLUICE_TAKE_DEFERRED))
         return;
-    CHECK(queue_wait_is_pttl(&queue_server, wait, limiter, t0));
+    CHECK(queue_wait_is_pttl(queue_server, wait, limiter, t0));
     CHECK(wait > lo && wait <= hi);
     CHECK_EQ_U64(job.id, 0);
 }
@@ -184,7 +188,7 @@ static void test_cap(void)
 
     /* Removed (max 0): not limited, and the counter is left alone. */
     CHECK_OK(sluice_queue_set_cap(queue_store, q, strlen(q), 0, 0));
-    CHECK_EQ_U64(rs_int(&queue_server, "HEXISTS %s max", "emq:{capped}:meta"),
+    CHECK_EQ_U64(rs_int(queue_server, "HEXISTS %s max", "emq:{capped}:meta"),
                  0);
     for (int i = 0; i < 5; i++) {
         check_job(queue_store, q);
@@ -202,7 +206,7 @@ static void test_cap(void)
     CHECK(queue_reads("5", lim, NULL));
 
     /* A short window rolls: the counter expires and the budget is whole. */
-    CHECK(rs_ok(&queue_server, "DEL %s", lim) == 0);
+    CHECK(rs_ok(queue_server, "DEL %s", lim) == 0);
     CHECK_OK(sluice_queue_set_cap(queue_store, q, strlen(q), 1, 200));
     check_job(queue_store, q);
     check_deferred(queue_store, q, lim, 0, 200);
@@ -228,23 +232,23 @@ static void layout_names(sluice_job *jobs)
     long long pttl;
     int dead = 0;
 
-    CHECK_EQ_U64(rs_int(&queue_server, "EXISTS %s", lim), 1);
-    CHECK_EQ_U64(rs_int(&queue_server, "EXISTS %s", meta), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "EXISTS %s", lim), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "EXISTS %s", meta), 1);
     CHECK(queue_reads("2", lim, NULL));
     CHECK(queue_reads("2", meta, "max"));
     CHECK(queue_reads("5000", meta, "duration"));
-    pttl = rs_int(&queue_server, "PTTL %s", lim);
+    pttl = rs_int(queue_server, "PTTL %s", lim);
     CHECK(pttl > 4000 && pttl <= 5000);
-    CHECK_EQ_U64(rs_int(&queue_server, "LLEN %s", "emq:{chat:42}:wait"), 1);
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{chat:42}:active"), 2);
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{chat:42}:delayed"), 1);
-    CHECK_EQ_U64(rs_int(&queue_server, "HLEN %s", "emq:{chat:42}:data"), 4);
-    CHECK_EQ_U64(rs_int(&queue_server, "SISMEMBER %s %s", "emq:queues", q), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "LLEN %s", "emq:{chat:42}:wait"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{chat:42}:active"), 2);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{chat:42}:delayed"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "HLEN %s", "emq:{chat:42}:data"), 4);
+    CHECK_EQ_U64(rs_int(queue_server, "SISMEMBER %s %s", "emq:queues", q), 1);
     CHECK_OK(sluice_queue_fail(&dead, queue_store, q, strlen(q), jobs[1].id,
                                jobs[1].lease, 1, 0));
-    CHECK_EQ_U64(rs_int(&queue_server, "ZCARD %s", "emq:{chat:42}:failed"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "ZCARD %s", "emq:{chat:42}:failed"), 1);
     CHECK_EQ_U64(
-        rs_int(&queue_server, "HEXISTS %s %s", "emq:{chat:42}:attempts", "1"),
+        rs_int(queue_server, "HEXISTS %s %s", "emq:{chat:42}:attempts", "1"),
         1);
 
 }
@@ -261,7 +265,7 @@ static void layout_deferred(sluice_job *job)
     t0 = rs_mono_us();
     CHECK_EQ_U64(queue_take(&wait, job, q, 30000), SLUICE_TAKE_DEFERRED);
     CHECK_OK(sluice_emq_rate_limit_ttl(&read, queue_store, q, strlen(q), 0));
-    pttl = rs_int(&queue_server, "PTTL %s", lim);
+    pttl = rs_int(queue_server, "PTTL %s", lim);
     took = (rs_mono_us() - t0) / 1000 + 1;
     CHECK(read > 0 && read <= wait && wait - read <= took);
     CHECK(pttl > 0 && (uint64_t)pttl <= read && read - (uint64_t)pttl <= took);
@@ -285,7 +289,7 @@ static void layout_only_these(void)
                                            "meta",    "limiter"};
     redisReply *r;
 
-    r = rs_cmd(&queue_server, "KEYS %s", "*");
+    r = rs_cmd(queue_server, "KEYS %s", "*");
     if (CHECK(r != NULL && r->type == REDIS_REPLY_ARRAY)) {
         for (size_t i = 0; i < r->elements; i++) {
             const char *k = r->element[i]->str;
@@ -313,7 +317,7 @@ static void layout_prefix(void)
     const char *q = LAYOUT_Q;
     sluice_store *other = NULL;
     uint64_t id = 0;
-    char url[160];
+    char url[sizeof(queue_url) + 32];
 
     snprintf(url, sizeof(url), "%s&emq_prefix=jobs", queue_url);
     CHECK_OK(sluice_store_open(&other, url, NULL));
@@ -321,9 +325,9 @@ static void layout_prefix(void)
         return;
     CHECK_OK(sluice_queue_add(&id, other, q, strlen(q), "p", 1, 0));
     CHECK_OK(sluice_queue_set_cap(other, q, strlen(q), 1, 5000));
-    CHECK_EQ_U64(rs_int(&queue_server, "LLEN %s", "jobs:{chat:42}:wait"), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "LLEN %s", "jobs:{chat:42}:wait"), 1);
     CHECK(queue_reads("1", "jobs:{chat:42}:meta", "max"));
-    CHECK_EQ_U64(rs_int(&queue_server, "SISMEMBER %s %s", "jobs:queues", q),
+    CHECK_EQ_U64(rs_int(queue_server, "SISMEMBER %s %s", "jobs:queues", q),
                  1);
     sluice_store_free(other);
 }
@@ -353,7 +357,7 @@ static void test_key_layout(void)
 /* A queue prefix longer than the library's fixed buffers. */
 static void test_long_prefix(void)
 {
-    char prefix[201], url[400], key[260];
+    char prefix[201], url[sizeof(queue_url) + 240], key[260];
     sluice_store *other = NULL;
     sluice_worker *w = NULL;
     sluice_job job = {0};
@@ -370,7 +374,7 @@ static void test_long_prefix(void)
         return;
     CHECK_OK(sluice_queue_add(&id, other, q, strlen(q), "x", 1, 0));
     snprintf(key, sizeof(key), "%s:queues", prefix);
-    CHECK_EQ_U64(rs_int(&queue_server, "SISMEMBER %s %s", key, q), 1);
+    CHECK_EQ_U64(rs_int(queue_server, "SISMEMBER %s %s", key, q), 1);
     /* A pattern worker finds it in the registry. */
     {
         sluice_worker_opts o = SLUICE_WORKER_OPTS_INIT;
@@ -527,15 +531,15 @@ static void test_bad_args(void)
     bad_queue_args();
     bad_worker_args();
     /* None of these wrote anything. */
-    CHECK_EQ_U64(rs_int(&queue_server, "DBSIZE"), 0);
+    CHECK_EQ_U64(rs_int(queue_server, "DBSIZE"), 0);
     test_context(NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     uint64_t t0 = rs_mono_ms();
 
-    if (queue_start("test_queue_keys") < 0)
+    if (queue_start("test_queue_keys", argc, argv) < 0)
         return 1;
     test_stats();
     test_cap();

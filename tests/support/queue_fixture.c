@@ -4,32 +4,114 @@
  */
 #include "queue_fixture.h"
 #include "test.h"
+#include "tls_certs.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-rs_server queue_server;
+rs_server *queue_server;
 sluice_store *queue_store;
+queue_transport queue_on;
 const char *const queue_server_args[] = {"--appendonly", "yes",
                                          "--appendfsync", "always", NULL};
 
-char queue_url[128];
+char queue_url[1536];
 
-int queue_start(const char *name)
+/* The one server, or the Sentinel setup, whichever queue_on runs on. */
+static rs_server server;
+static rs_sentinel sentinel;
+
+static const char *const transport_names[] = {"tcp", "tls", "unix",
+                                              "sentinel"};
+
+/* ---- Starting and stopping ----------------------------------------------- */
+
+/*
+ * Reads "--transport NAME" from 'argv' into queue_on (TCP when absent).
+ * 0, or -1 with the reason on stderr for anything else on the line.
+ */
+static int parse_transport(const char *name, int argc, char **argv)
 {
-    if (rs_start(&queue_server, queue_server_args) < 0) {
-        fprintf(stderr, "%s: cannot start redis-server\n", name);
+    queue_on = QUEUE_TCP;
+    for (int i = 1; i < argc; i++) {
+        size_t t = 0;
+
+        if (strcmp(argv[i], "--transport") != 0 || i + 1 >= argc) {
+            fprintf(stderr, "%s: usage: %s [--transport tcp|tls|unix|"
+                    "sentinel] (not '%s')\n", name, name, argv[i]);
+            return -1;
+        }
+        i++;
+        while (t < 4 && strcmp(argv[i], transport_names[t]) != 0)
+            t++;
+        if (t == 4) {
+            fprintf(stderr, "%s: unknown transport '%s' (tcp, tls, unix or "
+                    "sentinel)\n", name, argv[i]);
+            return -1;
+        }
+        queue_on = (queue_transport)t;
+    }
+    return 0;
+}
+
+/*
+ * Starts what queue_on runs on, points queue_server at the node that takes
+ * raw commands (the master), and writes the store's URL. 0 or -1.
+ */
+static int start_servers(void)
+{
+    const rs_certs *c;
+
+    switch (queue_on) {
+    case QUEUE_TLS:
+        if ((c = rs_certs_get()) == NULL ||
+            rs_start_tls(&server, "yes", queue_server_args) < 0)
+            return -1;
+        snprintf(queue_url, sizeof(queue_url),
+                 "%s?tls_ca=%s&tls_cert=%s&tls_key=%s&timeout=3000",
+                 server.url, c->ca_cert, c->client_cert, c->client_key);
+        break;
+    case QUEUE_SENTINEL:
+        if (rs_sentinel_start(&sentinel, queue_server_args, NULL) < 0 ||
+            (queue_server = rs_sentinel_master(&sentinel)) == NULL)
+            return -1;
+        snprintf(queue_url, sizeof(queue_url), "%s?timeout=3000",
+                 sentinel.url);
+        return 0;
+    case QUEUE_UNIX:
+        if (rs_start_unix(&server, queue_server_args) < 0)
+            return -1;
+        snprintf(queue_url, sizeof(queue_url), "%s?timeout=3000",
+                 server.url);
+        break;
+    default:
+        if (rs_start(&server, queue_server_args) < 0)
+            return -1;
+        snprintf(queue_url, sizeof(queue_url), "%s?timeout=3000",
+                 server.url);
+        break;
+    }
+    queue_server = &server;
+    return 0;
+}
+
+int queue_start(const char *name, int argc, char **argv)
+{
+    if (parse_transport(name, argc, argv) < 0)
+        return -1;
+    if (start_servers() < 0) {
+        fprintf(stderr, "%s: cannot start the servers for %s\n", name,
+                transport_names[queue_on]);
+        queue_stop();
         return -1;
     }
-    printf("%s: server %s (pid %d), AOF, fsync always\n", name,
-           queue_server.url, (int)queue_server.pid);
-    snprintf(queue_url, sizeof(queue_url), "%s?timeout=3000",
-             queue_server.url);
+    printf("%s: over %s, %s (master pid %d), AOF, fsync always\n", name,
+           transport_names[queue_on], queue_url, (int)queue_server->pid);
     if (sluice_store_open(&queue_store, queue_url, NULL) != 0) {
         fprintf(stderr, "%s: %s\n", name, sluice_last_error());
-        rs_stop(&queue_server);
+        queue_stop();
         return -1;
     }
     return 0;
@@ -39,13 +121,19 @@ void queue_stop(void)
 {
     sluice_store_free(queue_store);
     queue_store = NULL;
-    rs_stop(&queue_server);
+    queue_server = NULL;
+    if (queue_on == QUEUE_SENTINEL)
+        rs_sentinel_stop(&sentinel);
+    else
+        rs_stop(&server);
 }
+
+/* ---- Helpers ------------------------------------------------------------- */
 
 void queue_fresh(const char *what)
 {
     test_context("%s", what);
-    if (!CHECK(rs_ok(&queue_server, "FLUSHALL") == 0))
+    if (!CHECK(rs_ok(queue_server, "FLUSHALL") == 0))
         exit(2);
 }
 
@@ -100,8 +188,8 @@ sluice_queue_stats queue_stats(const char *q)
 int queue_reads(const char *want, const char *key, const char *field)
 {
     redisReply *r = field != NULL
-                        ? rs_cmd(&queue_server, "HGET %s %s", key, field)
-                        : rs_cmd(&queue_server, "GET %s", key);
+                        ? rs_cmd(queue_server, "HGET %s %s", key, field)
+                        : rs_cmd(queue_server, "GET %s", key);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
              strcmp(r->str, want) == 0;
 

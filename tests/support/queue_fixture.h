@@ -3,6 +3,14 @@
  * program's own, run as a queue's server would be (--appendonly yes
  * --appendfsync always), a store on it, and small helpers whose failures
  * are failed checks.
+ *
+ * The store reaches the server over the transport the program's command
+ * line names (queue_start()): "--transport tcp" (the default), "tls"
+ * (mutual TLS with the run's certificates), "unix" (a Unix socket only) or
+ * "sentinel" (a master and its replica, the store's URL naming the
+ * sentinel). The same test binary is registered once per transport
+ * (tests/CMakeLists.txt). Raw commands (rs_cmd() on queue_server) go to
+ * the master over the launcher's own connection whatever the transport.
  */
 #ifndef SLUICE_TEST_QUEUE_FIXTURE_H
 #define SLUICE_TEST_QUEUE_FIXTURE_H
@@ -12,17 +20,33 @@
 
 #include <stdint.h>
 
-/* The server and the store on it, once queue_start() has answered 0, and
-   that store's URL: the server's with "?timeout=3000" (fsync always takes
-   a while on a busy disk), for a test's other stores on it. */
-extern rs_server queue_server;
+/* The transports queue_start() can run on. */
+typedef enum queue_transport {
+    QUEUE_TCP,
+    QUEUE_TLS,
+    QUEUE_UNIX,
+    QUEUE_SENTINEL
+} queue_transport;
+
+/* The server (the master, under Sentinel) and the store on it, once
+   queue_start() has answered 0, and that store's URL: the transport's,
+   with "timeout=3000" (fsync always takes a while on a busy disk) as its
+   last query option, so a test may append "&opt=v" for its other stores
+   on it. */
+extern rs_server *queue_server;
 extern sluice_store *queue_store;
-extern char queue_url[128];
+extern queue_transport queue_on;
+extern char queue_url[1536];
 /* The server's arguments: an append-only file, fsync always. */
 extern const char *const queue_server_args[];
 
-/* Starts both, printing a line that starts with 'name'; 0 or -1. */
-int queue_start(const char *name);
+/*
+ * Starts the server and the store over the transport 'argv' names
+ * ("--transport NAME"; no argument: TCP), printing a line that starts with
+ * 'name' and names the transport and the URL. 0, or -1 with the reason on
+ * stderr (an unknown argument or transport among them).
+ */
+int queue_start(const char *name, int argc, char **argv);
 void queue_stop(void);
 
 /* Sets the context to 'what' and empties the server (job ids start at 1
