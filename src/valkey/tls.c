@@ -133,6 +133,10 @@ int sluice__vk_tls_new(struct vk_tls **out, const vk_tls_opts *o)
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* Read what the socket holds in one read(), not a record's header and
+       then its body: half the reads a reply. What it read ahead is
+       pending (tls_pending(): SSL_has_pending()). */
+    SSL_CTX_set_read_ahead(t->ctx, 1);
     t->insecure = o->insecure;
     SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
                        NULL);
@@ -371,7 +375,7 @@ static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
 
 static bool tls_pending(const vk_wire *w)
 {
-    return w->ssl != NULL && SSL_pending(w->ssl) > 0;
+    return w->ssl != NULL && SSL_has_pending(w->ssl);
 }
 
 /* Frees the connection's TLS and closes its socket; no close_notify is
