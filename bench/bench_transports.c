@@ -215,6 +215,42 @@ static int start_server(rs_server *s)
     return -1;
 }
 
+/* Prints the median of every row and the targets beside them. */
+static void report(sample med[NTRANSPORTS][NMODES],
+                   sample all[NTRANSPORTS][NMODES][MAX_ROUNDS],
+                   const options *op)
+{
+    const options o = *op;
+    double tls_cpu, unix_rate;
+
+    printf("  %-9s %-10s %14s %18s\n", "transport", "mode", "decisions/s",
+           "client CPU us/dec");
+    for (int t = 0; t < NTRANSPORTS; t++)
+        for (int m = 0; m < NMODES; m++) {
+            char mode[32];
+
+            med[t][m] = median(all[t][m], o.rounds);
+            if (m == SINGLE)
+                snprintf(mode, sizeof(mode), "1 caller");
+            else
+                snprintf(mode, sizeof(mode), "batch %zu", o.batch);
+            printf("  %-9s %-10s %14.0f %18.3f\n", transport_names[t], mode,
+                   med[t][m].rate, med[t][m].cpu_us);
+        }
+    tls_cpu = med[TLS][BATCH].cpu_us / med[TCP][BATCH].cpu_us;
+    unix_rate = med[UNIX_SOCK][SINGLE].rate / med[TCP][SINGLE].rate;
+    printf("\ntargets:\n");
+    printf("  tls batch %zu client CPU/decision = %.2f x tcp's "
+           "(target <= %.1f): %s\n", o.batch, tls_cpu, TARGET_TLS_CPU_RATIO,
+           tls_cpu <= TARGET_TLS_CPU_RATIO ? "met" : "MISSED");
+    printf("  unix 1 caller decisions/s = %.2f x tcp's (target >= %.1f): "
+           "%s\n", unix_rate, TARGET_UNIX_RATE_RATIO,
+           unix_rate >= TARGET_UNIX_RATE_RATIO ? "met" : "MISSED");
+    printf("  (also: tls 1 caller CPU/decision = %.2f x tcp's, decisions/s "
+           "= %.2f x)\n", med[TLS][SINGLE].cpu_us / med[TCP][SINGLE].cpu_us,
+           med[TLS][SINGLE].rate / med[TCP][SINGLE].rate);
+}
+
 /* ---- Main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -227,7 +263,6 @@ int main(int argc, char **argv)
     const rs_certs *certs;
     rs_server server;
     int tcp_port;
-    double tls_cpu, unix_rate;
 
     if (parse(&o, argc, argv) < 0) {
         usage();
@@ -282,32 +317,7 @@ int main(int argc, char **argv)
             for (int m = 0; m < NMODES; m++)
                 all[t][m][r] = measure(stores[t], m, &o, reqs);
         }
-    printf("  %-9s %-10s %14s %18s\n", "transport", "mode", "decisions/s",
-           "client CPU us/dec");
-    for (int t = 0; t < NTRANSPORTS; t++)
-        for (int m = 0; m < NMODES; m++) {
-            char mode[32];
-
-            med[t][m] = median(all[t][m], o.rounds);
-            if (m == SINGLE)
-                snprintf(mode, sizeof(mode), "1 caller");
-            else
-                snprintf(mode, sizeof(mode), "batch %zu", o.batch);
-            printf("  %-9s %-10s %14.0f %18.3f\n", transport_names[t], mode,
-                   med[t][m].rate, med[t][m].cpu_us);
-        }
-    tls_cpu = med[TLS][BATCH].cpu_us / med[TCP][BATCH].cpu_us;
-    unix_rate = med[UNIX_SOCK][SINGLE].rate / med[TCP][SINGLE].rate;
-    printf("\ntargets:\n");
-    printf("  tls batch %zu client CPU/decision = %.2f x tcp's "
-           "(target <= %.1f): %s\n", o.batch, tls_cpu, TARGET_TLS_CPU_RATIO,
-           tls_cpu <= TARGET_TLS_CPU_RATIO ? "met" : "MISSED");
-    printf("  unix 1 caller decisions/s = %.2f x tcp's (target >= %.1f): "
-           "%s\n", unix_rate, TARGET_UNIX_RATE_RATIO,
-           unix_rate >= TARGET_UNIX_RATE_RATIO ? "met" : "MISSED");
-    printf("  (also: tls 1 caller CPU/decision = %.2f x tcp's, decisions/s "
-           "= %.2f x)\n", med[TLS][SINGLE].cpu_us / med[TCP][SINGLE].cpu_us,
-           med[TLS][SINGLE].rate / med[TCP][SINGLE].rate);
+    report(med, all, &o);
     for (int t = 0; t < NTRANSPORTS; t++)
         sluice_store_free(stores[t]);
     rs_stop(&server);

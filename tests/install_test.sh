@@ -50,7 +50,7 @@ grep -q '^admitted, 99 left$' "$TMP/out"
 check "the example admits, with 99 left" $?
 
 cc -std=c11 -Wall -Werror $CFLAGS_SAN "$TMP/example.c" $(pkg-config --cflags sluice) \
-    "$libdir/libsluice.a" $(pkg-config --libs-only-l --libs-only-other hiredis) \
+    "$libdir/libsluice.a" $(pkg-config --libs-only-l --libs-only-other hiredis openssl) \
     -pthread -o "$TMP/static" >"$TMP/log" 2>&1
 check "the example builds against the static library" $?
 "$TMP/static" >"$TMP/out" 2>&1
