@@ -9,11 +9,22 @@
  *             its empty size;
  *   the trim  200,000 sliding-counter keys (entries on the heap, not in
  *             cells) go idle and are swept: the store asks the allocator
- *             to give the freed memory back (its count of trims moves,
- *             and what was freed since the last trim is under the
- *             threshold), and, on glibc without a sanitizer's allocator,
- *             the resident set falls back to within 4 MB of what it was
- *             before the keys came;
+ *             to give the freed memory back, and not in the calls that
+ *             find a trim due: every malloc_trim() runs on a thread other
+ *             than the test's (this program's malloc_trim() counts where
+ *             each runs, and calls the C library's), none is counted as
+ *             inline, and, waited for (polling, bounded), the trimming
+ *             thread's trims are counted, what was freed since the last
+ *             trim is under the threshold, and, on glibc without a
+ *             sanitizer's allocator, the resident set falls back to
+ *             within 4 MB of what it was before the keys came; the
+ *             store's free joins the thread (the process has as many
+ *             threads as before the store);
+ *   the trim after fork()
+ *             a child forked once the trimming thread runs has no copy of
+ *             it: its own mass expiry is trimmed by a thread of its own,
+ *             not inline, and its store's free returns (it would wait for
+ *             ever to join its parent's thread);
  *   the cap   with max_keys left at 0, the default cap of a million keys
  *             holds: the million-and-first live key is SLUICE_EFULL, and
  *             SLUICE_NO_KEY_CAP lifts it;
@@ -30,11 +41,19 @@
 #include "store/mem.h"
 #include "test.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 /* A sanitizer's allocator keeps freed memory whatever malloc_trim() says. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -107,16 +126,111 @@ static long long rss_bytes(void)
 
 #define KEYS 200000
 
+/* ---- Where the trims run ------------------------------------------------ */
+
+static pthread_t test_thread; /* the store's callers' thread */
+static atomic_ulong trims_here, trims_away;
+
+#ifdef __GLIBC__
+static int (*libc_trim)(size_t);
+
+/*
+ * This program's malloc_trim() comes before the C library's, for the store
+ * too: it counts whether each trim runs on the test's thread, the one that
+ * calls the store, or on another, and then trims as the library's does.
+ */
+int malloc_trim(size_t pad)
+{
+    atomic_fetch_add(pthread_equal(pthread_self(), test_thread) ? &trims_here
+                                                                : &trims_away,
+                     1);
+    return libc_trim != NULL ? libc_trim(pad) : 0;
+}
+#endif
+
+/* Finds the C library's malloc_trim() for the one above. */
+static void trim_spy_init(void)
+{
+    test_thread = pthread_self();
+#ifdef __GLIBC__
+    *(void **)&libc_trim = dlsym(RTLD_NEXT, "malloc_trim");
+#endif
+}
+
+/* The threads of this process; -1 where /proc/self/task is missing. */
+static int threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * Lets every key of 'st' (virtual clock 'clock') go idle, and calls on one
+ * key of 'l' until they are dropped, then as many calls again (the tables
+ * shrink, and what was retired is freed a grace period later). Answers the
+ * calls.
+ */
+static long expire_all(sluice_store *st, sluice_vclock *clock,
+                       const sluice_limit *l)
+{
+    sluice_decision d;
+    long calls = 0;
+
+    sluice_vclock_advance(clock, 5000); /* every key idle */
+    while (stats_of(st).keys > 1 && calls < 10000000) {
+        for (int i = 0; i < 1000; i++)
+            CHECK(sluice_hit(&d, st, l, "hot", 3, 1) == 0);
+        calls += 1000;
+        sluice_vclock_advance(clock, 3000); /* 'hot' idles, too */
+    }
+    for (long i = 0; i < calls; i++)
+        CHECK(sluice_hit(&d, st, l, "hot", 3, 1) == 0);
+    return 2 * calls;
+}
+
+/*
+ * Waits (polling, at most a minute) until the trimming thread of 'm' has
+ * run more than 'trims' trims and is idle, and, if 'rss_below' > 0, the
+ * resident set is under it. Answers whether it came.
+ */
+static bool trims_settle(mem_store *m, uint64_t trims, long long rss_below)
+{
+    for (int i = 0; i < 6000; i++) {
+        if (atomic_load(&m->trims) > trims &&
+            atomic_load(&m->trimmer.busy) == 0 &&
+            (rss_below <= 0 || rss_bytes() < rss_below))
+            return true;
+        nap_ms(10);
+    }
+    return false;
+}
+
 static void test_trim(void)
 {
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
     mem_store *m;
-    sluice_decision d;
     long long before, full, after;
     uint64_t trims, untrimmed;
-    long calls = 0;
+    int threads = threads_now();
+    long calls;
+    bool settled;
     int rc;
 
     test_context("the trim");
@@ -126,32 +240,102 @@ static void test_trim(void)
     before = rss_bytes();
     CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
     full = rss_bytes();
-    sluice_vclock_advance(clock, 5000); /* every key idle */
-    while (stats_of(st).keys > 1 && calls < 10000000) {
-        for (int i = 0; i < 1000; i++)
-            CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
-        calls += 1000;
-        sluice_vclock_advance(clock, 3000); /* 'hot' idles, too */
-    }
-    /* As many calls again: the tables shrink, and what was retired is
-       freed a grace period later. */
-    for (long i = 0; i < calls; i++)
-        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    calls = expire_all(st, clock, &l);
+    /* No call trimmed: the thread did, or does now. */
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    settled = trims_settle(m, 0, HEAP_TRIMS && before > 0
+                                     ? before + 4000000 : 0);
     after = rss_bytes();
     trims = atomic_load(&m->trims);
     untrimmed = atomic_load(&m->untrimmed);
     printf("  trim: resident %.1f MB before %d keys, %.1f MB with them, "
-           "%.1f MB after %ld calls on one key; %llu trims, %llu bytes "
+           "%.1f MB after %ld calls on one key and the trimming thread; %llu "
+           "trims (%lu on another thread, %lu on the callers'), %llu bytes "
            "freed since the last\n", (double)before / 1e6, KEYS,
-           (double)full / 1e6, (double)after / 1e6, 2 * calls,
-           (unsigned long long)trims, (unsigned long long)untrimmed);
+           (double)full / 1e6, (double)after / 1e6, calls,
+           (unsigned long long)trims, atomic_load(&trims_away),
+           atomic_load(&trims_here), (unsigned long long)untrimmed);
+    CHECK(settled);
     CHECK(stats_of(st).keys <= 1);
     CHECK(trims > 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+#ifdef __GLIBC__
+    CHECK(atomic_load(&trims_away) > 0);
+#endif
     CHECK(untrimmed < TRIM_MIN_BYTES);
     if (HEAP_TRIMS && before > 0) {
         CHECK(full > before + 16000000); /* the keys took room */
         CHECK(after < before + 4000000);
     }
+    sluice_store_free(st);
+    /* The store's free joined its thread. */
+    CHECK_EQ_U64((uint64_t)threads_now(), (uint64_t)threads);
+    sluice_vclock_free(clock);
+}
+
+/*
+ * In a forked child, once the parent's trimming thread runs: the child's
+ * mass expiry, trimmed by a thread of the child's (not inline), and a free
+ * that returns; an alarm ends a child that hangs. Answers the child's exit
+ * status (0: every check passed).
+ */
+static int trim_in_child(sluice_store *st, sluice_vclock *clock,
+                         const sluice_limit *l)
+{
+    mem_store *m = st->backend.impl;
+    uint64_t trims = atomic_load(&m->trims);
+    unsigned long away = atomic_load(&trims_away);
+    int rc;
+
+    alarm(120);
+    test_thread = pthread_self();
+    test_context("the trim after fork(), in the child");
+    CHECK_EQ_U64(hit_keys(st, l, KEYS, &rc), KEYS);
+    expire_all(st, clock, l);
+    CHECK(trims_settle(m, trims, 0));
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+#ifdef __GLIBC__
+    CHECK(atomic_load(&trims_away) > away);
+#else
+    (void)away;
+#endif
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    return test_summary("test_mem_reclaim (the forked child)") != 0;
+}
+
+static void test_trim_fork(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    int status = 0, rc;
+    pid_t pid;
+
+    test_context("the trim after fork()");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
+    expire_all(st, clock, &l);
+    CHECK(trims_settle(m, 0, 0)); /* the parent's thread runs */
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(trim_in_child(st, clock, &l));
+    if (pid > 0) {
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* The parent's store and thread are as they were. */
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
+    expire_all(st, clock, &l);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -311,7 +495,9 @@ static void test_clock_step(void)
 
 int main(void)
 {
+    trim_spy_init();
     test_trim();
+    test_trim_fork();
     test_reclaim();
     test_default_cap();
     test_cap_sweep();
