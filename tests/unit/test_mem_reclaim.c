@@ -24,7 +24,8 @@
  *             a child forked once the trimming thread runs has no copy of
  *             it: its own mass expiry is trimmed by a thread of its own,
  *             not inline, and its store's free returns (it would wait for
- *             ever to join its parent's thread);
+ *             ever to join its parent's thread); so does the free of a
+ *             child that never had a trim due;
  *   the cap   with max_keys left at 0, the default cap of a million keys
  *             holds: the million-and-first live key is SLUICE_EFULL, and
  *             SLUICE_NO_KEY_CAP lifts it;
@@ -327,6 +328,19 @@ static void test_trim_fork(void)
     CHECK(pid >= 0);
     if (pid == 0)
         _exit(trim_in_child(st, clock, &l));
+    if (pid > 0) {
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* A child with no trim due frees its copy of the store at once: there
+       is no thread of its own to join, and its parent's is not there. */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        sluice_store_free(st);
+        _exit(0);
+    }
     if (pid > 0) {
         CHECK(waitpid(pid, &status, 0) == pid);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
