@@ -18,14 +18,25 @@
  *             trim is under the threshold, and, on glibc without a
  *             sanitizer's allocator, the resident set falls back to
  *             within 4 MB of what it was before the keys came; the
- *             store's free joins the thread (the process has as many
- *             threads as before the store);
+ *             store's free joins the thread (the process has one thread
+ *             fewer after it);
+ *   the trim, 4 threads calling
+ *             the same, with four threads making 20,000 keys each and
+ *             calling at once (under ThreadSanitizer: the trimming
+ *             thread's start and hand-offs against the callers);
  *   the trim after fork()
- *             a child forked once the trimming thread runs has no copy of
- *             it: its own mass expiry is trimmed by a thread of its own,
- *             not inline, and its store's free returns (it would wait for
- *             ever to join its parent's thread); so does the free of a
- *             child that never had a trim due;
+ *             (not under ThreadSanitizer, which runs no new thread in a
+ *             forked child) a child forked once the trimming thread runs
+ *             has no copy of it: its own mass expiry is trimmed by a
+ *             thread of its own, not inline, and its store's free returns
+ *             (joining its parent's thread there is undefined); so
+ *             does the free of a child that never had a trim due;
+ *   while it trims
+ *             with the trimming thread's 'busy' set as while it trims, no
+ *             sweep runs (their frees would wait for the arena that glibc
+ *             holds meanwhile): idle keys stay, and no bucket is swept;
+ *             cleared, the next calls sweep them; set by a parent process
+ *             (a fork generation other than this one), it holds nothing;
  *   the cap   with max_keys left at 0, the default cap of a million keys
  *             holds: the million-and-first live key is SLUICE_EFULL, and
  *             SLUICE_NO_KEY_CAP lifts it;
@@ -56,13 +67,24 @@
 #include <malloc.h>
 #endif
 
-/* A sanitizer's allocator keeps freed memory whatever malloc_trim() says. */
+/* A sanitizer's allocator keeps freed memory whatever malloc_trim() says;
+   ThreadSanitizer does not run a new thread in a forked child. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define HEAP_TRIMS 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define HEAP_TRIMS 0
 #endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define FORK_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FORK_THREADS 0
+#endif
+#endif
+#ifndef FORK_THREADS
+#define FORK_THREADS 1
 #endif
 #ifndef HEAP_TRIMS
 #ifdef __GLIBC__
@@ -129,7 +151,7 @@ static long long rss_bytes(void)
 
 /* ---- Where the trims run ------------------------------------------------ */
 
-static pthread_t test_thread; /* the store's callers' thread */
+static _Thread_local bool calling; /* set on every thread that calls */
 static atomic_ulong trims_here, trims_away;
 
 #ifdef __GLIBC__
@@ -137,14 +159,12 @@ static int (*libc_trim)(size_t);
 
 /*
  * This program's malloc_trim() comes before the C library's, for the store
- * too: it counts whether each trim runs on the test's thread, the one that
+ * too: it counts whether each trim runs on a thread of the test's that
  * calls the store, or on another, and then trims as the library's does.
  */
 int malloc_trim(size_t pad)
 {
-    atomic_fetch_add(pthread_equal(pthread_self(), test_thread) ? &trims_here
-                                                                : &trims_away,
-                     1);
+    atomic_fetch_add(calling ? &trims_here : &trims_away, 1);
     return libc_trim != NULL ? libc_trim(pad) : 0;
 }
 #endif
@@ -152,7 +172,7 @@ int malloc_trim(size_t pad)
 /* Finds the C library's malloc_trim() for the one above. */
 static void trim_spy_init(void)
 {
-    test_thread = pthread_self();
+    calling = true;
 #ifdef __GLIBC__
     *(void **)&libc_trim = dlsym(RTLD_NEXT, "malloc_trim");
 #endif
@@ -229,7 +249,7 @@ static void test_trim(void)
     mem_store *m;
     long long before, full, after;
     uint64_t trims, untrimmed;
-    int threads = threads_now();
+    int threads;
     long calls;
     bool settled;
     int rc;
@@ -248,6 +268,7 @@ static void test_trim(void)
     settled = trims_settle(m, 0, HEAP_TRIMS && before > 0
                                      ? before + 4000000 : 0);
     after = rss_bytes();
+    threads = threads_now(); /* the trimming thread among them */
     trims = atomic_load(&m->trims);
     untrimmed = atomic_load(&m->untrimmed);
     printf("  trim: resident %.1f MB before %d keys, %.1f MB with them, "
@@ -270,8 +291,79 @@ static void test_trim(void)
         CHECK(after < before + 4000000);
     }
     sluice_store_free(st);
-    /* The store's free joined its thread. */
-    CHECK_EQ_U64((uint64_t)threads_now(), (uint64_t)threads);
+    /* The store's free joined its thread (which the kernel may list for a
+       moment after it has gone). */
+    for (int i = 0; i < 500 && threads_now() != threads - 1; i++)
+        nap_ms(10);
+    CHECK_EQ_U64((uint64_t)threads_now(), (uint64_t)threads - 1);
+    sluice_vclock_free(clock);
+}
+
+#define TRIM_THREADS 4
+#define TRIM_THREAD_KEYS 20000 /* each, some 2.6 MB of entries */
+
+typedef struct trim_caller {
+    sluice_store *st;
+    sluice_vclock *clock;
+    int id;
+} trim_caller;
+
+/* A caller thread: keys of its own, then calls on a key of its own until
+   the store holds no more than one key per thread, then as many again. */
+static void *trim_calls(void *arg)
+{
+    trim_caller *c = arg;
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    char hot[16];
+    sluice_decision d;
+    long calls = 0;
+
+    calling = true;
+    snprintf(hot, sizeof(hot), "hot%d", c->id);
+    for (size_t i = 0; i < TRIM_THREAD_KEYS; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof(key), "t%d:k%zu", c->id, i);
+
+        CHECK(sluice_hit(&d, c->st, &l, key, (size_t)len, 1) == 0);
+    }
+    sluice_vclock_advance(c->clock, 5000);
+    while (stats_of(c->st).keys > TRIM_THREADS && calls < 10000000) {
+        for (int i = 0; i < 1000; i++)
+            CHECK(sluice_hit(&d, c->st, &l, hot, strlen(hot), 1) == 0);
+        calls += 1000;
+        sluice_vclock_advance(c->clock, 3000);
+    }
+    for (long i = 0; i < calls; i++)
+        CHECK(sluice_hit(&d, c->st, &l, hot, strlen(hot), 1) == 0);
+    return NULL;
+}
+
+static void test_trim_threads(void)
+{
+    trim_caller c[TRIM_THREADS];
+    pthread_t tid[TRIM_THREADS];
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+
+    test_context("the trim, %d threads calling", TRIM_THREADS);
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    for (int i = 0; i < TRIM_THREADS; i++) {
+        c[i] = (trim_caller){st, clock, i};
+        if (!CHECK(pthread_create(&tid[i], NULL, trim_calls, &c[i]) == 0))
+            exit(2);
+    }
+    for (int i = 0; i < TRIM_THREADS; i++)
+        pthread_join(tid[i], NULL);
+    CHECK(trims_settle(m, 0, 0));
+    printf("  the trim, %d threads calling: %llu trims, %llu inline\n",
+           TRIM_THREADS, (unsigned long long)atomic_load(&m->trims),
+           (unsigned long long)atomic_load(&m->trims_inline));
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    sluice_store_free(st);
     sluice_vclock_free(clock);
 }
 
@@ -290,7 +382,6 @@ static int trim_in_child(sluice_store *st, sluice_vclock *clock,
     int rc;
 
     alarm(120);
-    test_thread = pthread_self();
     test_context("the trim after fork(), in the child");
     CHECK_EQ_U64(hit_keys(st, l, KEYS, &rc), KEYS);
     expire_all(st, clock, l);
@@ -317,6 +408,11 @@ static void test_trim_fork(void)
     pid_t pid;
 
     test_context("the trim after fork()");
+    if (!FORK_THREADS) {
+        printf("  the trim after fork(): not run (no new thread in a forked "
+               "child under this sanitizer)\n");
+        return;
+    }
     CHECK_OK(sluice_vclock_new(&clock, 1000));
     st = open_store(clock, 0);
     m = st->backend.impl;
@@ -392,6 +488,45 @@ static void test_reclaim(void)
     CHECK(after.expired >= KEYS);
     /* The tables shrank back: within four times the empty store's. */
     CHECK(after.bytes < 4 * empty.bytes);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+static uint64_t swept_of(sluice_store *st);
+
+static void test_trim_busy(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    sluice_decision d;
+    uint64_t swept;
+    int rc;
+
+    test_context("while it trims");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    CHECK_EQ_U64(hit_keys(st, &l, 20000, &rc), 20000);
+    sluice_vclock_advance(clock, 5000); /* every key idle */
+    atomic_store(&m->trimmer.busy, atomic_load(&sluice__mem_fork_gen) + 1);
+    swept = swept_of(st);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK_EQ_U64(swept_of(st), swept);
+    CHECK_EQ_U64(stats_of(st).keys, 20001);
+    /* Another process's trim (a forked child's copy of 'busy'). */
+    atomic_store(&m->trimmer.busy, atomic_load(&sluice__mem_fork_gen) + 2);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK(swept_of(st) > swept);
+    CHECK(stats_of(st).keys < 20001);
+    atomic_store(&m->trimmer.busy, 0);
+    swept = swept_of(st);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK(swept_of(st) > swept);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -511,7 +646,9 @@ int main(void)
 {
     trim_spy_init();
     test_trim();
+    test_trim_threads();
     test_trim_fork();
+    test_trim_busy();
     test_reclaim();
     test_default_cap();
     test_cap_sweep();
