@@ -142,16 +142,16 @@ typedef struct padded_shard {
 /*
  * A store's trimming thread (sluice__mem_trim()): started the first time a
  * trim is due, woken by a post of 'wake' for each trim, stopped and joined
- * by the store's free. 'state' says in which process it runs: the process's
- * fork generation (sluice__mem_fork_gen: a forked child's is its parent's
- * plus one, and the thread is not in the child) shifted left by one, with
- * the low bit set while a thread of that process starts it; 0 before it
- * ever started.
+ * by the store's free. A process's generation is sluice__mem_fork_gen + 1:
+ * never 0, and a forked child's is its parent's plus one (the thread is not
+ * in the child). 'state' says in which process the thread runs: its
+ * generation shifted left by one, with the low bit set while a thread of
+ * that process starts it; 0 before it ever started.
  */
 typedef struct trimmer {
     _Atomic unsigned state;
     _Atomic bool stop;
-    /* While it trims, the fork generation of its process; else 0. */
+    /* While it trims, the generation of its process; else 0. */
     _Atomic unsigned busy;
     bool wake_made; /* 'wake' was initialised (in this process or before) */
     sem_t wake;

@@ -693,6 +693,13 @@ void sluice__mem_shard_free(mem_store *m, shard *sh)
 
 /* ---- Trimming the heap ----------------------------------------------------- */
 
+/*
+ * The forks since this program began, along its line of descent: each
+ * forked child adds one (fork_child(), run in the child, registered before
+ * the first trimming thread starts). A store copied into a child so sees
+ * that its trimming thread, and a trim in progress, are its parent's: they
+ * are not in the child (only the thread that called fork() is).
+ */
 _Atomic unsigned sluice__mem_fork_gen;
 
 static void fork_child(void)
@@ -705,8 +712,8 @@ static void fork_watch(void)
     pthread_atfork(NULL, NULL, fork_child);
 }
 
-/* This process's fork generation: never 0, and a forked child's differs
-   from its parent's (fork_child() runs in the child). */
+/* This process's generation (mem.h's trimmer): never 0, and a forked
+   child's is its parent's plus one. */
 static unsigned process_gen(void)
 {
     return atomic_load(&sluice__mem_fork_gen) + 1;
