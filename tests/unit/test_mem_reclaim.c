@@ -20,6 +20,11 @@
  *             within 4 MB of what it was before the keys came; the
  *             store's free joins the thread (the process has one thread
  *             fewer after it);
+ *   the trim without a thread
+ *             (glibc without a sanitizer) while pthread_create() fails
+ *             (this program's refuses), every trim due runs inline, on
+ *             the caller's thread, and is counted so; once it works
+ *             again, the next trim due starts the thread;
  *   the trim, 4 threads calling
  *             the same, with four threads making 20,000 keys each and
  *             calling at once (under ThreadSanitizer: the trimming
@@ -55,6 +60,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,12 +175,34 @@ int malloc_trim(size_t pad)
 }
 #endif
 
-/* Finds the C library's malloc_trim() for the one above. */
+/* Threads refused, for the store's fallback (not under a sanitizer, whose
+   own pthread_create() this one would hide). */
+static atomic_bool refuse_threads;
+
+#if HEAP_TRIMS
+static int (*libc_create)(pthread_t *, const pthread_attr_t *,
+                          void *(*)(void *), void *);
+
+/* This program's pthread_create(): the C library's, or EAGAIN while
+   'refuse_threads' is set. */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                   void *(*fn)(void *), void *arg)
+{
+    if (atomic_load(&refuse_threads) || libc_create == NULL)
+        return EAGAIN;
+    return libc_create(t, attr, fn, arg);
+}
+#endif
+
+/* Finds the C library's functions for the ones above. */
 static void trim_spy_init(void)
 {
     calling = true;
 #ifdef __GLIBC__
     *(void **)&libc_trim = dlsym(RTLD_NEXT, "malloc_trim");
+#endif
+#if HEAP_TRIMS
+    *(void **)&libc_create = dlsym(RTLD_NEXT, "pthread_create");
 #endif
 }
 
@@ -299,6 +327,49 @@ static void test_trim(void)
     sluice_vclock_free(clock);
 }
 
+static void test_trim_no_thread(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    unsigned long here = atomic_load(&trims_here);
+    unsigned long away = atomic_load(&trims_away);
+    uint64_t inline_trims;
+    int rc;
+
+    test_context("the trim without a thread");
+    if (!HEAP_TRIMS) {
+        printf("  the trim without a thread: not run (glibc without a "
+               "sanitizer only)\n");
+        return;
+    }
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    atomic_store(&refuse_threads, true);
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS / 4, &rc), KEYS / 4);
+    expire_all(st, clock, &l);
+    inline_trims = atomic_load(&m->trims_inline);
+    /* Each trim due tried to start the thread, and trimmed inline. */
+    CHECK(inline_trims > 0);
+    CHECK_EQ_U64(atomic_load(&m->trims), inline_trims);
+    CHECK_EQ_U64(atomic_load(&trims_here) - here, inline_trims);
+    CHECK_EQ_U64(atomic_load(&trims_away), away);
+    /* Threads allowed again: the next trim due starts it. */
+    atomic_store(&refuse_threads, false);
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS / 4, &rc), KEYS / 4);
+    expire_all(st, clock, &l);
+    CHECK(trims_settle(m, inline_trims, 0));
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), inline_trims);
+    CHECK(atomic_load(&trims_away) > away);
+    printf("  the trim without a thread: %llu trims inline, then %llu on "
+           "the thread\n", (unsigned long long)inline_trims,
+           (unsigned long long)(atomic_load(&m->trims) - inline_trims));
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
 #define TRIM_THREADS 4
 #define TRIM_THREAD_KEYS 20000 /* each, some 2.6 MB of entries */
 
@@ -345,6 +416,7 @@ static void test_trim_threads(void)
     sluice_vclock *clock = NULL;
     sluice_store *st;
     mem_store *m;
+    unsigned long here = atomic_load(&trims_here);
 
     test_context("the trim, %d threads calling", TRIM_THREADS);
     CHECK_OK(sluice_vclock_new(&clock, 1000));
@@ -362,7 +434,7 @@ static void test_trim_threads(void)
            TRIM_THREADS, (unsigned long long)atomic_load(&m->trims),
            (unsigned long long)atomic_load(&m->trims_inline));
     CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
-    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -378,6 +450,7 @@ static int trim_in_child(sluice_store *st, sluice_vclock *clock,
 {
     mem_store *m = st->backend.impl;
     uint64_t trims = atomic_load(&m->trims);
+    unsigned long here = atomic_load(&trims_here);
     unsigned long away = atomic_load(&trims_away);
     int rc;
 
@@ -386,7 +459,7 @@ static int trim_in_child(sluice_store *st, sluice_vclock *clock,
     CHECK_EQ_U64(hit_keys(st, l, KEYS, &rc), KEYS);
     expire_all(st, clock, l);
     CHECK(trims_settle(m, trims, 0));
-    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
     CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
 #ifdef __GLIBC__
     CHECK(atomic_load(&trims_away) > away);
@@ -405,6 +478,7 @@ static void test_trim_fork(void)
     sluice_store *st;
     mem_store *m;
     int status = 0, rc;
+    unsigned long here = atomic_load(&trims_here);
     pid_t pid;
 
     test_context("the trim after fork()");
@@ -445,7 +519,7 @@ static void test_trim_fork(void)
     CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
     expire_all(st, clock, &l);
     CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
-    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -646,6 +720,7 @@ int main(void)
 {
     trim_spy_init();
     test_trim();
+    test_trim_no_thread();
     test_trim_threads();
     test_trim_fork();
     test_trim_busy();
