@@ -13,7 +13,11 @@
  * (what was retired last is freed a grace period later). The resident set
  * (/proc/self/statm) and the store's own count of bytes are printed at each
  * step, and last after the store is freed; the resident set after idle is
- * printed beside its target, TARGET_IDLE_MB.
+ * printed beside its target, TARGET_IDLE_MB. Each call of the reclaim is
+ * timed: the longest one is printed (and how many took over a ms) beside
+ * the heap's trims, which this program's malloc_trim() times on their way
+ * to the C library's: how many, the longest, and how many of them ran on
+ * the thread that calls the store (inside a call) rather than another.
  *
  * Then new keys at the key cap: a store capped at a million keys (the
  * default), and one at 100,000, is filled with live keys (the fixed window,
@@ -28,6 +32,9 @@
 #include "bench_util.h"
 #include "sluice.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +42,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #define DEFAULT_KEYS 5000000u
 #define CALLS_MAX 100000000u
@@ -50,12 +60,23 @@ typedef struct step {
     long long rss;
 } step;
 
-/* One algorithm's run: its steps, and the calls and time the reclaim took. */
+/* The heap's trims while a store ran: how many, the longest, and how many
+   ran on the thread that calls the store. */
+typedef struct trims {
+    uint64_t n, on_caller;
+    double longest_ms;
+} trims;
+
+/*
+ * One algorithm's run: its steps, the calls and time the reclaim took, its
+ * longest call and the calls over a ms, and the trims.
+ */
 typedef struct run {
     sluice_algo algo;
     step s[4];
-    uint64_t calls;
-    double secs;
+    uint64_t calls, calls_over_ms;
+    double secs, call_max_ms;
+    trims t;
 } run;
 
 static double now_s(void)
@@ -64,6 +85,56 @@ static double now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- The heap's trims ----------------------------------------------------- */
+
+static pthread_t caller; /* the thread that calls the stores */
+static atomic_ullong trim_n, trim_on_caller, trim_longest_ns;
+
+#ifdef __GLIBC__
+static int (*libc_trim)(size_t);
+
+/*
+ * This program's malloc_trim() comes before the C library's, for the store
+ * too: it times each trim, notes whether it ran on the stores' caller, and
+ * trims as the library's does.
+ */
+int malloc_trim(size_t pad)
+{
+    double t0 = now_s();
+    int r = libc_trim != NULL ? libc_trim(pad) : 0;
+    unsigned long long ns = (unsigned long long)((now_s() - t0) * 1e9);
+    unsigned long long most = atomic_load(&trim_longest_ns);
+
+    while (ns > most &&
+           !atomic_compare_exchange_weak(&trim_longest_ns, &most, ns))
+        ;
+    atomic_fetch_add(&trim_n, 1);
+    if (pthread_equal(pthread_self(), caller))
+        atomic_fetch_add(&trim_on_caller, 1);
+    return r;
+}
+#endif
+
+/* Finds the C library's malloc_trim() for the one above. */
+static void trims_init(void)
+{
+    caller = pthread_self();
+#ifdef __GLIBC__
+    *(void **)&libc_trim = dlsym(RTLD_NEXT, "malloc_trim");
+#endif
+}
+
+/* The trims since the last call (a store's free has waited for its own). */
+static trims trims_take(void)
+{
+    trims t;
+
+    t.n = atomic_exchange(&trim_n, 0);
+    t.on_caller = atomic_exchange(&trim_on_caller, 0);
+    t.longest_ms = (double)atomic_exchange(&trim_longest_ns, 0) / 1e6;
+    return t;
 }
 
 static void take(step *s, const char *what, sluice_store *st)
@@ -94,26 +165,38 @@ static int load(sluice_store *st, const sluice_limit *l, uint64_t n)
     return 0;
 }
 
+/* One hit on the hot key, timed into the run's longest call. */
+static void hot_hit(run *r, sluice_store *st, const sluice_limit *l)
+{
+    sluice_decision d;
+    double t0 = now_s(), ms;
+
+    sluice_hit(&d, st, l, "hot", 3, 1);
+    ms = (now_s() - t0) * 1e3;
+    if (ms > r->call_max_ms)
+        r->call_max_ms = ms;
+    r->calls_over_ms += ms > 1.0;
+}
+
 /* Hits one key until the store has reclaimed the rest, then IDLE_CALLS
-   more; answers the calls. */
-static uint64_t reclaim(sluice_store *st, const sluice_limit *l,
-                        sluice_vclock *clock, uint64_t empty_bytes)
+   more; counts the calls in the run, and times each. */
+static void reclaim(run *r, sluice_store *st, const sluice_limit *l,
+                    sluice_vclock *clock, uint64_t empty_bytes)
 {
     sluice_store_stats s;
     uint64_t calls = 0;
-    sluice_decision d;
 
     sluice_vclock_advance(clock, 10 * WINDOW_MS);
     do {
         for (int i = 0; i < 1000; i++)
-            sluice_hit(&d, st, l, "hot", 3, 1);
+            hot_hit(r, st, l);
         calls += 1000;
         sluice_vclock_advance(clock, 3 * WINDOW_MS);
         sluice_store_stats_get(&s, st);
     } while ((s.keys > 1 || s.bytes > 4 * empty_bytes) && calls < CALLS_MAX);
     for (uint64_t i = 0; i < IDLE_CALLS; i++)
-        sluice_hit(&d, st, l, "hot", 3, 1);
-    return calls + IDLE_CALLS;
+        hot_hit(r, st, l);
+    r->calls = calls + IDLE_CALLS;
 }
 
 /* One algorithm's run on a store of its own; 0, or 1 on a failure. */
@@ -142,11 +225,15 @@ static int run_one(run *r, uint64_t keys)
         return 1;
     }
     take(&r->s[1], "every key counting", st);
+    trims_take();
+    r->call_max_ms = 0;
+    r->calls_over_ms = 0;
     t0 = now_s();
-    r->calls = reclaim(st, &l, clock, r->s[0].bytes);
+    reclaim(r, st, &l, clock, r->s[0].bytes);
     r->secs = now_s() - t0;
     take(&r->s[2], "all idle, then calls on one key", st);
     sluice_store_free(st);
+    r->t = trims_take();
     take(&r->s[3], "store freed", NULL);
     sluice_vclock_free(clock);
     return 0;
@@ -224,6 +311,11 @@ static void print_text(const run *r, int n, uint64_t keys)
         }
         printf("  reclaimed by %llu calls on one key in %.2f s\n",
                (unsigned long long)r[a].calls, r[a].secs);
+        printf("  longest call %.3f ms (%llu calls over 1 ms); %llu trims, "
+               "the longest %.1f ms, %llu of them inside a call\n",
+               r[a].call_max_ms, (unsigned long long)r[a].calls_over_ms,
+               (unsigned long long)r[a].t.n, r[a].t.longest_ms,
+               (unsigned long long)r[a].t.on_caller);
     }
     printf("\nResident set after idle (target <= %.0f MB after %llu keys)\n",
            TARGET_IDLE_MB, (unsigned long long)keys);
@@ -247,9 +339,15 @@ static void print_json(const run *r, int n, uint64_t keys,
            "\"algorithms\": [\n", (unsigned long long)keys, TARGET_IDLE_MB);
     for (int a = 0; a < n; a++) {
         printf("    {\"algo\": \"%s\", \"reclaim_calls\": %llu, "
-               "\"reclaim_seconds\": %.3f, \"steps\": [\n",
+               "\"reclaim_seconds\": %.3f, \"call_max_ms\": %.3f, "
+               "\"calls_over_1ms\": %llu, \"trims\": %llu, "
+               "\"trim_max_ms\": %.1f, \"trims_in_a_call\": %llu, "
+               "\"steps\": [\n",
                sluice_algo_name(r[a].algo), (unsigned long long)r[a].calls,
-               r[a].secs);
+               r[a].secs, r[a].call_max_ms,
+               (unsigned long long)r[a].calls_over_ms,
+               (unsigned long long)r[a].t.n, r[a].t.longest_ms,
+               (unsigned long long)r[a].t.on_caller);
         for (int i = 0; i < 4; i++)
             printf("      {\"step\": \"%s\", \"keys\": %llu, "
                    "\"store_bytes\": %llu, \"rss_bytes\": %lld}%s\n",
@@ -313,6 +411,7 @@ int main(int argc, char **argv)
 
     if ((rc = options(argc, argv, &keys, &algo, &cap_only, &json)) >= 0)
         return rc;
+    trims_init();
     for (unsigned a = 0; a < sluice_algo_count() && n < 16 && !cap_only;
          a++) {
         if (algo >= 0 && (unsigned)algo != a)

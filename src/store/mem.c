@@ -115,7 +115,15 @@
  * Once the bytes freed to the heap since the last time are at least
  * TRIM_MIN_BYTES and TRIM_KEY_BYTES per live key, the store-wide sweep's
  * step asks the allocator to give its free memory back to the system
- * (sluice__mem_trim(), with no lock held).
+ * (sluice__mem_trim()): not in the call itself, since a trim that gives
+ * back hundreds of MB takes seconds (BENCHMARKS.md: 1.0 s after 5 million
+ * fixed keys, 9.4 s after as many sliding-log keys), but on the store's
+ * trimming thread, started the first time a trim is due (and in a forked
+ * child, which has no copy of it, the first time one is due there), woken
+ * with a semaphore post that never waits, and joined by the store's free.
+ * The store's sweeps pause while it trims (their frees would wait for the
+ * arena's lock that glibc holds meanwhile). If the thread cannot be
+ * created, the call trims itself, as before.
  * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
  * entries, so a sweep reads only the bucket array and walks a chain only when
  * one of its entries may be idle. Entries are the lines other threads write
@@ -511,6 +519,7 @@ static void mem_free(void *impl)
 {
     mem_store *m = impl;
 
+    sluice__mem_trimmer_stop(m); /* at most a trim in progress to wait for */
     for (unsigned i = 0; i < SHARDS; i++) {
         shard *sh = &m->shards[i].s;
 

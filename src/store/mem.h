@@ -11,6 +11,7 @@
 #include "store/store.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -138,6 +139,25 @@ typedef struct padded_shard {
     _Alignas(64) shard s;
 } padded_shard;
 
+/*
+ * A store's trimming thread (sluice__mem_trim()): started the first time a
+ * trim is due, woken by a post of 'wake' for each trim, stopped and joined
+ * by the store's free. A process's generation is sluice__mem_fork_gen + 1:
+ * never 0, and a forked child's is its parent's plus one (the thread is not
+ * in the child). 'state' says in which process the thread runs: its
+ * generation shifted left by one, with the low bit set while a thread of
+ * that process starts it; 0 before it ever started.
+ */
+typedef struct trimmer {
+    _Atomic unsigned state;
+    _Atomic bool stop;
+    /* While it trims, the generation of its process; else 0. */
+    _Atomic unsigned busy;
+    bool wake_made; /* 'wake' was initialised (in this process or before) */
+    sem_t wake;
+    pthread_t thread;
+} trimmer;
+
 typedef struct mem_store {
     /* Read by every call, written only at open: a cache line that every
        thread keeps, apart from the counts below, which every new key and
@@ -149,9 +169,13 @@ typedef struct mem_store {
     _Alignas(64) _Atomic size_t keys;
     _Atomic uint64_t full;
     _Atomic unsigned cap_shard; /* where the next sweep at the cap starts */
-    /* Bytes freed to the heap since it was last trimmed, and the trims. */
+    /* Bytes freed to the heap since it was last trimmed, and the trims:
+       all of them, and those run inline, in a caller's call, because the
+       trimming thread could not be started. */
     _Atomic uint64_t untrimmed;
     _Atomic uint64_t trims;
+    _Atomic uint64_t trims_inline;
+    trimmer trimmer;
     sluice__epoch epoch; /* its own cache lines */
     /* Each shard's bound: at most the least idle_lo_ms of its buckets, so
        a sweep at the cap passes over a shard with nothing idle for one
@@ -326,6 +350,19 @@ static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
 void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
 void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
 void sluice__mem_trim(mem_store *m);
+void sluice__mem_trimmer_stop(mem_store *m);
+extern _Atomic unsigned sluice__mem_fork_gen;
+
+/* Whether this process's trimming thread of 'm' is trimming now. */
+static inline bool sluice__mem_trimming(mem_store *m)
+{
+    unsigned busy = atomic_load_explicit(&m->trimmer.busy,
+                                         memory_order_relaxed);
+
+    return busy != 0 &&
+           busy == atomic_load_explicit(&sluice__mem_fork_gen,
+                                        memory_order_relaxed) + 1;
+}
 bool sluice__mem_reserve_key(mem_store *m);
 table *sluice__mem_table_new(size_t n, bool with_cells);
 void sluice__mem_table_free(shard *sh, table *t);

@@ -9,11 +9,39 @@
  *             its empty size;
  *   the trim  200,000 sliding-counter keys (entries on the heap, not in
  *             cells) go idle and are swept: the store asks the allocator
- *             to give the freed memory back (its count of trims moves,
- *             and what was freed since the last trim is under the
- *             threshold), and, on glibc without a sanitizer's allocator,
- *             the resident set falls back to within 4 MB of what it was
- *             before the keys came;
+ *             to give the freed memory back, and not in the calls that
+ *             find a trim due: every malloc_trim() runs on a thread other
+ *             than the test's (this program's malloc_trim() counts where
+ *             each runs, and calls the C library's), none is counted as
+ *             inline, and, waited for (polling, bounded), the trimming
+ *             thread's trims are counted, what was freed since the last
+ *             trim is under the threshold, and, on glibc without a
+ *             sanitizer's allocator, the resident set falls back to
+ *             within 4 MB of what it was before the keys came; the
+ *             store's free joins the thread (the process has one thread
+ *             fewer after it);
+ *   the trim without a thread
+ *             (glibc without a sanitizer) while pthread_create() fails
+ *             (this program's refuses), every trim due runs inline, on
+ *             the caller's thread, and is counted so; once it works
+ *             again, the next trim due starts the thread;
+ *   the trim, 4 threads calling
+ *             the same, with four threads making 20,000 keys each and
+ *             calling at once (under ThreadSanitizer: the trimming
+ *             thread's start and hand-offs against the callers);
+ *   the trim after fork()
+ *             (not under ThreadSanitizer, which runs no new thread in a
+ *             forked child) a child forked once the trimming thread runs
+ *             has no copy of it: its own mass expiry is trimmed by a
+ *             thread of its own, not inline, and its store's free returns
+ *             (joining its parent's thread there is undefined); so
+ *             does the free of a child that never had a trim due;
+ *   while it trims
+ *             with the trimming thread's 'busy' set as while it trims, no
+ *             sweep runs (their frees would wait for the arena that glibc
+ *             holds meanwhile): idle keys stay, and no bucket is swept;
+ *             cleared, the next calls sweep them; set by a parent process
+ *             (a fork generation other than this one), it holds nothing;
  *   the cap   with max_keys left at 0, the default cap of a million keys
  *             holds: the million-and-first live key is SLUICE_EFULL, and
  *             SLUICE_NO_KEY_CAP lifts it;
@@ -30,19 +58,39 @@
 #include "store/mem.h"
 #include "test.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
-/* A sanitizer's allocator keeps freed memory whatever malloc_trim() says. */
+/* A sanitizer's allocator keeps freed memory whatever malloc_trim() says;
+   ThreadSanitizer does not run a new thread in a forked child. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define HEAP_TRIMS 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define HEAP_TRIMS 0
 #endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define FORK_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FORK_THREADS 0
+#endif
+#endif
+#ifndef FORK_THREADS
+#define FORK_THREADS 1
 #endif
 #ifndef HEAP_TRIMS
 #ifdef __GLIBC__
@@ -107,16 +155,131 @@ static long long rss_bytes(void)
 
 #define KEYS 200000
 
+/* ---- Where the trims run ------------------------------------------------ */
+
+static _Thread_local bool calling; /* set on every thread that calls */
+static atomic_ulong trims_here, trims_away;
+
+#ifdef __GLIBC__
+static int (*libc_trim)(size_t);
+
+/*
+ * This program's malloc_trim() comes before the C library's, for the store
+ * too: it counts whether each trim runs on a thread of the test's that
+ * calls the store, or on another, and then trims as the library's does.
+ */
+int malloc_trim(size_t pad)
+{
+    atomic_fetch_add(calling ? &trims_here : &trims_away, 1);
+    return libc_trim != NULL ? libc_trim(pad) : 0;
+}
+#endif
+
+/* Threads refused, for the store's fallback (not under a sanitizer, whose
+   own pthread_create() this one would hide). */
+static atomic_bool refuse_threads;
+
+#if HEAP_TRIMS
+static int (*libc_create)(pthread_t *, const pthread_attr_t *,
+                          void *(*)(void *), void *);
+
+/* This program's pthread_create(): the C library's, or EAGAIN while
+   'refuse_threads' is set. */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                   void *(*fn)(void *), void *arg)
+{
+    if (atomic_load(&refuse_threads) || libc_create == NULL)
+        return EAGAIN;
+    return libc_create(t, attr, fn, arg);
+}
+#endif
+
+/* Finds the C library's functions for the ones above. */
+static void trim_spy_init(void)
+{
+    calling = true;
+#ifdef __GLIBC__
+    *(void **)&libc_trim = dlsym(RTLD_NEXT, "malloc_trim");
+#endif
+#if HEAP_TRIMS
+    *(void **)&libc_create = dlsym(RTLD_NEXT, "pthread_create");
+#endif
+}
+
+/* The threads of this process; -1 where /proc/self/task is missing. */
+static int threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * Lets every key of 'st' (virtual clock 'clock') go idle, and calls on one
+ * key of 'l' until they are dropped, then as many calls again (the tables
+ * shrink, and what was retired is freed a grace period later). Answers the
+ * calls.
+ */
+static long expire_all(sluice_store *st, sluice_vclock *clock,
+                       const sluice_limit *l)
+{
+    sluice_decision d;
+    long calls = 0;
+
+    sluice_vclock_advance(clock, 5000); /* every key idle */
+    while (stats_of(st).keys > 1 && calls < 10000000) {
+        for (int i = 0; i < 1000; i++)
+            CHECK(sluice_hit(&d, st, l, "hot", 3, 1) == 0);
+        calls += 1000;
+        sluice_vclock_advance(clock, 3000); /* 'hot' idles, too */
+    }
+    for (long i = 0; i < calls; i++)
+        CHECK(sluice_hit(&d, st, l, "hot", 3, 1) == 0);
+    return 2 * calls;
+}
+
+/*
+ * Waits (polling, at most a minute) until the trimming thread of 'm' has
+ * run more than 'trims' trims and is idle, and, if 'rss_below' > 0, the
+ * resident set is under it. Answers whether it came.
+ */
+static bool trims_settle(mem_store *m, uint64_t trims, long long rss_below)
+{
+    for (int i = 0; i < 6000; i++) {
+        if (atomic_load(&m->trims) > trims &&
+            atomic_load(&m->trimmer.busy) == 0 &&
+            (rss_below <= 0 || rss_bytes() < rss_below))
+            return true;
+        nap_ms(10);
+    }
+    return false;
+}
+
 static void test_trim(void)
 {
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
     mem_store *m;
-    sluice_decision d;
     long long before, full, after;
     uint64_t trims, untrimmed;
-    long calls = 0;
+    int threads;
+    long calls;
+    bool settled;
     int rc;
 
     test_context("the trim");
@@ -126,32 +289,237 @@ static void test_trim(void)
     before = rss_bytes();
     CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
     full = rss_bytes();
-    sluice_vclock_advance(clock, 5000); /* every key idle */
-    while (stats_of(st).keys > 1 && calls < 10000000) {
-        for (int i = 0; i < 1000; i++)
-            CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
-        calls += 1000;
-        sluice_vclock_advance(clock, 3000); /* 'hot' idles, too */
-    }
-    /* As many calls again: the tables shrink, and what was retired is
-       freed a grace period later. */
-    for (long i = 0; i < calls; i++)
-        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    calls = expire_all(st, clock, &l);
+    /* No call trimmed: the thread did, or does now. */
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    settled = trims_settle(m, 0, HEAP_TRIMS && before > 0
+                                     ? before + 4000000 : 0);
     after = rss_bytes();
+    threads = threads_now(); /* the trimming thread among them */
     trims = atomic_load(&m->trims);
     untrimmed = atomic_load(&m->untrimmed);
     printf("  trim: resident %.1f MB before %d keys, %.1f MB with them, "
-           "%.1f MB after %ld calls on one key; %llu trims, %llu bytes "
+           "%.1f MB after %ld calls on one key and the trimming thread; %llu "
+           "trims (%lu on another thread, %lu on the callers'), %llu bytes "
            "freed since the last\n", (double)before / 1e6, KEYS,
-           (double)full / 1e6, (double)after / 1e6, 2 * calls,
-           (unsigned long long)trims, (unsigned long long)untrimmed);
+           (double)full / 1e6, (double)after / 1e6, calls,
+           (unsigned long long)trims, atomic_load(&trims_away),
+           atomic_load(&trims_here), (unsigned long long)untrimmed);
+    CHECK(settled);
     CHECK(stats_of(st).keys <= 1);
     CHECK(trims > 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), 0);
+#ifdef __GLIBC__
+    CHECK(atomic_load(&trims_away) > 0);
+#endif
     CHECK(untrimmed < TRIM_MIN_BYTES);
     if (HEAP_TRIMS && before > 0) {
         CHECK(full > before + 16000000); /* the keys took room */
         CHECK(after < before + 4000000);
     }
+    sluice_store_free(st);
+    /* The store's free joined its thread (which the kernel may list for a
+       moment after it has gone). */
+    for (int i = 0; i < 500 && threads_now() != threads - 1; i++)
+        nap_ms(10);
+    CHECK_EQ_U64((uint64_t)threads_now(), (uint64_t)threads - 1);
+    sluice_vclock_free(clock);
+}
+
+static void test_trim_no_thread(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    unsigned long here = atomic_load(&trims_here);
+    unsigned long away = atomic_load(&trims_away);
+    uint64_t inline_trims;
+    int rc;
+
+    test_context("the trim without a thread");
+    if (!HEAP_TRIMS) {
+        printf("  the trim without a thread: not run (glibc without a "
+               "sanitizer only)\n");
+        return;
+    }
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    atomic_store(&refuse_threads, true);
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS / 4, &rc), KEYS / 4);
+    expire_all(st, clock, &l);
+    inline_trims = atomic_load(&m->trims_inline);
+    /* Each trim due tried to start the thread, and trimmed inline. */
+    CHECK(inline_trims > 0);
+    CHECK_EQ_U64(atomic_load(&m->trims), inline_trims);
+    CHECK_EQ_U64(atomic_load(&trims_here) - here, inline_trims);
+    CHECK_EQ_U64(atomic_load(&trims_away), away);
+    /* Threads allowed again: the next trim due starts it. */
+    atomic_store(&refuse_threads, false);
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS / 4, &rc), KEYS / 4);
+    expire_all(st, clock, &l);
+    CHECK(trims_settle(m, inline_trims, 0));
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), inline_trims);
+    CHECK(atomic_load(&trims_away) > away);
+    printf("  the trim without a thread: %llu trims inline, then %llu on "
+           "the thread\n", (unsigned long long)inline_trims,
+           (unsigned long long)(atomic_load(&m->trims) - inline_trims));
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+#define TRIM_THREADS 4
+#define TRIM_THREAD_KEYS 20000 /* each, some 2.6 MB of entries */
+
+typedef struct trim_caller {
+    sluice_store *st;
+    sluice_vclock *clock;
+    int id;
+} trim_caller;
+
+/* A caller thread: keys of its own, then calls on a key of its own until
+   the store holds no more than one key per thread, then as many again. */
+static void *trim_calls(void *arg)
+{
+    trim_caller *c = arg;
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    char hot[16];
+    sluice_decision d;
+    long calls = 0;
+
+    calling = true;
+    snprintf(hot, sizeof(hot), "hot%d", c->id);
+    for (size_t i = 0; i < TRIM_THREAD_KEYS; i++) {
+        char key[32];
+        int len = snprintf(key, sizeof(key), "t%d:k%zu", c->id, i);
+
+        CHECK(sluice_hit(&d, c->st, &l, key, (size_t)len, 1) == 0);
+    }
+    sluice_vclock_advance(c->clock, 5000);
+    while (stats_of(c->st).keys > TRIM_THREADS && calls < 10000000) {
+        for (int i = 0; i < 1000; i++)
+            CHECK(sluice_hit(&d, c->st, &l, hot, strlen(hot), 1) == 0);
+        calls += 1000;
+        sluice_vclock_advance(c->clock, 3000);
+    }
+    for (long i = 0; i < calls; i++)
+        CHECK(sluice_hit(&d, c->st, &l, hot, strlen(hot), 1) == 0);
+    return NULL;
+}
+
+static void test_trim_threads(void)
+{
+    trim_caller c[TRIM_THREADS];
+    pthread_t tid[TRIM_THREADS];
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    unsigned long here = atomic_load(&trims_here);
+
+    test_context("the trim, %d threads calling", TRIM_THREADS);
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    for (int i = 0; i < TRIM_THREADS; i++) {
+        c[i] = (trim_caller){st, clock, i};
+        if (!CHECK(pthread_create(&tid[i], NULL, trim_calls, &c[i]) == 0))
+            exit(2);
+    }
+    for (int i = 0; i < TRIM_THREADS; i++)
+        pthread_join(tid[i], NULL);
+    CHECK(trims_settle(m, 0, 0));
+    printf("  the trim, %d threads calling: %llu trims, %llu inline\n",
+           TRIM_THREADS, (unsigned long long)atomic_load(&m->trims),
+           (unsigned long long)atomic_load(&m->trims_inline));
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+/*
+ * In a forked child, once the parent's trimming thread runs: the child's
+ * mass expiry, trimmed by a thread of the child's (not inline), and a free
+ * that returns; an alarm ends a child that hangs. Answers the child's exit
+ * status (0: every check passed).
+ */
+static int trim_in_child(sluice_store *st, sluice_vclock *clock,
+                         const sluice_limit *l)
+{
+    mem_store *m = st->backend.impl;
+    uint64_t trims = atomic_load(&m->trims);
+    unsigned long here = atomic_load(&trims_here);
+    unsigned long away = atomic_load(&trims_away);
+    int rc;
+
+    alarm(120);
+    test_context("the trim after fork(), in the child");
+    CHECK_EQ_U64(hit_keys(st, l, KEYS, &rc), KEYS);
+    expire_all(st, clock, l);
+    CHECK(trims_settle(m, trims, 0));
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+#ifdef __GLIBC__
+    CHECK(atomic_load(&trims_away) > away);
+#else
+    (void)away;
+#endif
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+    return test_summary("test_mem_reclaim (the forked child)") != 0;
+}
+
+static void test_trim_fork(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    int status = 0, rc;
+    unsigned long here = atomic_load(&trims_here);
+    pid_t pid;
+
+    test_context("the trim after fork()");
+    if (!FORK_THREADS) {
+        printf("  the trim after fork(): not run (no new thread in a forked "
+               "child under this sanitizer)\n");
+        return;
+    }
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
+    expire_all(st, clock, &l);
+    CHECK(trims_settle(m, 0, 0)); /* the parent's thread runs */
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(trim_in_child(st, clock, &l));
+    if (pid > 0) {
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* A child with no trim due frees its copy of the store at once: there
+       is no thread of its own to join, and its parent's is not there. */
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        alarm(60);
+        sluice_store_free(st);
+        _exit(0);
+    }
+    if (pid > 0) {
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    /* The parent's store and thread are as they were. */
+    CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
+    expire_all(st, clock, &l);
+    CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
+    CHECK_EQ_U64(atomic_load(&trims_here), here);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -194,6 +562,45 @@ static void test_reclaim(void)
     CHECK(after.expired >= KEYS);
     /* The tables shrank back: within four times the empty store's. */
     CHECK(after.bytes < 4 * empty.bytes);
+    sluice_store_free(st);
+    sluice_vclock_free(clock);
+}
+
+static uint64_t swept_of(sluice_store *st);
+
+static void test_trim_busy(void)
+{
+    sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
+    sluice_vclock *clock = NULL;
+    sluice_store *st;
+    mem_store *m;
+    sluice_decision d;
+    uint64_t swept;
+    int rc;
+
+    test_context("while it trims");
+    CHECK_OK(sluice_vclock_new(&clock, 1000));
+    st = open_store(clock, 0);
+    m = st->backend.impl;
+    CHECK_EQ_U64(hit_keys(st, &l, 20000, &rc), 20000);
+    sluice_vclock_advance(clock, 5000); /* every key idle */
+    atomic_store(&m->trimmer.busy, atomic_load(&sluice__mem_fork_gen) + 1);
+    swept = swept_of(st);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK_EQ_U64(swept_of(st), swept);
+    CHECK_EQ_U64(stats_of(st).keys, 20001);
+    /* Another process's trim (a forked child's copy of 'busy'). */
+    atomic_store(&m->trimmer.busy, atomic_load(&sluice__mem_fork_gen) + 2);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK(swept_of(st) > swept);
+    CHECK(stats_of(st).keys < 20001);
+    atomic_store(&m->trimmer.busy, 0);
+    swept = swept_of(st);
+    for (int i = 0; i < 100000; i++)
+        CHECK(sluice_hit(&d, st, &l, "hot", 3, 1) == 0);
+    CHECK(swept_of(st) > swept);
     sluice_store_free(st);
     sluice_vclock_free(clock);
 }
@@ -311,7 +718,12 @@ static void test_clock_step(void)
 
 int main(void)
 {
+    trim_spy_init();
     test_trim();
+    test_trim_no_thread();
+    test_trim_threads();
+    test_trim_fork();
+    test_trim_busy();
     test_reclaim();
     test_default_cap();
     test_cap_sweep();
