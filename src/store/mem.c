@@ -112,18 +112,8 @@
  *     passing over each shard whose bound (mem_store.shard_lo_ms) says
  *     nothing in it is idle yet (sluice__mem_sweep_store()).
  * A table under an eighth full halves at the end of a pass of its cursor.
- * Once the bytes freed to the heap since the last time are at least
- * TRIM_MIN_BYTES and TRIM_KEY_BYTES per live key, the store-wide sweep's
- * step asks the allocator to give its free memory back to the system
- * (sluice__mem_trim()): not in the call itself, since a trim that gives
- * back hundreds of MB takes seconds (BENCHMARKS.md: 1.0 s after 5 million
- * fixed keys, 9.4 s after as many sliding-log keys), but on the store's
- * trimming thread, started the first time a trim is due (and in a forked
- * child, which has no copy of it, the first time one is due there), woken
- * with a semaphore post that never waits, and joined by the store's free.
- * The store's sweeps pause while it trims (their frees would wait for the
- * arena's lock that glibc holds meanwhile). If the thread cannot be
- * created, the call trims itself, as before.
+ * Freed memory goes back to the system on a thread of the store's, once
+ * enough was freed (mem_trim.c tells when and how).
  * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
  * entries, so a sweep reads only the bucket array and walks a chain only when
  * one of its entries may be idle. Entries are the lines other threads write
@@ -497,24 +487,6 @@ static int mem_reset(void *impl, const sluice_limit *limit, const char *key,
     return SLUICE_OK;
 }
 
-static int mem_stats(void *impl, sluice_store_stats *out)
-{
-    mem_store *m = impl;
-
-    out->bytes = sizeof(*m);
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
-
-        pthread_mutex_lock(&sh->lock);
-        out->keys += sh->count;
-        out->bytes += sh->bytes;
-        out->expired += sh->expired;
-        pthread_mutex_unlock(&sh->lock);
-    }
-    out->full = atomic_load(&m->full);
-    return SLUICE_OK;
-}
-
 static void mem_free(void *impl)
 {
     mem_store *m = impl;
@@ -648,7 +620,7 @@ static const sluice__store_ops mem_ops = {
     .decide = mem_decide,
     .reset = mem_reset,
     .decide_all = sluice__mem_decide_all,
-    .stats = mem_stats,
+    .stats = sluice__mem_stats,
     .free = mem_free,
 };
 

@@ -368,4 +368,7 @@ table *sluice__mem_table_new(size_t n, bool with_cells);
 void sluice__mem_table_free(shard *sh, table *t);
 void sluice__mem_shard_free(mem_store *m, shard *sh);
 
+/* The store's stats (its ops' 'stats'): keys, bytes, expired, full. */
+int sluice__mem_stats(void *impl, sluice_store_stats *out);
+
 #endif /* SLUICE_STORE_MEM_H */
