@@ -244,7 +244,7 @@ static void test_failover_under_load(void)
 
         atomic_store(&l->kill_ms, rs_mono_ms());
         t0 = rs_mono_ms();
-        rs_kill(m);
+        rs_sentinel_kill(&st, m);
         CHECK(rs_sentinel_wait_master(&st, other->port, GAP_BOUND_MS) == 0);
         printf("  master killed: the sentinel named the other after %llu "
                "ms\n", (unsigned long long)(rs_mono_ms() - t0));

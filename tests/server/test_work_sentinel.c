@@ -311,7 +311,7 @@ static void *crash(void *arg)
 
     e->rc = -1;
     if (m != NULL) {
-        rs_kill(m);
+        rs_sentinel_kill(e->st, m);
         e->rc = rs_sentinel_wait_master(e->st, next->port, 20000);
     }
     atomic_store(&e->done, 1);

@@ -6,7 +6,14 @@
 #include "server.h"
 #include "tls_certs.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -295,9 +302,55 @@ fail:
     return -1;
 }
 
+/* A held port's listener: every connection reset at once (SO_LINGER 0),
+   as a port with nothing on it refuses one, until the socket is shut. */
+static void *refuse_all(void *arg)
+{
+    int fd = (int)(intptr_t)arg, c;
+    struct linger now = {1, 0};
+
+    while ((c = accept(fd, NULL, NULL)) >= 0 || errno == EINTR)
+        if (c >= 0) {
+            setsockopt(c, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+            close(c);
+        }
+    return NULL;
+}
+
+void rs_sentinel_kill(rs_sentinel *st, rs_server *node)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    int i = node == &st->nodes[0] ? 0 : 1, one = 1;
+    int fd;
+
+    rs_kill(node);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)node->port);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 &&
+        (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+         bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+         listen(fd, 16) < 0 ||
+         pthread_create(&st->holder[i], NULL, refuse_all,
+                        (void *)(intptr_t)fd) != 0)) {
+        fprintf(stderr, "sentinel.c: cannot hold port %d: %s\n", node->port,
+                strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    st->held[i] = fd + 1; /* 0: nothing held */
+}
+
 void rs_sentinel_stop(rs_sentinel *st)
 {
     rs_stop(&st->sentinel);
     rs_stop(&st->nodes[1]);
     rs_stop(&st->nodes[0]);
+    for (int i = 0; i < 2; i++)
+        if (st->held[i] > 0) {
+            shutdown(st->held[i] - 1, SHUT_RDWR); /* ends its accept() */
+            pthread_join(st->holder[i], NULL);
+            close(st->held[i] - 1);
+            st->held[i] = 0;
+        }
 }

@@ -50,6 +50,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -312,6 +313,8 @@ typedef struct rs_sentinel {
     rs_server nodes[2];  /* [0] the first master, [1] its first replica */
     rs_server sentinel;  /* kind RS_SENTINEL, on sentinel.port */
     int tls_port;        /* rs_sentinel_start_tls(): its TLS port */
+    int held[2];         /* rs_sentinel_kill(): a killed node's port, held */
+    pthread_t holder[2]; /* ... by a thread that resets what connects */
     char url[96];        /* "valkey+sentinel://127.0.0.1:SP/sluice-master" */
 } rs_sentinel;
 
@@ -377,6 +380,15 @@ int rs_sentinel_failover(rs_sentinel *st);
  * it started.
  */
 int rs_sentinel_start_tls(rs_sentinel *st);
+/*
+ * Kills 'node' (one of st->nodes) like a crash, and holds its port with a
+ * socket of ours that resets every connection at once (as a port with
+ * nothing on it refuses one), until rs_sentinel_stop():
+ * the sentinel keeps the dead node's address, and would make whatever
+ * server of another test took the port a replica of its master (tests run
+ * side by side). The sentinel sees the port as a node that is down.
+ */
+void rs_sentinel_kill(rs_sentinel *st, rs_server *node);
 /* Stops the sentinel and both nodes, and removes their directories. */
 void rs_sentinel_stop(rs_sentinel *st);
 
