@@ -381,7 +381,17 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
     bool ask;
     int port;
 
-    if (!v->cluster || r->type != REDIS_REPLY_ERROR)
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    /* A sentinel store's master that is a replica now: the write was
+       refused, so it goes again once the sentinels name the new master
+       (route_node(), by the call's deadline). */
+    if (v->sentinel && r->len >= 8 && strncmp(r->str, "READONLY", 8) == 0 &&
+        rt->sends < MAX_SENDS) {
+        atomic_store(&v->master_stale, 1);
+        return 1;
+    }
+    if (!v->cluster)
         return 0;
     if (parse_redirect(r, &ask, &host, &host_len, &port) == 0) {
         atomic_fetch_add(&v->redirects, 1);
