@@ -619,10 +619,17 @@ fi
 # not start.
 start_proxy() {
     [ -x "${SLUICE_LOSSY_PROXY:-}" ] || return 1
-    proxy_port=$((35000 + $$ % 2000))
-    "$SLUICE_LOSSY_PROXY" "$proxy_port" "$port" "$1" >"$TMP/proxy.log" 2>&1 &
+    # Port 0: the kernel picks a free one, which the proxy prints first (a
+    # fixed one may be another test's, run beside this one).
+    "$SLUICE_LOSSY_PROXY" 0 "$port" "$1" >"$TMP/proxy.log" 2>&1 &
     proxy_pid=$!
-    wait_port "$proxy_port"
+    proxy_port=
+    for _ in $(seq 1 100); do
+        proxy_port=$(sed -n '1s/^port \([0-9][0-9]*\)$/\1/p' "$TMP/proxy.log")
+        [ -n "$proxy_port" ] && break
+        sleep 0.05
+    done
+    [ -n "$proxy_port" ] && wait_port "$proxy_port"
 }
 
 # The complete reaches the server and is applied; its reply is lost, so

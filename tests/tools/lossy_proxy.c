@@ -139,20 +139,21 @@ int main(int argc, char **argv)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
     int one = 1, fd;
     long port, up;
     char *end1, *end2;
 
     if (argc != 4) {
         fprintf(stderr, "usage: sluice_lossy_proxy PORT UPSTREAM_PORT "
-                        "PATTERN\n");
+                        "PATTERN (PORT 0: any free one, printed)\n");
         return 2;
     }
     port = strtol(argv[1], &end1, 10);
     up = strtol(argv[2], &end2, 10);
     pattern = argv[3];
     pattern_len = strlen(pattern);
-    if (*end1 != '\0' || *end2 != '\0' || port < 1 || port > 65535 ||
+    if (*end1 != '\0' || *end2 != '\0' || port < 0 || port > 65535 ||
         up < 1 || up > 65535 || pattern_len == 0 ||
         pattern_len > PATTERN_MAX) {
         fprintf(stderr, "sluice_lossy_proxy: bad PORT, UPSTREAM_PORT or "
@@ -168,6 +169,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice_lossy_proxy: cannot listen on port %ld: %s\n",
                 port, strerror(errno));
         return 1;
+    }
+    /* PORT 0: the kernel's choice, told on the first line of stdout. */
+    if (getsockname(fd, (struct sockaddr *)&a, &alen) == 0) {
+        printf("port %d\n", ntohs(a.sin_port));
+        fflush(stdout);
     }
     for (;;) {
         int c = accept(fd, NULL, NULL);
