@@ -3,13 +3,12 @@
  * a connect by the call's deadline, and non-blocking reads and writes.
  *
  * The connect never blocks. A host that is an address (IPv4 or IPv6) is
- * not resolved; a name is resolved with getaddrinfo_a(), waited for in
- * gai_suspend() by the deadline, so a resolver that does not answer costs
- * the call its deadline and no more. Each address is tried in turn with a
+ * not resolved; a name is resolved with getaddrinfo() on a thread of its
+ * own, waited for by the deadline, so a resolver that does not answer
+ * costs the call its deadline and no more. Each address is tried in turn with a
  * non-blocking connect(), waited for in poll(). The socket then has
  * TCP_NODELAY (a decision is one small write) and SO_KEEPALIVE.
  */
-#define _GNU_SOURCE /* getaddrinfo_a() */
 #include "valkey/valkey.h"
 
 #include <arpa/inet.h>
@@ -19,6 +18,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -106,51 +108,125 @@ static int connect_one(const struct sockaddr *sa, socklen_t salen,
 }
 
 /*
- * Resolves the name 'n->host' by the deadline: getaddrinfo_a() in glibc's
- * own thread, waited for in gai_suspend(); given up (gai_cancel()) at the
- * deadline. '*out' is then the caller's to freeaddrinfo().
+ * One resolution, shared by the caller and the thread that runs
+ * getaddrinfo(): whichever of the two lets go of it last frees it, so a
+ * caller that gave up at its deadline never waits for the resolver.
+ */
+typedef struct lookup {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    int refs;                 /* 2, then 1 when either lets go */
+    bool done;
+    int rc;                   /* getaddrinfo()'s */
+    struct addrinfo *result;
+    char port[8];
+    char host[];
+} lookup;
+
+static void lookup_release(lookup *l)
+{
+    bool last;
+
+    pthread_mutex_lock(&l->lock);
+    last = --l->refs == 0;
+    pthread_mutex_unlock(&l->lock);
+    if (!last)
+        return;
+    if (l->result != NULL)
+        freeaddrinfo(l->result);
+    pthread_cond_destroy(&l->done_cond);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+/* getaddrinfo() of the lookup's host and port, into '*result'. */
+static int lookup_do(const lookup *l, struct addrinfo **result)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+
+    *result = NULL;
+    return getaddrinfo(l->host, l->port, &hints, result);
+}
+
+static void *lookup_run(void *arg)
+{
+    lookup *l = arg;
+    struct addrinfo *result;
+    int rc = lookup_do(l, &result);
+
+    pthread_mutex_lock(&l->lock);
+    l->rc = rc;
+    l->result = result;
+    l->done = true;
+    pthread_cond_signal(&l->done_cond);
+    pthread_mutex_unlock(&l->lock);
+    lookup_release(l);
+    return NULL;
+}
+
+/*
+ * Resolves the name 'n->host' by the deadline: getaddrinfo() on a thread
+ * of its own (getaddrinfo() has no timeout), waited for until the
+ * deadline, and left to finish by itself after it. '*out' is then the
+ * caller's to freeaddrinfo().
  */
 static int resolve(struct addrinfo **out, const vk_node *n,
                    uint64_t deadline_ms, uint64_t shown_ms)
 {
-    char port[8];
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
-    struct gaicb req = {.ar_name = n->host, .ar_service = port,
-                        .ar_request = &hints};
-    struct gaicb *list[1] = {&req};
-    int rc;
+    size_t len = strlen(n->host);
+    lookup *l = calloc(1, sizeof(*l) + len + 1);
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc, err = SLUICE_OK;
 
-    snprintf(port, sizeof(port), "%d", n->port);
-    if ((rc = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL)) != 0)
-        return sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
-                             gai_strerror(rc));
-    for (;;) {
-        uint64_t now = sluice__monotonic_ms();
-        uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
-        struct timespec ts = {(time_t)(left / 1000),
-                              (long)(left % 1000) * 1000000L};
-
-        if ((rc = gai_error(&req)) != EAI_INPROGRESS)
-            break;
-        if (left == 0 || (gai_suspend((const struct gaicb *const *)list, 1,
-                                      &ts) == EAI_AGAIN &&
-                          gai_error(&req) == EAI_INPROGRESS &&
-                          sluice__monotonic_ms() >= deadline_ms)) {
-            if (gai_cancel(&req) == EAI_CANCELED)
-                return sluice__vk_timed_out(n, "resolve", shown_ms);
-            /* Too late to cancel: it is done, or about to be. */
-            while ((rc = gai_error(&req)) == EAI_INPROGRESS)
-                (void)gai_suspend((const struct gaicb *const *)list, 1, NULL);
-            break;
-        }
+    if (l == NULL)
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: resolve: out of "
+                             "memory", n->name);
+    memcpy(l->host, n->host, len + 1);
+    snprintf(l->port, sizeof(l->port), "%d", n->port);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->done_cond, NULL);
+    l->refs = 2;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, lookup_run, l);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { /* no thread: resolve here, as getaddrinfo() would */
+        l->rc = lookup_do(l, &l->result);
+        l->done = true;
+        l->refs = 1;
     }
-    if (rc != 0)
-        return sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
-                             gai_strerror(rc));
-    *out = req.ar_result;
-    return SLUICE_OK;
+    pthread_mutex_lock(&l->lock);
+    while (!l->done) {
+        uint64_t now = sluice__monotonic_ms(), left;
+        struct timespec at;
+
+        if (now >= deadline_ms)
+            break;
+        left = deadline_ms - now;
+        clock_gettime(CLOCK_REALTIME, &at);
+        at.tv_sec += (time_t)(left / 1000);
+        at.tv_nsec += (long)(left % 1000) * 1000000L;
+        if (at.tv_nsec >= 1000000000L) {
+            at.tv_sec++;
+            at.tv_nsec -= 1000000000L;
+        }
+        (void)pthread_cond_timedwait(&l->done_cond, &l->lock, &at);
+    }
+    if (!l->done)
+        err = sluice__vk_timed_out(n, "resolve", shown_ms);
+    else if (l->rc != 0)
+        err = sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
+                            gai_strerror(l->rc));
+    else {
+        *out = l->result;
+        l->result = NULL;
+    }
+    pthread_mutex_unlock(&l->lock);
+    lookup_release(l);
+    return err;
 }
 
 int sluice__vk_tcp_connect(int *fd, const vk_node *n, uint64_t deadline_ms,
