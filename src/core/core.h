@@ -70,6 +70,15 @@ static inline bool sluice__mul_overflows(uint64_t a, uint64_t b, uint64_t *prod)
 /* Milliseconds on the monotonic clock: for deadlines and durations. */
 uint64_t sluice__monotonic_ms(void);
 
+/*
+ * The monotonic 'deadline_ms' as an absolute time on CLOCK_REALTIME, into
+ * '*at': what pthread_mutex_timedlock() and pthread_cond_timedwait() take
+ * (the time left is measured on the monotonic clock; a deadline passed is
+ * now).
+ */
+struct timespec;
+void sluice__realtime_at(struct timespec *at, uint64_t deadline_ms);
+
 /* The monotonic time 'ms' from now, UINT64_MAX (never) if that overflows. */
 static inline uint64_t sluice__deadline_ms(uint64_t ms)
 {

@@ -20,6 +20,22 @@ uint64_t sluice__monotonic_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+void sluice__realtime_at(struct timespec *at, uint64_t deadline_ms)
+{
+    uint64_t now = sluice__monotonic_ms();
+    uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+
+    if (left > (uint64_t)INT32_MAX * 1000u)
+        left = (uint64_t)INT32_MAX * 1000u; /* some 68 years: never */
+    clock_gettime(CLOCK_REALTIME, at);
+    at->tv_sec += (time_t)(left / 1000);
+    at->tv_nsec += (long)(left % 1000) * 1000000L;
+    if (at->tv_nsec >= 1000000000L) {
+        at->tv_sec++;
+        at->tv_nsec -= 1000000000L;
+    }
+}
+
 size_t sluice__u64_text(char *buf, uint64_t v)
 {
     char tmp[24];

@@ -143,19 +143,11 @@ static void pause_ms(uint64_t ms)
 /* Takes the store's refresh lock by 'deadline_ms'; false at the deadline. */
 static bool lock_by(pthread_mutex_t *lock, uint64_t deadline_ms)
 {
-    uint64_t now = sluice__monotonic_ms(), left;
     struct timespec at;
 
     if (pthread_mutex_trylock(lock) == 0)
         return true;
-    left = deadline_ms > now ? deadline_ms - now : 0;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_sec += (time_t)(left / 1000);
-    at.tv_nsec += (long)(left % 1000) * 1000000L;
-    if (at.tv_nsec >= 1000000000L) {
-        at.tv_sec++;
-        at.tv_nsec -= 1000000000L;
-    }
+    sluice__realtime_at(&at, deadline_ms);
     return pthread_mutex_timedlock(lock, &at) == 0;
 }
 

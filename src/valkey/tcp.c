@@ -200,19 +200,11 @@ static int resolve(struct addrinfo **out, const vk_node *n,
     }
     pthread_mutex_lock(&l->lock);
     while (!l->done) {
-        uint64_t now = sluice__monotonic_ms(), left;
         struct timespec at;
 
-        if (now >= deadline_ms)
+        if (sluice__monotonic_ms() >= deadline_ms)
             break;
-        left = deadline_ms - now;
-        clock_gettime(CLOCK_REALTIME, &at);
-        at.tv_sec += (time_t)(left / 1000);
-        at.tv_nsec += (long)(left % 1000) * 1000000L;
-        if (at.tv_nsec >= 1000000000L) {
-            at.tv_sec++;
-            at.tv_nsec -= 1000000000L;
-        }
+        sluice__realtime_at(&at, deadline_ms);
         (void)pthread_cond_timedwait(&l->done_cond, &l->lock, &at);
     }
     if (!l->done)
