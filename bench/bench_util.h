@@ -15,7 +15,7 @@
 
 /*
  * The max a benchmark asks of 'algo' for 'max': the same, but at most
- * SLUICE_COMPACT_LOG_MAX (2^20) for compact-log, which keeps 8 bytes per
+ * SLUICE_COMPACT_LOG_MAX (2^14) for compact-log, which keeps 8 bytes per
  * admitted unit and takes no more. A hot key then fills its window and is
  * refused for the rest of it (the admitted share says how much).
  */

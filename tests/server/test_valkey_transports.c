@@ -34,19 +34,29 @@
 
 static const sluice_limit lim = {SLUICE_FIXED, 3, 60000, 0};
 
-/* Opens 'url' (printf-style), hits 'key' four times: three admitted, the
-   fourth refused. */
-static void spend(const char *key, const char *fmt, ...)
+/* The store at the URL that 'fmt' and 'ap' make (printf-style); NULL when
+   it does not open (a failed check). */
+static sluice_store *open_vf(const char *fmt, va_list ap)
 {
     char url[1400];
     sluice_store *st = NULL;
+
+    vsnprintf(url, sizeof(url), fmt, ap);
+    return CHECK_OK(sluice_store_open(&st, url, NULL)) ? st : NULL;
+}
+
+/* Opens the URL 'fmt' makes, hits 'key' four times: three admitted, the
+   fourth refused. */
+static void spend(const char *key, const char *fmt, ...)
+{
+    sluice_store *st;
     sluice_decision d;
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(url, sizeof(url), fmt, ap);
+    st = open_vf(fmt, ap);
     va_end(ap);
-    if (!CHECK_OK(sluice_store_open(&st, url, NULL)))
+    if (st == NULL)
         return;
     for (int i = 0; i < 4; i++) {
         if (!CHECK_OK(sluice_hit(&d, st, &lim, key, strlen(key), 1))) {
@@ -59,21 +69,21 @@ static void spend(const char *key, const char *fmt, ...)
 }
 
 /*
- * Opens 'url' with on_error=open and hits: the call must fail with
- * 'want', its message holding 'says', nothing admitted.
+ * Opens the URL 'fmt' makes (most with on_error=open) and hits: the call
+ * must fail with 'want', its message holding 'says', nothing admitted and
+ * no policy standing in.
  */
 static void refused(int want, const char *says, const char *fmt, ...)
 {
-    char url[1400];
-    sluice_store *st = NULL;
+    sluice_store *st;
     sluice_decision d;
     va_list ap;
     int rc;
 
     va_start(ap, fmt);
-    vsnprintf(url, sizeof(url), fmt, ap);
+    st = open_vf(fmt, ap);
     va_end(ap);
-    if (!CHECK_OK(sluice_store_open(&st, url, NULL)))
+    if (st == NULL)
         return;
     rc = sluice_hit(&d, st, &lim, "k", 1, 1);
     CHECK_RC(rc, want);

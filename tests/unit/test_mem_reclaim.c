@@ -55,6 +55,7 @@
  *             the caller's: the same request is refused one ms before
  *             retry_after_ms and admitted at it, on the caller's clock.
  */
+#include "../../bench/bench_util.h" /* rss_now_bytes(), the bench's */
 #include "store/mem.h"
 #include "test.h"
 
@@ -137,20 +138,6 @@ static size_t hit_keys(sluice_store *st, const sluice_limit *l, size_t n,
         admitted += *last_rc == 0 && d.allowed;
     }
     return admitted;
-}
-
-/* The resident set now, in bytes; -1 where /proc/self/statm is missing. */
-static long long rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long long size, resident;
-    int n;
-
-    if (f == NULL)
-        return -1;
-    n = fscanf(f, "%lld %lld", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * sysconf(_SC_PAGESIZE) : -1;
 }
 
 #define KEYS 200000
@@ -262,7 +249,7 @@ static bool trims_settle(mem_store *m, uint64_t trims, long long rss_below)
     for (int i = 0; i < 6000; i++) {
         if (atomic_load(&m->trims) > trims &&
             atomic_load(&m->trimmer.busy) == 0 &&
-            (rss_below <= 0 || rss_bytes() < rss_below))
+            (rss_below <= 0 || rss_now_bytes() < rss_below))
             return true;
         nap_ms(10);
     }
@@ -286,16 +273,16 @@ static void test_trim(void)
     CHECK_OK(sluice_vclock_new(&clock, 1000));
     st = open_store(clock, 0);
     m = st->backend.impl;
-    before = rss_bytes();
+    before = rss_now_bytes();
     CHECK_EQ_U64(hit_keys(st, &l, KEYS, &rc), KEYS);
-    full = rss_bytes();
+    full = rss_now_bytes();
     calls = expire_all(st, clock, &l);
     /* No call trimmed: the thread did, or does now. */
     CHECK_EQ_U64(atomic_load(&trims_here), 0);
     CHECK_EQ_U64(atomic_load(&m->trims_inline), 0);
     settled = trims_settle(m, 0, HEAP_TRIMS && before > 0
                                      ? before + 4000000 : 0);
-    after = rss_bytes();
+    after = rss_now_bytes();
     threads = threads_now(); /* the trimming thread among them */
     trims = atomic_load(&m->trims);
     untrimmed = atomic_load(&m->untrimmed);
