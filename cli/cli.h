@@ -432,6 +432,14 @@ extern const char cli_work_help[];
 extern const char cli_functions_help[];
 
 /*
+ * What the demo says of each algorithm, indexed by sluice_algo: the text of
+ * its src/algo/FOLDER/demo.txt without its '#' lines (demo_texts.c, written
+ * by cli/CMakeLists.txt; demo.c says what the lines hold).
+ */
+extern const char *const cli_demo_texts[];
+extern const unsigned cli_demo_text_count;
+
+/*
  * 'sluice demo chat --store URL' (demo_chat.c): the chat game on the job
  * queue; 'argc' and 'argv' are the arguments after "chat".
  */

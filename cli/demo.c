@@ -83,6 +83,7 @@ const char cli_demo_help[] =
 #define BIG_MAX 1000u            /* the second size memory is measured at */
 #define ATTACK_SENT (1u + 2u * DEMO_MAX)
 #define TRACE_MAX STEADY_SENT
+#define DEMO_TEXT_WIDTH 88u     /* where the sentence under the table wraps */
 
 _Static_assert(ATTACK_SENT <= TRACE_MAX, "the attack fits a trace");
 _Static_assert(DEMO_WINDOW_MS == 1000, "the text calls the window 1 s");
@@ -284,6 +285,93 @@ static void print_peak(const palette *p, size_t peak, int width, bool last)
         printf("%*s", width - len, "");
 }
 
+/* ---- Each algorithm's words ------------------------------------------------ */
+
+/*
+ * What the demo says of each algorithm comes from its own folder,
+ * src/algo/FOLDER/demo.txt (cli_demo_texts[], written by cli/CMakeLists.txt):
+ * its first line names what one used-up key holds, for the sentence under
+ * the table; the lines after it say what its figures mean, under its name at
+ * the end. In them a {name} stands for a figure of its report:
+ *   {attack_peak}     the most admitted in any 1 s span of the attack;
+ *   {peak}            the same over the attack and the steady run;
+ *   {last_admitted}, {last_sent}, {last_t}
+ *                     the attack at the window's last ms (t=999);
+ *   {next_admitted}, {next_sent}, {next_t}
+ *                     the attack at the next window's first (t=1000);
+ *   {bytes_small}, {bytes_big}, {big_max}
+ *                     one used-up key's bytes at max=10 and at max=1000;
+ *   {bucket_bound}    the most a bucket of max, refilled at max per window,
+ *                     admits in a span one window long:
+ *                     max + floor((window - 1) x max / window).
+ * A name it does not know is printed as written.
+ */
+
+/* The words of what one used-up key of 'algo' holds, and their length. */
+static const char *memory_words(sluice_algo algo, size_t *len)
+{
+    const char *text = cli_demo_texts[algo];
+    const char *nl = strchr(text, '\n');
+
+    *len = nl != NULL ? (size_t)(nl - text) : strlen(text);
+    return text;
+}
+
+/*
+ * Prints the 'len' bytes of words 'w', each after a space, or after a line
+ * break where it would pass column DEMO_TEXT_WIDTH; '*col' is the column.
+ */
+static void print_wrapped(const char *w, size_t len, size_t *col)
+{
+    size_t i = 0;
+
+    while (i < len) {
+        size_t start = i;
+
+        while (i < len && w[i] != ' ')
+            i++;
+        if (i > start) {
+            if (*col > 0 && *col + 1 + (i - start) > DEMO_TEXT_WIDTH) {
+                printf("\n");
+                *col = 0;
+            } else if (*col > 0) {
+                printf(" ");
+                (*col)++;
+            }
+            printf("%.*s", (int)(i - start), &w[start]);
+            *col += i - start;
+        }
+        while (i < len && w[i] == ' ')
+            i++;
+    }
+}
+
+/* The sentence under the table: what one used-up key holds, per algorithm. */
+static void print_memory_words(const palette *p, const report *r, unsigned n)
+{
+    static const char lead[] = "Memory is measured: what the embedded store "
+                               "holds for one key whose budget is used up, "
+                               "key included:";
+    size_t col = 0;
+
+    printf("%s", p->dim);
+    print_wrapped(lead, strlen(lead), &col);
+    for (unsigned a = 0; a < n; a++) {
+        char named[64];
+        size_t len;
+        const char *words = memory_words(r[a].algo, &len);
+        int k;
+
+        print_wrapped(words, len, &col);
+        k = snprintf(named, sizeof(named), "(%s)%s",
+                     sluice_algo_name(r[a].algo),
+                     a + 1 == n ? "." : a + 2 == n ? (n > 2 ? ", or" : " or")
+                                                   : ",");
+        print_wrapped(named, k > 0 ? (size_t)k : 0, &col);
+    }
+    printf("%s\n", p->off);
+}
+
 /*
  * The table: per algorithm (the 'n' reports 'r'), the seam requests of the
  * attack admitted (all but the opener at index 0, of 'attack_seam'), the
@@ -312,12 +400,7 @@ static void print_table(const palette *p, const report *r, unsigned n,
         print_peak(p, r[a].steady.peak, 0, true);
         printf("\n");
     }
-    printf("%sMemory is measured: what the embedded store holds for one key "
-           "whose budget is used up,\nkey included: a count and an expiry "
-           "(fixed), two counts and a window index\n(sliding-counter), a "
-           "(time, count) pair per busy ms in the window (sliding-log), one\n"
-           "arrival time (gcra), or 8 bytes per admitted request in the "
-           "window (compact-log).%s\n", p->dim, p->off);
+    print_memory_words(p, r, n);
 }
 
 /*
@@ -415,64 +498,86 @@ static size_t admitted_at(const outcome *o, const trace *tr, uint64_t t,
     return ok;
 }
 
-/*
- * gcra's line: one time per key, no grid and so no seam, but a full bucket
- * and the steady rate add up within a span: at most max + floor((w - 1) x
- * max / w) in any span of w ms.
- */
-static void print_meaning_gcra(const palette *p, const report *g,
-                               const trace *attack)
-{
-    size_t sent, ok = admitted_at(&g->attack, attack, DEMO_WINDOW_MS - 1,
-                                  &sent);
-    size_t peak = g->attack.peak > g->steady.peak ? g->attack.peak
-                                                  : g->steady.peak;
-    unsigned bound = DEMO_MAX + (DEMO_WINDOW_MS - 1) * DEMO_MAX /
-                                    DEMO_WINDOW_MS;
+/* A figure of a report, by the name its words give it ({name}). */
+typedef struct figure {
+    const char *name;
+    unsigned long long value;
+} figure;
 
-    printf("%s%-16s%s one time per key (%llu B): paced 1 s / max apart, "
-           "bursts of up to max (%zu of %zu\n%-16s at t=%u). No seam, but "
-           "burst and pace add up: at most %u in a 1 s span (here %zu).\n",
-           p->bold, "gcra", p->off, (unsigned long long)g->bytes_small, ok,
-           sent, "", DEMO_WINDOW_MS - 1, bound, peak);
+#define FIGURES_MAX 12
+
+/* The figures of report 'r' (see above), into 'f'; returns how many. */
+static size_t report_figures(figure *f, const report *r, const trace *attack)
+{
+    size_t last_sent, next_sent, n = 0;
+    size_t last = admitted_at(&r->attack, attack, DEMO_WINDOW_MS - 1,
+                              &last_sent);
+    size_t next = admitted_at(&r->attack, attack, DEMO_WINDOW_MS, &next_sent);
+    size_t peak = r->attack.peak > r->steady.peak ? r->attack.peak
+                                                  : r->steady.peak;
+
+    f[n++] = (figure){"attack_peak", r->attack.peak};
+    f[n++] = (figure){"peak", peak};
+    f[n++] = (figure){"last_admitted", last};
+    f[n++] = (figure){"last_sent", last_sent};
+    f[n++] = (figure){"last_t", DEMO_WINDOW_MS - 1};
+    f[n++] = (figure){"next_admitted", next};
+    f[n++] = (figure){"next_sent", next_sent};
+    f[n++] = (figure){"next_t", DEMO_WINDOW_MS};
+    f[n++] = (figure){"bytes_small", r->bytes_small};
+    f[n++] = (figure){"bytes_big", r->bytes_big};
+    f[n++] = (figure){"big_max", BIG_MAX};
+    f[n++] = (figure){"bucket_bound", DEMO_MAX + (DEMO_WINDOW_MS - 1) *
+                                                     DEMO_MAX / DEMO_WINDOW_MS};
+    return n;
 }
 
-/* What the figures mean; 'r' is indexed by sluice_algo. */
-static void print_meaning(const palette *p, const report *r,
+/* Prints the 'len' bytes of 'line', each {name} of 'f' as its figure. */
+static void print_line(const char *line, size_t len, const figure *f,
+                       size_t nf)
+{
+    for (size_t i = 0; i < len; i++) {
+        const char *end = line[i] == '{' ? memchr(&line[i], '}', len - i)
+                                         : NULL;
+        size_t k = 0, name_len = end != NULL ? (size_t)(end - &line[i]) - 1
+                                             : 0;
+
+        while (end != NULL && k < nf &&
+               (strlen(f[k].name) != name_len ||
+                memcmp(f[k].name, &line[i + 1], name_len) != 0))
+            k++;
+        if (end != NULL && k < nf) {
+            printf("%llu", f[k].value);
+            i += name_len + 1;
+        } else {
+            putchar(line[i]);
+        }
+    }
+}
+
+/* What the figures mean: per report of 'r' ('n'), its words, figures in. */
+static void print_meaning(const palette *p, const report *r, unsigned n,
                           const trace *attack)
 {
-    const report *fx = &r[SLUICE_FIXED];
-    const report *sc = &r[SLUICE_SLIDING_COUNTER];
-    const report *sl = &r[SLUICE_SLIDING_LOG];
-    const report *cl = &r[SLUICE_COMPACT_LOG];
-    size_t sent, ok = admitted_at(&sc->attack, attack, DEMO_WINDOW_MS, &sent);
-    size_t sc_peak = sc->attack.peak > sc->steady.peak ? sc->attack.peak
-                                                       : sc->steady.peak;
-    size_t sl_peak = sl->attack.peak > sl->steady.peak ? sl->attack.peak
-                                                       : sl->steady.peak;
+    for (unsigned a = 0; a < n; a++) {
+        figure f[FIGURES_MAX];
+        size_t nf = report_figures(f, &r[a], attack);
+        const char *line = strchr(cli_demo_texts[r[a].algo], '\n');
 
-    printf("%s%-16s%s cheapest: a count and an expiry. But its windows form "
-           "a grid, so a client\n%-16s timing the seam got %zu requests "
-           "into one 1 s span (the bound is 2 x max).\n",
-           p->bold, "fixed", p->off, "", fx->attack.peak);
-    printf("%s%-16s%s two counts and a window index: nearly as cheap, and "
-           "smooth. Approximate:\n%-16s it weighs the last window as evenly "
-           "spread (%zu of %zu admitted at t=%u;\n%-16s at most %zu in any "
-           "1 s span here).\n", p->bold, "sliding-counter", p->off, "", ok,
-           sent, DEMO_WINDOW_MS, "", sc_peak);
-    printf("%s%-16s%s exact: never more than max in any 1 s span (here at "
-           "most %zu). The price is\n%-16s memory that grows with max, "
-           "O(max): %llu B for one key at max=%u.\n", p->bold,
-           "sliding-log", p->off, sl_peak, "",
-           (unsigned long long)sl->bytes_big, BIG_MAX);
-    print_meaning_gcra(p, &r[SLUICE_GCRA], attack);
-    printf("%s%-16s%s exact, the same decisions as sliding-log (at most %zu "
-           "in any 1 s span),\n%-16s 8 B per admitted request: %llu B at "
-           "max=%u; on a server 8 B, not ~140 B.\n", p->bold,
-           "compact-log", p->off,
-           cl->attack.peak > cl->steady.peak ? cl->attack.peak
-                                             : cl->steady.peak,
-           "", (unsigned long long)cl->bytes_big, BIG_MAX);
+        for (bool first = true; line != NULL; first = false) {
+            const char *nl = strchr(++line, '\n');
+            size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
+
+            if (first)
+                printf("%s%-16s%s ", p->bold, sluice_algo_name(r[a].algo),
+                       p->off);
+            else
+                printf("%-16s ", "");
+            print_line(line, len, f, nf);
+            printf("\n");
+            line = nl;
+        }
+    }
 }
 
 /* ---- The command ----------------------------------------------------------- */
@@ -546,7 +651,7 @@ static void print_screen(const palette *p, const report *r, unsigned n,
     printf("\n");
     print_timeline(p, r, n, steady);
     printf("\n");
-    print_meaning(p, r, attack);
+    print_meaning(p, r, n, attack);
 }
 
 /* True when 'arg' is option 'name', as "NAME" or "NAME=VALUE". */
@@ -581,6 +686,11 @@ int cli_demo(int argc, char **argv)
     if ((status = cli_opts_parse("demo", argc, argv, NULL, 0, &none,
                                  CLI_CHECK_LATER)) != 0)
         return status;
+    if (n != cli_demo_text_count) {
+        cli_error("demo: %u algorithms but the words of %u", n,
+                  cli_demo_text_count);
+        return CLI_EXIT_RUNTIME;
+    }
     if ((r = calloc(n, sizeof(*r))) == NULL) {
         cli_error("demo: out of memory");
         return CLI_EXIT_RUNTIME;
