@@ -2,20 +2,9 @@
  * sluice.h - the public face of libsluice, a rate-limiting library.
  *
  * A limit is a budget of 'max' units per 'window_ms' milliseconds, counted by
- * one of the algorithms of SLUICE_ALGO_MAP below (see README.md, and the
- * arithmetic at the top of each src/algo/NAME/NAME.c):
- *
- *   fixed            one counter per key, armed on the first admitted request
- *                    and expiring 'window_ms' later; bursts up to 2 x max
- *                    across the seam between two windows.
- *   sliding-counter  the current and previous aligned window's counts, the
- *                    previous weighted by how much of it is still in view.
- *   sliding-log      the exact list of admitted requests in the last window.
- *   gcra             a token bucket kept as one theoretical arrival time:
- *                    units spaced window_ms / max apart, with bursts of up
- *                    to 'burst' (default max).
- *   compact-log      the same exact decisions as sliding-log, kept as 8 bytes
- *                    per admitted unit (max <= 2^20).
+ * one of the algorithms of SLUICE_ALGO_MAP below. Each is one folder,
+ * src/algo/FOLDER/, whose FOLDER.c opens with its arithmetic; README.md ("The
+ * algorithms") compares them, and 'sluice demo' shows their trade-off.
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store is reached through the same four
@@ -312,10 +301,11 @@ typedef struct sluice_store_opts {
        it nothing. Requests of another cost, and any after one of them was
        admitted here, ask the server.
        SLUICE_REFUSED_CACHE_DEFAULT (the algorithms whose refusals are
-       certain to stand: fixed and sliding-log), _OFF, or _ALL (the
-       sliding counter too). A locally refused decision repeats the
-       server's 'remaining' of that refusal, and does not see a reset made
-       by another process before the wait ends. URL:
+       certain to stand: each says so in its table's
+       refused_cache_default), _OFF, or _ALL (every algorithm). A locally
+       refused decision repeats the server's 'remaining' of that refusal,
+       and does not see a reset made by another process before the wait
+       ends. URL:
        refused_cache=default|off|all. */
     sluice_refused_cache refused_cache;
 

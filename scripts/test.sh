@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite: installs what is missing, then builds and
 # runs every test three times: a plain build, AddressSanitizer with
-# UndefinedBehaviorSanitizer, and ThreadSanitizer. Tests that need a server
-# start their own on loopback and stop it by PID.
+# UndefinedBehaviorSanitizer, and ThreadSanitizer; then README's recipe for
+# a new algorithm on a copy of the tree (scripts/sixth_algo.sh). Tests that
+# need a server start their own on loopback and stop it by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -31,4 +32,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address,undefined
 TSAN_OPTIONS=halt_on_error=1 \
     run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread
+# README's "Adding an algorithm", followed to the letter in a copy of the
+# tree: a sixth algorithm, then a plain build and its unit, server and cli
+# tests.
+bash scripts/sixth_algo.sh
 echo "sluice: all test builds passed"

@@ -43,7 +43,7 @@ STORE="valkey://127.0.0.1:$port?prefix=clitest$$"
 
 # ---- hit, peek, reset share the budget between processes -----------------------
 
-for algo in fixed sliding-counter sliding-log gcra compact-log; do
+for algo in $(cli_algos); do
     L=(--algo "$algo" --max 2 --window 1m --store "$STORE")
     run hit "k-$algo" "${L[@]}"
     check "$algo: first hit admitted" 0 '^allowed remaining=1 limit=2 '
@@ -106,7 +106,7 @@ check "--limit: after reset the budgets are whole" 0 \
 # max 2 per 500 ms: two at 0 fill it, the third at 0 is refused, and at 1100
 # one fits again. (Not sooner: the sliding counter's windows are aligned to
 # the wall clock, so 700 ms later its previous window may still weigh 2.)
-for algo in fixed sliding-counter sliding-log gcra compact-log; do
+for algo in $(cli_algos); do
     run_in '0 r\n0 r\n0 r\n1100 r\n' replay --algo "$algo" --max 2 \
         --window 500 --store "$STORE&prefix=replay$$$algo"
     got=$(printf '%s\n' "$out" | awk '{ print $4 }' | tr '\n' ' ')

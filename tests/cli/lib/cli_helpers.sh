@@ -57,6 +57,26 @@ fail() {
     fi
 }
 
+# ---- The algorithms --------------------------------------------------------------
+
+# cli_algos: the algorithms' public names, one a line, in the library's
+# order, as 'sluice hit --help' lists them ("a, b or c" after --algo ALGO;
+# the list may wrap, its next lines indented deeper than an option). No
+# test names the list by hand: a new algorithm is in every loop over it.
+cli_algos() {
+    "$SLUICE" hit --help |
+        awk '/^  --algo ALGO/ { sub(/^  --algo ALGO */, ""); on = 1; print; next }
+             on && /^     / { print; next } { on = 0 }' |
+        tr -s ', ' '\n\n' | grep -vx -e or -e ''
+}
+
+# cli_takes_burst ALGO: whether ALGO takes a burst (the tool refuses
+# --burst for an algorithm without one).
+cli_takes_burst() {
+    "$SLUICE" peek cli-burst-probe --algo "$1" --max 2 --window 1s \
+        --burst 1 --store mem:// >/dev/null 2>&1 </dev/null
+}
+
 # run ARGS...: runs sluice with stdin from /dev/null; sets $rc, $out, $err.
 run() {
     "$SLUICE" "$@" </dev/null >"$TMP/out" 2>"$TMP/err"
