@@ -367,8 +367,10 @@ typedef struct cli_job_opts {
 /*
  * Prints help text 'text' on stdout, each placeholder in it replaced by the
  * library's fact it names, so that no help text restates one:
- *   @ALGOS@        the algorithms' names, "fixed, sliding-counter or ..."
- *   @ALGO_COUNT@   how many algorithms there are, in words ("three")
+ *   @ALGOS@        the algorithms' names, "fixed, sliding-counter, ... or
+ *                  compact-log" (cli_algo_list())
+ *   @ALGO_COUNT@   how many algorithms there are, in words ("five")
+ *   @BURST_ALGOS@  the names of those that take a burst (cli_burst_algo_list())
  *   @MAX@          the largest max, SLUICE_MAX_MAX
  *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
  * A placeholder's words that would run past the width of the help texts'
@@ -378,11 +380,12 @@ void cli_help_print(const char *text);
 
 /*
  * The names of the library's algorithms, in order, as a phrase for a
- * message: "fixed, sliding-counter or sliding-log".
+ * message, from SLUICE_ALGO_MAP: "fixed, sliding-counter, ... or
+ * compact-log".
  */
 const char *cli_algo_list(void);
 
-/* The same of the algorithms that take a burst: "gcra". */
+/* The same of the algorithms that take a burst (today "gcra"). */
 const char *cli_burst_algo_list(void);
 
 /* 'n' in words ("three") up to ten, else in digits (a static buffer). */

@@ -10,9 +10,13 @@
  *             src/algo/prelude.lua and src/algo/epilogue.lua (which give every
  *             algorithm's script the same ARGV and reply)
  *   model.c   a plain reference model of it, for the tests
+ *   demo.txt  what 'sluice demo' says of it (cli/demo.c)
  *
- * and one line in SLUICE_ALGO_MAP (include/sluice.h), from which the enum,
- * the table below, the build (CMakeLists.txt) and the tests derive.
+ * (optional: module.c, its glue in sluice.so, and fn_check.lua, its bounds
+ * for the Functions library) and one line in SLUICE_ALGO_MAP
+ * (include/sluice.h), from which the enum, the table below, the build
+ * (CMakeLists.txt) and the tests derive. README.md's "Adding an algorithm"
+ * is the recipe, and CI follows it (scripts/sixth_algo.sh).
  */
 #ifndef SLUICE_ALGO_H
 #define SLUICE_ALGO_H
