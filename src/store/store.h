@@ -76,6 +76,14 @@ typedef struct sluice__server_ops {
     int (*eval)(void *impl, const sluice__script *script, int nkeys, int argc,
                 const char *const *args, const size_t *lens,
                 struct redisReply **out);
+    /* Runs 'command', a command of the server's native module that takes
+       the script's keys and arguments and answers its reply, where the
+       store sends its key's calls to the module (its engine); else runs
+       'script', as eval does. */
+    int (*eval_module)(void *impl, const char *command,
+                       const sluice__script *script, int nkeys, int argc,
+                       const char *const *args, const size_t *lens,
+                       struct redisReply **out);
     /* Runs one command whose first key is 'key'. */
     int (*command)(void *impl, const char *key, size_t key_len, int argc,
                    const char **argv, const size_t *lens,

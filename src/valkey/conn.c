@@ -109,11 +109,18 @@ bool sluice__vk_redirection(const redisReply *r)
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 {
     char text[ERROR_TEXT_MAX * 4 + 4];
+    unsigned algo = 0;
+    vk_lack lack = sluice__vk_module_lack(r, &algo);
 
     error_text(text, r);
-    if (sluice__vk_module_missing(n, r))
+    if (lack == VK_LACK_MODULE)
         return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
                              "no sluice module: %s", n->name, doing, text);
+    if (lack == VK_LACK_ALGO)
+        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server's "
+                             "sluice module does not decide %s: %s; load a "
+                             "sluice.so that does, or use engine=auto or lua",
+                             n->name, doing, sluice__algos[algo]->name, text);
     if (sluice__vk_unavailable(r))
         return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
                              doing, text);

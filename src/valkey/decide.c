@@ -330,8 +330,10 @@ static unsigned request_slot(vk_store *v, const sluice_limit *limit,
     return slot;
 }
 
-/* Whether the call on route 'rt' goes to the module (engine.c). */
-static bool route_engine(vk_store *v, const vk_route *rt)
+/* Whether the call of 'algo' on route 'rt' goes to the module ('*module',
+   engine.c), or SLUICE_ENOTSUP (engine=module, a module without it). */
+static int route_engine(vk_store *v, const vk_route *rt, sluice_algo algo,
+                        bool *module)
 {
     vk_node *n = rt->ask;
 
@@ -339,7 +341,7 @@ static bool route_engine(vk_store *v, const vk_route *rt)
         sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
     if (n == NULL)
         n = sluice__vk_node_for_slot(v, rt->slot, rt->deadline_ms);
-    return sluice__vk_engine_module(v, n);
+    return sluice__vk_engine_pick(v, n, algo, module);
 }
 
 /*
@@ -359,17 +361,19 @@ static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
     group_args g = {0};
     redisReply *r = NULL;
     vk_route own;
-    bool module;
-    int err;
+    bool module = false;
+    int err = SLUICE_OK;
 
     if (rt == NULL) {
         rt = &own;
         sluice__vk_route_init(rt, request_slot(v, limit, &reqs[todo[0]]),
                               deadline_ms);
     }
-    module = !lua_only && route_engine(v, rt);
-    err = group_args_build(&g, stack, sizeof(stack), v, limit, consume, reqs,
-                           todo, n, module);
+    if (!lua_only)
+        err = route_engine(v, rt, limit->algo, &module);
+    if (err == 0)
+        err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
+                               reqs, todo, n, module);
     if (err == 0)
         err = sluice__vk_call_routed(
             v, rt, module ? NULL : sluice__algos[limit->algo]->script,
@@ -459,8 +463,8 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     c->slot = slot;
     /* Not queued (decided alone when awaited) if any step fails here. */
     c->node = sluice__vk_node_for_slot(v, slot, cs->deadline_ms);
-    c->module = sluice__vk_engine_module(v, c->node);
     if (c->node == NULL ||
+        sluice__vk_engine_pick(v, c->node, limit->algo, &c->module) < 0 ||
         group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,
                          n, c->module) < 0 ||
         (len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv,
@@ -585,8 +589,9 @@ static void call_answer(vk_calls *cs, slot_call *c)
 
     sluice__vk_node_noted(v, c->node, err);
     if (err == 0 && r->type == REDIS_REPLY_ERROR) {
-        bool lost = c->module && v->engine == SLUICE_ENGINE_AUTO &&
-                    sluice__vk_module_missing(c->node, r);
+        bool lost = c->module &&
+                    sluice__vk_engine_lost(c->node, r) != VK_LACK_NONE &&
+                    v->engine == SLUICE_ENGINE_AUTO;
 
         sluice__vk_route_init(&rt, c->slot, cs->deadline_ms);
         rt.sends = 1;
