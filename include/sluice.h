@@ -256,8 +256,10 @@ typedef enum sluice_on_error {
 /* How a server store decides (engine): with the server's native module
    (sluice.so, README "Native module") or with the Lua scripts. */
 typedef enum sluice_engine {
-    SLUICE_ENGINE_AUTO = 0,   /* the module where a server has it, else Lua */
-    SLUICE_ENGINE_MODULE = 1, /* the module; a server without it answers
+    SLUICE_ENGINE_AUTO = 0,   /* the module for the algorithms a server's
+                                 module decides, else Lua */
+    SLUICE_ENGINE_MODULE = 1, /* the module; a server without it, or
+                                 without the algorithm, answers
                                  SLUICE_ENOTSUP */
     SLUICE_ENGINE_LUA = 2     /* the scripts; never a SLUICE.* command */
 } sluice_engine;
@@ -332,11 +334,13 @@ typedef struct sluice_store_opts {
     /* ---- Since version 3 ---- */
     /* Server stores: each server is asked at connect (every connection,
        again after a reconnect; each cluster node on its own) whether it
-       has the native module of this library's version (SLUICE.VERSION).
-       SLUICE_ENGINE_AUTO (the default) decides with the module where a
-       server has it and with the scripts elsewhere, silently;
+       has the native module of this library's version, and which
+       algorithms it decides (SLUICE.VERSION). SLUICE_ENGINE_AUTO (the
+       default) decides an algorithm with the module where a server's
+       module decides it and with its script elsewhere, silently;
        SLUICE_ENGINE_MODULE fails with SLUICE_ENOTSUP on a server without
-       it; SLUICE_ENGINE_LUA never sends a SLUICE.* command. Decisions are
+       it or without the algorithm; SLUICE_ENGINE_LUA never sends a
+       SLUICE.* command. Decisions are
        the same either way. sluice_hit_all() is a script on every engine.
        URL: engine=auto|module|lua. */
     sluice_engine engine;
