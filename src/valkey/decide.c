@@ -3,9 +3,9 @@
  *
  * A decision script decides any number of keys in one call (see
  * src/algo/prelude.lua for its arguments), and most of a call's cost on the
- * server is the call itself, not the commands it runs. Where the node has
- * the native module, the call is SLUICE.HITMANY instead of EVALSHA (its
- * node's engine, engine.c), with the same keys and the same flat reply, so
+ * server is the call itself, not the commands it runs. Where the node's
+ * native module decides the algorithm, the call is SLUICE.HITMANY instead
+ * of EVALSHA (engine.c), with the same keys and the same flat reply, so
  * everything below serves both. So a batch
  * (sluice_hit_many()) is one call per slot among its keys (in a cluster) and
  * per GROUP_MAX requests. The calls of a batch are queued on their nodes'
@@ -347,10 +347,11 @@ static int route_engine(vk_store *v, const vk_route *rt, sluice_algo algo,
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
  * call on 'rt' (NULL: the route of the first key, answered by
- * 'deadline_ms'), to the module where its node has it (never when
- * 'lua_only'), and sets each one's 'err' and 'decision' (and msgs[todo[i]]
- * as group_answer() does). A server that lost the module since it was
- * asked gets the script at once (engine=auto).
+ * 'deadline_ms'), to the module where its node's module decides the
+ * algorithm (never when 'lua_only'), and sets each one's 'err' and
+ * 'decision' (and msgs[todo[i]] as group_answer() does). A server that lost
+ * the module, or the algorithm, since it was asked gets the script at once
+ * (engine=auto).
  */
 static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
                          const sluice_limit *limit, bool consume,
@@ -577,7 +578,8 @@ static void calls_write_all(vk_calls *cs)
 /*
  * Answers call 'c' of the set from its reply: as it is, or, when it did not
  * run (a redirection, a server without the script, or without the module
- * since it was asked), by sending it again alone on its route.
+ * or the algorithm since it was asked: noted on the node), by sending it
+ * again alone on its route.
  */
 static void call_answer(vk_calls *cs, slot_call *c)
 {

@@ -24,6 +24,8 @@
  * (the module's "no module glue" reply) did not run: the caller notes the
  * loss on the node (sluice__vk_engine_lost()) and sends the call again as
  * the script (engine=auto), or fails with SLUICE_ENOTSUP (engine=module).
+ * Each connect notes afresh what SLUICE.VERSION says, so a module that
+ * names none but lacks one costs that one refused call per new connection.
  *
  * The module's commands answer exactly what the scripts answer (the spec:
  * SLUICE.HITMANY's flat reply; a server interface's twin of a script, such
@@ -50,6 +52,7 @@
 
 /* Every algorithm, as a node's note holds them. */
 #define ALGOS_ALL (VK_MODULE_ALGO(SLUICE__ALGO_N) - VK_MODULE_ALGO(0))
+_Static_assert(SLUICE__ALGO_N <= 29, "a node's note holds 29 algorithms");
 
 /* ---- Detection ------------------------------------------------------------------- */
 
