@@ -462,9 +462,7 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
             return SLUICE_OK;
         }
         if ((again = sluice__vk_follow(v, rt, r)) == 0) {
-            /* A module, or an algorithm of it, gone since the node's
-               note: noted here, so the next calls take the script. */
-            sluice__vk_engine_lost(n, r);
+            sluice__vk_reply_noted(n, r);
             err = sluice__vk_reply_error(n, r, argv[0]);
         }
         freeReplyObject(r);

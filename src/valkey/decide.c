@@ -592,7 +592,7 @@ static void call_answer(vk_calls *cs, slot_call *c)
     sluice__vk_node_noted(v, c->node, err);
     if (err == 0 && r->type == REDIS_REPLY_ERROR) {
         bool lost = c->module &&
-                    sluice__vk_engine_lost(c->node, r) != VK_LACK_NONE &&
+                    sluice__vk_reply_noted(c->node, r) != VK_LACK_NONE &&
                     v->engine == SLUICE_ENGINE_AUTO;
 
         sluice__vk_route_init(&rt, c->slot, cs->deadline_ms);

@@ -376,13 +376,26 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
                             uint64_t deadline_ms, redisReply **out,
                             const char *doing, int argc, const char **argv,
                             const size_t *lens);
+/* What an error reply says of the module a call was sent to. */
+typedef enum vk_lack {
+    VK_LACK_NONE,   /* nothing */
+    VK_LACK_MODULE, /* no SLUICE.* command: no module */
+    VK_LACK_ALGO    /* the module's "no module glue" for one algorithm */
+} vk_lack;
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
-   answer now), SLUICE_ENOTSUP (no module, or none that decides the
-   algorithm: sluice__vk_module_lack(); it notes nothing on 'n', see
-   sluice__vk_engine_lost()), SLUICE_ECONFIG (a redirection nobody follows: a cluster
-   node behind a valkey:// URL) or SLUICE_EPROTO, with its message, which
-   quotes all of the reply's bytes (a NUL or control byte as \xNN). */
+   answer now, or a master the sentinels named is a replica now),
+   SLUICE_ENOTSUP (no module, or none that decides the algorithm),
+   SLUICE_ECONFIG (a redirection nobody follows: a cluster node behind a
+   valkey:// URL; a replica), SLUICE_EAUTH or SLUICE_EPROTO, with its
+   message, which quotes all of the reply's bytes (a NUL or control byte as
+   \xNN). It only formats: what the reply says of 'n' is noted by the
+   caller that sent the call (sluice__vk_reply_noted()). */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+/* Notes on 'n' what error reply 'r', to a call sent to it, says of it: a
+   master the sentinels named that is a replica now (READONLY: they are
+   asked again), or a module gone, or an algorithm of it (answered, as
+   sluice__vk_engine_lost() does). */
+vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r);
 /* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
 bool sluice__vk_unavailable(const redisReply *r);
 /* True for an error reply 'r' that is a redirection (MOVED, ASK). */
@@ -485,12 +498,6 @@ bool sluice__vk_engine_module(const vk_store *v, vk_node *n);
 int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
                            bool *module);
 
-/* What an error reply says of the module a call was sent to. */
-typedef enum vk_lack {
-    VK_LACK_NONE,   /* nothing */
-    VK_LACK_MODULE, /* no SLUICE.* command: no module */
-    VK_LACK_ALGO    /* the module's "no module glue" for one algorithm */
-} vk_lack;
 /* What reply 'r' says of the module, and for VK_LACK_ALGO the algorithm
    ('*algo'). It changes nothing. */
 vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo);
