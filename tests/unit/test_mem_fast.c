@@ -1,5 +1,5 @@
 /*
- * test_mem_fast.c - the embedded store's lock-free path (src/store/mem.c),
+ * test_mem_fast.c - the embedded store's lock-free path (src/mem/mem.c),
  * on a virtual clock.
  *
  *   words     every algorithm with a word (algo.h), with its own word
@@ -37,7 +37,7 @@
  */
 #include "algo/algo.h"
 #include "mem_fixture.h"
-#include "store/mem.h"
+#include "mem/mem.h"
 #include "rng.h"
 #include "test.h"
 

@@ -56,7 +56,7 @@
  *             retry_after_ms and admitted at it, on the caller's clock.
  */
 #include "../../bench/bench_util.h" /* rss_now_bytes(), the bench's */
-#include "store/mem.h"
+#include "mem/mem.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -1,13 +1,17 @@
 /*
- * mem.h - the embedded store's insides, shared by mem.c (decisions, the
- * lock-free path, the store's table) and mem_table.c (entries, shards,
- * sweeps, reclamation). The layout and the argument for the lock-free path
- * are at the top of mem.c.
+ * mem.h - the embedded store's private API, shared by the files of src/mem/:
+ * mem.c (decisions, the lock-free path, the store's table, held entries),
+ * mem_table.c (entries, cells, shards, sweeps, reclamation), mem_trim.c
+ * (trimming the heap, stats) and mem_all.c (sluice_hit_all()); epoch.h is
+ * its reclamation. The layout and the argument for the lock-free path are
+ * at the top of mem.c. Nothing outside src/mem/ but its tests includes it:
+ * the rest of the library opens the store by sluice__mem_open()
+ * (store/store.h).
  */
-#ifndef SLUICE_STORE_MEM_H
-#define SLUICE_STORE_MEM_H
+#ifndef SLUICE_MEM_H
+#define SLUICE_MEM_H
 
-#include "store/epoch.h"
+#include "mem/epoch.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -371,4 +375,41 @@ void sluice__mem_shard_free(mem_store *m, shard *sh);
 /* The store's stats (its ops' 'stats'): keys, bytes, expired, full. */
 int sluice__mem_stats(void *impl, sluice_store_stats *out);
 
-#endif /* SLUICE_STORE_MEM_H */
+/* ---- Held entries, for sluice_hit_all() (mem.c, used by mem_all.c) ------ */
+
+/* What sluice__mem_hold() does with the shards of a call's entries. */
+typedef enum sluice__hold {
+    SLUICE__HOLD,       /* lock */
+    SLUICE__HOLD_GIVE,  /* unlock */
+    SLUICE__HOLD_SWEEP, /* unlock, then drop what is idle store-wide */
+    SLUICE__HOLD_FULL   /* unlock, and count a SLUICE_EFULL */
+} sluice__hold;
+/* What sluice__mem_held() does with one held entry. */
+typedef enum sluice__held {
+    SLUICE__HELD_PEEK, /* decide, count nothing */
+    SLUICE__HELD_HIT,  /* decide and count */
+    SLUICE__HELD_DROP, /* forget */
+    SLUICE__HELD_MAKE, /* make it if there is none */
+    SLUICE__HELD_RESERVE /* make room to count (algo.h's reserve()) */
+} sluice__held;
+
+/* The hash of sluice_hit_all()'s entry of 'algo' and 'key' (the limit's
+   window, then the id): never one of sluice_hit()'s (mem.c). */
+uint64_t sluice__mem_all_hash(void *impl, sluice_algo algo, const char *key,
+                              size_t len);
+/* HOLD: reads the clock and locks the shards of hash[0..n) (sorted by
+   shard) once each, answering the time; the other steps sweep and unlock
+   them at 'now_ms'. */
+uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
+                          sluice__hold step, uint64_t now_ms);
+/* With its shard held, the entry of ('hash', 'limit', 'key'), as 'mode'
+   says. */
+int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
+                     const char *key, size_t len, uint64_t now_ms,
+                     uint64_t cost, sluice__held mode, sluice_decision *out);
+/* The store's 'decide_all' (mem_all.c), over the calls above. */
+int sluice__mem_decide_all(void *impl, const sluice_limit *limits, size_t n,
+                           const char *key, size_t key_len, uint64_t cost,
+                           sluice__all how, sluice_decision *each);
+
+#endif /* SLUICE_MEM_H */

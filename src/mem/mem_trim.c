@@ -16,7 +16,7 @@
  * the arena's lock that glibc holds meanwhile). If the thread cannot be
  * created, the call trims itself.
  */
-#include "store/mem.h"
+#include "mem/mem.h"
 
 #include <errno.h>
 #include <pthread.h>

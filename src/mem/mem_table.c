@@ -1,11 +1,13 @@
 /*
- * mem_table.c - the embedded store's entries and shards: finding keys (with
- * the lock, and without it for the lock-free path), sweeping idle entries,
+ * mem_table.c - the embedded store's entries, cells and shards: making,
+ * moving and freeing entries, finding a key under its shard's lock (the
+ * lock-free path finds its own: mem.c, over mem.h's inline reads), sweeping
+ * idle entries (a shard, another shard in turn, the store at the key cap),
  * growing and shrinking tables, and freeing what was unlinked once no
  * lock-free reader can hold it (mem.c's header tells the whole design).
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
-#include "store/mem.h"
+#include "mem/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

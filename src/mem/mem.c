@@ -124,7 +124,7 @@
  * million by default) is reached and nothing is idle, a hit on a new key
  * fails with SLUICE_EFULL.
  */
-#include "store/mem.h"
+#include "mem/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
