@@ -19,96 +19,105 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define SHARDS 256u
-#define SHARD_MIN_BUCKETS 16u
-#define SWEEP_BUCKETS_PER_CALL 2u
-#define SWEEP_OTHER_EVERY 64u    /* calls of a thread between store-wide steps */
-#define SWEEP_OTHER_BUCKETS 64u  /* buckets of another shard a step sweeps */
-#define SWEEP_CAP_BUCKETS 4096u  /* buckets a call at the key cap sweeps */
-#define DEFAULT_MAX_KEYS ((size_t)1000000)
-#define STATE_MAX 64u /* the largest algorithm state, checked at open */
-#define CELL_SIZE 128u        /* an entry in place in a table's cells */
-#define CELLS_MIN_BUCKETS 64u /* a smaller table has no cells */
-#define CELLS_SHIFT 1u        /* a table of n buckets has n >> this cells */
-#define CELL_FREE 0xFFu       /* the algo byte of a cell that holds nothing */
+#define SLUICE__MEM_SHARDS 256u
+#define SLUICE__MEM_SHARD_MIN_BUCKETS 16u
+#define SLUICE__MEM_SWEEP_BUCKETS_PER_CALL 2u
+/* The store-wide sweep: a step every SLUICE__MEM_SWEEP_OTHER_EVERY calls
+   of a thread, over SLUICE__MEM_SWEEP_OTHER_BUCKETS buckets of another
+   shard. */
+#define SLUICE__MEM_SWEEP_OTHER_EVERY 64u
+#define SLUICE__MEM_SWEEP_OTHER_BUCKETS 64u
+#define SLUICE__MEM_SWEEP_CAP_BUCKETS 4096u /* a call at the key cap sweeps */
+#define SLUICE__MEM_DEFAULT_MAX_KEYS ((size_t)1000000)
+#define SLUICE__MEM_STATE_MAX 64u /* the largest state, checked at open */
+/* A table's cells (below): the bytes of an entry in place in one; the
+   fewest buckets of a table that has cells (a smaller one has none); a
+   table of n buckets has n >> SLUICE__MEM_CELLS_SHIFT cells; the algo byte
+   of a cell that holds nothing. */
+#define SLUICE__MEM_CELL_SIZE 128u
+#define SLUICE__MEM_CELLS_MIN_BUCKETS 64u
+#define SLUICE__MEM_CELLS_SHIFT 1u
+#define SLUICE__MEM_CELL_FREE 0xFFu
 /* The heap is trimmed once this much was freed since the last time, and at
-   least TRIM_KEY_BYTES per live key (sluice__mem_trim()). */
-#define TRIM_MIN_BYTES ((uint64_t)1 << 20)
-#define TRIM_KEY_BYTES 4096u
+   least SLUICE__MEM_TRIM_KEY_BYTES per live key (sluice__mem_trim()). */
+#define SLUICE__MEM_TRIM_MIN_BYTES ((uint64_t)1 << 20)
+#define SLUICE__MEM_TRIM_KEY_BYTES 4096u
 
 /* The word of an entry whose state is in its struct, under the lock. */
-#define WORD_HELD SLUICE__WORD_STORE_BIT
+#define SLUICE__MEM_WORD_HELD SLUICE__WORD_STORE_BIT
 
-typedef struct entry entry;
-typedef entry *_Atomic elink; /* a link that lock-free readers follow */
+typedef struct sluice__mem_entry sluice__mem_entry;
+/* A link that lock-free readers follow. */
+typedef sluice__mem_entry *_Atomic sluice__mem_link;
 
-struct entry {
+struct sluice__mem_entry {
     /* What the lock-free path reads, first: with a key of up to 16 bytes,
        all of it is on the entry's first cache line. */
-    elink next;
+    sluice__mem_link next;
     uint64_t hash;
-    /* An algorithm with a word: its state, or WORD_HELD when the struct
-       state holds it (under the lock, or out of the word's range). */
+    /* An algorithm with a word: its state, or SLUICE__MEM_WORD_HELD when the
+       struct state holds it (under the lock, or out of the word's range). */
     _Atomic uint64_t word;
     _Atomic uint64_t last_ms; /* latest time seen: the clock is clamped to it */
     uint64_t base_ms;         /* the word's times are relative to it */
     uint32_t key_len;
     uint8_t algo;
     bool in_cell; /* in a table's cells (below), not a block of its own */
-    /* The key's bytes, then (8-aligned) an entry_cold, then the state. */
+    /* The key's bytes, then (8-aligned) a sluice__mem_cold, then the state. */
     _Alignas(8) unsigned char data[];
 };
 
-typedef struct cells cells;
+typedef struct sluice__mem_cells sluice__mem_cells;
 
 /* What only the lock's holder reads. */
-typedef struct entry_cold {
+typedef struct sluice__mem_cold {
     /* From then on the state equals a fresh one (for a word, a lower bound);
        once retired, the epoch it was unlinked at. */
     uint64_t idle_at_ms;
-    entry *retired; /* the shard's list of unlinked entries not yet freed */
-} entry_cold;
+    sluice__mem_entry *retired; /* the shard's unlinked, not yet freed */
+} sluice__mem_cold;
 
 /* A chain, and a time before which none of its entries is idle. */
-typedef struct bucket {
-    elink head;
+typedef struct sluice__mem_bucket {
+    sluice__mem_link head;
     uint64_t idle_lo_ms; /* <= every entry's idle_at_ms; UINT64_MAX if none */
-} bucket;
+} sluice__mem_bucket;
 
 /*
  * A table's cells: places for entries of algorithms with a word, at an
  * address the key's hash gives (one of two), so that the lock-free path
  * finds a key with one miss where a chain costs two (the bucket, then the
  * entry). An entry in a cell is linked in its chain as any other; a free
- * cell reads CELL_FREE as its algorithm, and WORD_HELD as its word. A
- * cell's last 8 bytes point to its cells (cell_owner()), so an entry in
- * one fits in CELL_SIZE - 8 and the others pay nothing for it. The cells
+ * cell reads SLUICE__MEM_CELL_FREE as its algorithm, and
+ * SLUICE__MEM_WORD_HELD as its word. A cell's last 8 bytes point to its
+ * cells (sluice__mem_cell_owner()), so an entry in one fits in
+ * SLUICE__MEM_CELL_SIZE - 8 and the others pay nothing for it. The cells
  * are a mapping of their own (mmap()), so they go back to the system when
  * freed, whatever the heap around them holds. Cells outlive their table
  * while entries are in them: a table that goes leaves them 'orphan', freed
  * when the last of their entries is.
  */
-struct cells {
-    unsigned char *base; /* n cells of CELL_SIZE, a mapping of their own */
-    size_t n;            /* its table's buckets >> CELLS_SHIFT */
+struct sluice__mem_cells {
+    unsigned char *base; /* n cells, a mapping of their own */
+    size_t n;            /* its table's buckets >> SLUICE__MEM_CELLS_SHIFT */
     size_t used;         /* cells that hold an entry, live or retired */
     bool orphan;
 };
 
 /* A bucket array; replaced ones wait on the shard's list to be freed. */
-typedef struct table {
+typedef struct sluice__mem_table {
     size_t n; /* a power of two */
-    struct table *retired;
+    struct sluice__mem_table *retired;
     uint64_t retired_epoch;
-    cells *cells; /* or NULL (a small table); the lock's holders' */
+    sluice__mem_cells *cells; /* or NULL (a small table); the lock's holders' */
     /* The cells' base and count, for lock-free readers, who never read
        'cells' (its count of used cells changes with every new key). */
     unsigned char *cell_base;
     size_t cell_n;
-    bucket b[];
-} table;
+    sluice__mem_bucket b[];
+} sluice__mem_table;
 
-typedef struct shard {
+typedef struct sluice__mem_shard {
     /* What lock-free readers read: the table's address, with log2 of its
        size in the low 6 bits (tables are 64-byte aligned), in one load. It
        has its cache line to itself: it changes only when the table grows,
@@ -117,13 +126,15 @@ typedef struct shard {
        lock-free reads. */
     _Atomic uintptr_t table;
     _Alignas(64) pthread_mutex_t lock;
-    bucket *buckets;        /* table->b and table->n, for the lock's holder */
+    /* table->b and table->n, for the lock's holder */
+    sluice__mem_bucket *buckets;
     size_t nbuckets;
-    entry *retired;         /* unlinked, to be freed after a grace period */
-    table *retired_tables;
+    sluice__mem_entry *retired; /* unlinked, freed after a grace period */
+    sluice__mem_table *retired_tables;
     uint64_t retired_oldest; /* the oldest epoch on the two lists, or
-                                UINT64_MAX: until it is 2 behind, reclaim()
-                                has nothing to free and walks nothing */
+                                UINT64_MAX: until it is 2 behind,
+                                sluice__mem_reclaim() has nothing to free
+                                and walks nothing */
     size_t count;
     size_t sweep_cursor;
     /* The sweep at the key cap: its own cursor, the least bound of the
@@ -136,12 +147,12 @@ typedef struct shard {
     uint64_t bytes;
     uint64_t expired;
     uint64_t freed; /* bytes given back to the heap, not yet in 'untrimmed' */
-} shard;
+} sluice__mem_shard;
 
 /* Each shard on cache lines of its own, so two threads never share one. */
-typedef struct padded_shard {
-    _Alignas(64) shard s;
-} padded_shard;
+typedef struct sluice__mem_padded_shard {
+    _Alignas(64) sluice__mem_shard s;
+} sluice__mem_padded_shard;
 
 /*
  * A store's trimming thread (sluice__mem_trim()): started the first time a
@@ -152,7 +163,7 @@ typedef struct padded_shard {
  * generation shifted left by one, with the low bit set while a thread of
  * that process starts it; 0 before it ever started.
  */
-typedef struct trimmer {
+typedef struct sluice__mem_trimmer {
     _Atomic unsigned state;
     _Atomic bool stop;
     /* While it trims, the generation of its process; else 0. */
@@ -160,9 +171,9 @@ typedef struct trimmer {
     bool wake_made; /* 'wake' was initialised (in this process or before) */
     sem_t wake;
     pthread_t thread;
-} trimmer;
+} sluice__mem_trimmer;
 
-typedef struct mem_store {
+typedef struct sluice__mem_store {
     /* Read by every call, written only at open: a cache line that every
        thread keeps, apart from the counts below, which every new key and
        every removal writes. */
@@ -179,81 +190,86 @@ typedef struct mem_store {
     _Atomic uint64_t untrimmed;
     _Atomic uint64_t trims;
     _Atomic uint64_t trims_inline;
-    trimmer trimmer;
+    sluice__mem_trimmer trimmer;
     sluice__epoch epoch; /* its own cache lines */
     /* Each shard's bound: at most the least idle_lo_ms of its buckets, so
        a sweep at the cap passes over a shard with nothing idle for one
        load. Written under the shard's lock, and only when it is lowered
        (rare: new keys go idle later than old ones) or a sweep at the cap
        has passed the whole shard. */
-    _Alignas(64) _Atomic uint64_t shard_lo_ms[SHARDS];
-    padded_shard shards[SHARDS];
-} mem_store;
+    _Alignas(64) _Atomic uint64_t shard_lo_ms[SLUICE__MEM_SHARDS];
+    sluice__mem_padded_shard shards[SLUICE__MEM_SHARDS];
+} sluice__mem_store;
 
-static inline size_t align8(size_t n)
+static inline size_t sluice__mem_align8(size_t n)
 {
     return (n + 7u) & ~(size_t)7u;
 }
 
 /* The bytes of an entry of 'algo' for a key of 'key_len' bytes. */
-static inline size_t entry_size(sluice_algo algo, size_t key_len)
+static inline size_t sluice__mem_entry_size(sluice_algo algo, size_t key_len)
 {
-    return sizeof(entry) + align8(key_len) + sizeof(entry_cold) +
-           align8(sluice__algos[algo]->state_size);
+    return sizeof(sluice__mem_entry) + sluice__mem_align8(key_len) +
+           sizeof(sluice__mem_cold) +
+           sluice__mem_align8(sluice__algos[algo]->state_size);
 }
 
-static inline const char *entry_key(entry *e)
+static inline const char *sluice__mem_entry_key(sluice__mem_entry *e)
 {
     return (const char *)e->data;
 }
 
-static inline entry_cold *cold_of(entry *e)
+static inline sluice__mem_cold *sluice__mem_cold_of(sluice__mem_entry *e)
 {
-    return (entry_cold *)(void *)(e->data + align8(e->key_len));
+    return (sluice__mem_cold *)(void *)(e->data +
+                                        sluice__mem_align8(e->key_len));
 }
 
-static inline void *entry_state(entry *e)
+static inline void *sluice__mem_entry_state(sluice__mem_entry *e)
 {
-    return cold_of(e) + 1;
+    return sluice__mem_cold_of(e) + 1;
 }
 
 /* Cell 'i' of the cells at 'base'. */
-static inline entry *cell_at(unsigned char *base, size_t i)
+static inline sluice__mem_entry *sluice__mem_cell_at(unsigned char *base,
+                                                     size_t i)
 {
-    return (entry *)(void *)(base + i * CELL_SIZE);
+    return (sluice__mem_entry *)(void *)(base + i * SLUICE__MEM_CELL_SIZE);
 }
 
 /* What cells of 'n' take, as the store's byte count counts them. */
-static inline size_t cells_bytes(size_t n)
+static inline size_t sluice__mem_cells_bytes(size_t n)
 {
-    return sizeof(cells) + n * CELL_SIZE;
+    return sizeof(sluice__mem_cells) + n * SLUICE__MEM_CELL_SIZE;
 }
 
 /* Where a cell keeps its cells' address, set when they are made. */
-static inline cells **cell_owner(entry *e)
+static inline sluice__mem_cells **sluice__mem_cell_owner(sluice__mem_entry *e)
 {
-    return (cells **)(void *)((char *)e + CELL_SIZE - sizeof(cells *));
+    return (sluice__mem_cells **)(void *)((char *)e + SLUICE__MEM_CELL_SIZE -
+                                          sizeof(sluice__mem_cells *));
 }
 
 /* The two cells where an entry of 'hash' may live, of 'n' cells. */
-static inline size_t cell_first(uint64_t hash, size_t n)
+static inline size_t sluice__mem_cell_first(uint64_t hash, size_t n)
 {
     return hash & (n - 1);
 }
 
-static inline size_t cell_second(uint64_t hash, size_t n)
+static inline size_t sluice__mem_cell_second(uint64_t hash, size_t n)
 {
     return (hash >> 28) & (n - 1);
 }
 
-static inline shard *shard_of(mem_store *m, uint64_t hash)
+static inline sluice__mem_shard *sluice__mem_shard_of(sluice__mem_store *m,
+                                                      uint64_t hash)
 {
-    return &m->shards[hash >> 56 & (SHARDS - 1)].s;
+    return &m->shards[hash >> 56 & (SLUICE__MEM_SHARDS - 1)].s;
 }
 
 /* Whether the 'n' bytes at 'a' and 'b' are equal: keys up to 16 bytes in
    two overlapping loads a side, longer ones by memcmp(). */
-static inline bool key_equal(const char *a, const char *b, size_t n)
+static inline bool sluice__mem_key_equal(const char *a, const char *b, size_t n)
 {
     uint64_t a0, a1, b0, b1;
     uint32_t c0, c1, d0, d1;
@@ -271,22 +287,24 @@ static inline bool key_equal(const char *a, const char *b, size_t n)
     return n == 0 || memcmp(a, b, n) == 0;
 }
 
-static inline bool entry_is(entry *e, uint64_t hash, sluice_algo algo,
-                            const char *key, size_t key_len)
+static inline bool sluice__mem_entry_is(sluice__mem_entry *e, uint64_t hash,
+                                        sluice_algo algo, const char *key,
+                                        size_t key_len)
 {
     return e->hash == hash && e->algo == (uint8_t)algo &&
-           e->key_len == key_len && key_equal(entry_key(e), key, key_len);
+           e->key_len == key_len &&
+           sluice__mem_key_equal(sluice__mem_entry_key(e), key, key_len);
 }
 
 /* A table's address and size as shard.table holds them. */
-static inline uintptr_t table_tag(table *t)
+static inline uintptr_t sluice__mem_table_tag(sluice__mem_table *t)
 {
     return (uintptr_t)t | (uintptr_t)__builtin_ctzll(t->n);
 }
 
-static inline table *table_of_tag(uintptr_t tag)
+static inline sluice__mem_table *sluice__mem_table_of_tag(uintptr_t tag)
 {
-    return (table *)(tag & ~(uintptr_t)63);
+    return (sluice__mem_table *)(tag & ~(uintptr_t)63);
 }
 
 /*
@@ -294,12 +312,12 @@ static inline table *table_of_tag(uintptr_t tag)
  * lock; or NULL. A table being resized may hide an entry for a moment (its
  * chain is being relinked): the caller then takes the locked path.
  */
-static inline entry *chain_find_unlocked(entry *e, uint64_t hash,
-                                         sluice_algo algo, const char *key,
-                                         size_t key_len)
+static inline sluice__mem_entry *sluice__mem_chain_find_unlocked(
+    sluice__mem_entry *e, uint64_t hash, sluice_algo algo, const char *key,
+    size_t key_len)
 {
     for (; e != NULL; e = atomic_load(&e->next))
-        if (entry_is(e, hash, algo, key, key_len))
+        if (sluice__mem_entry_is(e, hash, algo, key, key_len))
             return e;
     return NULL;
 }
@@ -308,57 +326,65 @@ static inline entry *chain_find_unlocked(entry *e, uint64_t hash,
  * Whether cell 'e' holds a live entry of (algorithm, key), read without the
  * lock inside an epoch section. The word first, with acquire: a live word
  * was stored after the fields it covers were written, and they are not
- * written again until the entry is unlinked (its word WORD_HELD) and a grace
- * period has passed, which this section holds back.
+ * written again until the entry is unlinked (its word SLUICE__MEM_WORD_HELD)
+ * and a grace period has passed, which this section holds back.
  */
-static inline bool cell_holds(entry *e, uint64_t hash, sluice_algo algo,
-                              const char *key, size_t key_len)
+static inline bool sluice__mem_cell_holds(sluice__mem_entry *e, uint64_t hash,
+                                          sluice_algo algo, const char *key,
+                                          size_t key_len)
 {
     return atomic_load_explicit(&e->word, memory_order_acquire) !=
-               WORD_HELD &&
-           entry_is(e, hash, algo, key, key_len);
+               SLUICE__MEM_WORD_HELD &&
+           sluice__mem_entry_is(e, hash, algo, key, key_len);
 }
 
 /* ---- mem_table.c ---------------------------------------------------------- */
 
-entry *sluice__mem_entry_new(shard *sh, sluice_algo algo, uint64_t hash,
-                             const char *key, size_t key_len,
-                             uint64_t now_ms);
-void sluice__mem_entry_free(shard *sh, entry *e);
-void sluice__mem_entry_remove(mem_store *m, shard *sh, elink *link);
-void sluice__mem_entry_rebase(mem_store *m, shard *sh, elink *link,
-                              uint64_t base_ms, uint64_t word);
-size_t sluice__mem_entry_bytes(entry *e);
-elink *sluice__mem_shard_find(shard *sh, uint64_t hash, sluice_algo algo,
-                              const char *key, size_t key_len);
-void sluice__mem_bucket_note(shard *sh, entry *e);
-void sluice__mem_sweep_some(mem_store *m, shard *sh, unsigned n,
-                            uint64_t now_ms);
-void sluice__mem_sweep_other_step(mem_store *m, uint64_t now_ms);
+sluice__mem_entry *sluice__mem_entry_new(sluice__mem_shard *sh,
+                                         sluice_algo algo, uint64_t hash,
+                                         const char *key, size_t key_len,
+                                         uint64_t now_ms);
+void sluice__mem_entry_free(sluice__mem_shard *sh, sluice__mem_entry *e);
+void sluice__mem_entry_remove(sluice__mem_store *m, sluice__mem_shard *sh,
+                              sluice__mem_link *link);
+void sluice__mem_entry_rebase(sluice__mem_store *m, sluice__mem_shard *sh,
+                              sluice__mem_link *link, uint64_t base_ms,
+                              uint64_t word);
+size_t sluice__mem_entry_bytes(sluice__mem_entry *e);
+sluice__mem_link *sluice__mem_shard_find(sluice__mem_shard *sh, uint64_t hash,
+                                         sluice_algo algo, const char *key,
+                                         size_t key_len);
+void sluice__mem_bucket_note(sluice__mem_shard *sh, sluice__mem_entry *e);
+void sluice__mem_sweep_some(sluice__mem_store *m, sluice__mem_shard *sh,
+                            unsigned n, uint64_t now_ms);
+void sluice__mem_sweep_other_step(sluice__mem_store *m, uint64_t now_ms);
 extern _Thread_local unsigned sluice__mem_sweep_calls
     __attribute__((tls_model("initial-exec")));
 
 /*
- * Every SWEEP_OTHER_EVERY calls of a thread, a step of the store-wide sweep:
- * SWEEP_OTHER_BUCKETS buckets of the next shard in the thread's turn, if no
- * one holds it. So keys that went idle in shards no call reaches any more
- * are dropped too, however the traffic is spread, at a cost of about a
- * bucket a call, and without a counter that threads would share. Inline:
- * every call counts.
+ * Every SLUICE__MEM_SWEEP_OTHER_EVERY calls of a thread, a step of the
+ * store-wide sweep: SLUICE__MEM_SWEEP_OTHER_BUCKETS buckets of the next shard
+ * in the thread's turn, if no one holds it. So keys that went idle in shards no
+ * call reaches any more are dropped too, however the traffic is spread, at a
+ * cost of about a bucket a call, and without a counter that threads would
+ * share. Inline: every call counts.
  */
-static inline void sluice__mem_sweep_other(mem_store *m, uint64_t now_ms)
+static inline void sluice__mem_sweep_other(sluice__mem_store *m,
+                                           uint64_t now_ms)
 {
-    if (++sluice__mem_sweep_calls % SWEEP_OTHER_EVERY == 0)
+    if (++sluice__mem_sweep_calls % SLUICE__MEM_SWEEP_OTHER_EVERY == 0)
         sluice__mem_sweep_other_step(m, now_ms);
 }
-void sluice__mem_shard_make_room(mem_store *m, shard *sh, uint64_t now_ms);
-void sluice__mem_sweep_store(mem_store *m, uint64_t now_ms);
-void sluice__mem_trim(mem_store *m);
-void sluice__mem_trimmer_stop(mem_store *m);
+void sluice__mem_reclaim(sluice__mem_store *m, sluice__mem_shard *sh);
+void sluice__mem_shard_make_room(sluice__mem_store *m, sluice__mem_shard *sh,
+                                 uint64_t now_ms);
+void sluice__mem_sweep_store(sluice__mem_store *m, uint64_t now_ms);
+void sluice__mem_trim(sluice__mem_store *m);
+void sluice__mem_trimmer_stop(sluice__mem_store *m);
 extern _Atomic unsigned sluice__mem_fork_gen;
 
 /* Whether this process's trimming thread of 'm' is trimming now. */
-static inline bool sluice__mem_trimming(mem_store *m)
+static inline bool sluice__mem_trimming(sluice__mem_store *m)
 {
     unsigned busy = atomic_load_explicit(&m->trimmer.busy,
                                          memory_order_relaxed);
@@ -367,10 +393,10 @@ static inline bool sluice__mem_trimming(mem_store *m)
            busy == atomic_load_explicit(&sluice__mem_fork_gen,
                                         memory_order_relaxed) + 1;
 }
-bool sluice__mem_reserve_key(mem_store *m);
-table *sluice__mem_table_new(size_t n, bool with_cells);
-void sluice__mem_table_free(shard *sh, table *t);
-void sluice__mem_shard_free(mem_store *m, shard *sh);
+bool sluice__mem_reserve_key(sluice__mem_store *m);
+sluice__mem_table *sluice__mem_table_new(size_t n, bool with_cells);
+void sluice__mem_table_free(sluice__mem_shard *sh, sluice__mem_table *t);
+void sluice__mem_shard_free(sluice__mem_store *m, sluice__mem_shard *sh);
 
 /* The store's stats (its ops' 'stats'): keys, bytes, expired, full. */
 int sluice__mem_stats(void *impl, sluice_store_stats *out);
