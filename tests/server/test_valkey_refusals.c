@@ -244,7 +244,7 @@ int main(void)
     /* Every algorithm whose refusals are cached by default (fixed,
        sliding-log and gcra). */
     for (int a = 0; a < TEST_ALGO_N; a++)
-        if (sluice__algos[a]->refused_cache_default)
+        if (sluice__algo_servers[a]->refused_cache_default)
             test_refused_locally((sluice_algo)a);
     test_other_burst();
     test_cheaper_and_reset();
