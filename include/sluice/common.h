@@ -19,10 +19,28 @@ extern "C" {
 #define SLUICE_EXTERN
 #endif
 
+/* ---- Version ------------------------------------------------------------- */
+
+/*
+ * The version of the header a program was compiled with. The build checks
+ * that it is the project's (CMakeLists.txt), and sluice_version() answers
+ * the library's, which can differ when a program runs with a shared
+ * library other than the one it was built against. SLUICE_VERSION_NUMBER
+ * is MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100), as a server module
+ * states its version, so versions compare as numbers.
+ */
 #define SLUICE_VERSION_MAJOR 0
 #define SLUICE_VERSION_MINOR 1
 #define SLUICE_VERSION_PATCH 0
 #define SLUICE_VERSION "0.1.0"
+#define SLUICE_VERSION_NUMBER                                   \
+    (SLUICE_VERSION_MAJOR * 10000 + SLUICE_VERSION_MINOR * 100 + \
+     SLUICE_VERSION_PATCH)
+
+/* The library's version at run time, e.g. "0.1.0": a static string. */
+SLUICE_EXTERN const char *sluice_version(void);
+/* The same as a number, in SLUICE_VERSION_NUMBER's form. */
+SLUICE_EXTERN int sluice_version_number(void);
 
 /* ---- Errors -------------------------------------------------------------- */
 
