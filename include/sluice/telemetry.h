@@ -16,23 +16,38 @@ extern "C" {
 /* ---- Telemetry ---------------------------------------------------------------
  *
  * Named events with numeric measurements and string metadata, after Erlang's
- * :telemetry. sluice emits:
+ * :telemetry. sluice emits two:
  *
- *   "emq.rate_limit.hit"  a limit was hit. A refused sluice_hit():
- *                         measurement delay_ms (its retry_after_ms);
- *                         metadata key, algorithm, limit, window_ms, store.
- *                         A refused sluice_hit_all(): once, the same, of
- *                         the limit that decided (its 'limit' field) and
- *                         with the combined retry_after_ms.
- *                         A deferred sluice_queue_take(): measurement
- *                         delay_ms (the wait); metadata queue, algorithm
- *                         ("fixed"), limit.
+ *   "sluice.hit.refused"  a limit refused a request (SLUICE_EVENT_HIT_REFUSED).
+ *                         A refused sluice_hit(), and each refused request
+ *                         of a sluice_hit_many(): measurement delay_ms (its
+ *                         retry_after_ms); metadata key, algorithm, limit,
+ *                         window_ms, store. A refused sluice_hit_all():
+ *                         once, the same, of the limit that decided (its
+ *                         'limit' field) and with the combined
+ *                         retry_after_ms. A refusal by the fail-closed
+ *                         policy (on_error) is no limit refusing: silent.
+ *   "emq.rate_limit.hit"  a queue's cap deferred a take
+ *                         (SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, EchoMQ's name):
+ *                         a deferred sluice_queue_take(), or a worker's.
+ *                         Measurement delay_ms (the wait); metadata queue,
+ *                         algorithm ("fixed"), limit.
+ *
+ * Deprecated: before 0.2, every refusal was "emq.rate_limit.hit" as well.
+ * Until 0.2 a handler attached to "emq.rate_limit.hit" still receives each
+ * "sluice.hit.refused" too, named "emq.rate_limit.hit" and with the same
+ * measurements and metadata (told apart from a take by its "key"); from
+ * 0.2 it receives the queue's alone. Attach to "sluice.hit.refused" for
+ * refusals. A handler attached to both gets a refusal once under each.
  *
  * With no handler attached an emit costs one relaxed atomic load; building
  * with SLUICE_NO_TELEMETRY removes even that. Handlers run on the calling
  * thread, must not block, and must not attach or detach handlers.
  */
-#define SLUICE_EVENT_RATE_LIMIT_HIT "emq.rate_limit.hit"
+#define SLUICE_EVENT_HIT_REFUSED "sluice.hit.refused"
+#define SLUICE_EVENT_EMQ_RATE_LIMIT_HIT "emq.rate_limit.hit"
+/* Deprecated: the old name of both events, now the queue's (see above). */
+#define SLUICE_EVENT_RATE_LIMIT_HIT SLUICE_EVENT_EMQ_RATE_LIMIT_HIT
 
 typedef struct sluice_measurement {
     const char *name;
