@@ -116,6 +116,9 @@ typedef struct sluice_limit {
        cost above it is SLUICE_ECOST). The others have no burst and take
        only 0 (anything else is SLUICE_EINVAL). */
     uint64_t burst;
+    /* Room for fields to come; must be 0 (see "How sluice_limit and
+       sluice_decision grow" below). */
+    uint64_t reserved[4];
 } sluice_limit;
 
 /* A limit as an expression: SLUICE_LIMIT(SLUICE_FIXED, 10, 1000). */
@@ -156,7 +159,41 @@ typedef struct sluice_decision {
     /* SLUICE_ANSWERED normally; with a fail-open or fail-closed policy, which
        of them stood in for a store that could not answer (see on_error). */
     sluice_fallback fallback;
+    /* Room for fields to come: the library writes 0 (see below). */
+    uint64_t reserved[2];
 } sluice_decision;
+
+/*
+ * How sluice_limit and sluice_decision grow without breaking the ABI.
+ *
+ * Both are small values that callers declare, copy and keep in arrays
+ * (sluice_hit_all()'s limits, each sluice_request's decision, its 'each'),
+ * and a decision is an out-parameter its caller never initialises. A
+ * version field, sluice_store_opts's way, would make every caller set one
+ * on every decision, and the library would have to step through arrays by
+ * a size learnt at run time and never copy a caller's limit whole. So
+ * their size is fixed for a major version instead (64 bytes each on LP64
+ * ABIs), with room kept at the end, and tests/unit/test_abi.c pins the
+ * size and every field's offset:
+ *
+ *   - A new field takes the next reserved slot (8 bytes or less), under a
+ *     name of its own, and its 0 means what the library did before it, as
+ *     burst's 0 means the algorithm's default. Existing code, which zeroes
+ *     its limits, is unchanged in source and in behaviour.
+ *   - A limit's reserved slots must be 0: SLUICE_LIMIT(), "= {0}", memset
+ *     and designated initialisers all zero them. A limit with one set is
+ *     SLUICE_EINVAL, so a program built against a later header, setting a
+ *     field this library does not know, fails loudly instead of being half
+ *     obeyed.
+ *   - The library writes 0 into a decision's reserved slots, so a field
+ *     added later reads 0 from an older library; a program built against
+ *     an earlier header never reads them.
+ *
+ * When the slots run out, what grows further is a new struct with calls
+ * of its own; the old ones stay. A struct that a caller fills once and
+ * passes by pointer alone (sluice_store_opts, sluice_worker_opts) grows by
+ * its version field instead, with its _INIT macro.
+ */
 
 /* ---- Stores --------------------------------------------------------------- */
 
