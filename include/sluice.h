@@ -274,11 +274,12 @@ typedef struct sluice_store_opts {
        it nothing. Requests of another cost, and any after one of them was
        admitted here, ask the server.
        SLUICE_REFUSED_CACHE_DEFAULT (the algorithms whose refusals are
-       certain to stand: fixed and sliding-log), _OFF, or _ALL (the
-       sliding counter too). A locally refused decision repeats the
-       server's 'remaining' of that refusal, and does not see a reset made
-       by another process before the wait ends. URL:
-       refused_cache=default|off|all. */
+       certain to stand until their wait ends, whatever else arrives:
+       fixed, sliding-log, gcra and compact-log, as each one's table in
+       src/algo/NAME/NAME.c says), _OFF, or _ALL (sliding-counter too).
+       A locally refused decision repeats the server's 'remaining' of
+       that refusal, and does not see a reset made by another process
+       before the wait ends. URL: refused_cache=default|off|all. */
     sluice_refused_cache refused_cache;
 
     /* ---- Since version 2 ---- */
