@@ -233,7 +233,7 @@ typedef enum sluice_refused_cache {
 
 typedef struct sluice_store_opts {
     unsigned int version;
-    /* The clock; NULL means the store's default (see Clocks). */
+    /* The clock; NULL means the store's default (sluice/clock.h). */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
     /*

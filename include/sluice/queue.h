@@ -232,7 +232,8 @@ typedef struct sluice_worker sluice_worker;
 /* A worker's lease when its options name none: 30 s. */
 #define SLUICE_LEASE_DEFAULT_MS 30000u
 
-/* Versions as for sluice_store_opts: 1 .. SLUICE_WORKER_OPTS_VERSION. */
+/* Versions as for sluice_store_opts (sluice.h): 1 ..
+   SLUICE_WORKER_OPTS_VERSION. */
 #define SLUICE_WORKER_OPTS_VERSION 2
 
 typedef struct sluice_worker_opts {
