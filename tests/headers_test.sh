@@ -68,11 +68,13 @@ int main(void)
     };
     sluice_limit limit = SLUICE_LIMIT(SLUICE_FIXED, 1, 1000);
     sluice_job job = {0};
-    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, NULL, 0, NULL, 0};
+    sluice_event ev = {SLUICE_EVENT_HIT_REFUSED, NULL, 0, NULL, 0};
+    const char *old = SLUICE_EVENT_RATE_LIMIT_HIT; /* deprecated, kept */
 
     (void)limit;
     (void)job;
     (void)ev;
+    (void)old;
     return names[0] == NULL;
 }
 PROGRAM
