@@ -145,7 +145,7 @@ struct sluice_store {
 int sluice__store_server(const sluice__server_ops **ops, void **impl,
                          const sluice_store *store, const char *call);
 
-/* The "emq.rate_limit.hit" receipt of refusal 'd' by 'limit' (store.c). */
+/* The "sluice.hit.refused" receipt of refusal 'd' by 'limit' (store.c). */
 void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
                       const char *key, size_t key_len,
                       const sluice_decision *d);
