@@ -367,8 +367,10 @@ typedef struct cli_job_opts {
 /*
  * Prints help text 'text' on stdout, each placeholder in it replaced by the
  * library's fact it names, so that no help text restates one:
- *   @ALGOS@        the algorithms' names, "fixed, sliding-counter or ..."
- *   @ALGO_COUNT@   how many algorithms there are, in words ("three")
+ *   @ALGOS@        the algorithms' names (cli_algo_list()): "fixed,
+ *                  sliding-counter, ... or" the last of SLUICE_ALGO_MAP
+ *   @ALGO_COUNT@   how many algorithms there are, in words:
+ *                  cli_count_word(sluice_algo_count())
  *   @MAX@          the largest max, SLUICE_MAX_MAX
  *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
  * A placeholder's words that would run past the width of the help texts'
@@ -377,12 +379,14 @@ typedef struct cli_job_opts {
 void cli_help_print(const char *text);
 
 /*
- * The names of the library's algorithms, in order, as a phrase for a
- * message: "fixed, sliding-counter or sliding-log".
+ * The names of the library's algorithms, in SLUICE_ALGO_MAP's order, as a
+ * phrase for a message: "fixed, sliding-counter, ... or NAME", every name
+ * with the last after "or" (a single one alone).
  */
 const char *cli_algo_list(void);
 
-/* The same of the algorithms that take a burst: "gcra". */
+/* The names of the algorithms that take a burst, joined by ", " (e.g.
+   "gcra"), or "(none)". */
 const char *cli_burst_algo_list(void);
 
 /* 'n' in words ("three") up to ten, else in digits (a static buffer). */

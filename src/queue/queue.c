@@ -339,7 +339,7 @@ static void emit_deferred(const char *queue, size_t queue_len, uint64_t wait,
         {"algorithm", "fixed", 5},
         {"limit", limit, 0},
     };
-    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 3};
+    sluice_event ev = {SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, m, 1, md, 3};
 
     md[2].value_len = sluice__u64_text(limit, max);
     sluice_telemetry_emit(&ev);

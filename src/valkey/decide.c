@@ -59,6 +59,7 @@ static int decision_check(const sluice_decision *d, uint64_t allowed,
                           const sluice_limit *limit, uint64_t cost)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
+    uint64_t windows = sluice__algo_servers[limit->algo]->reset_windows;
     const char *wrong = NULL;
 
     if (allowed > 1)
@@ -73,8 +74,7 @@ static int decision_check(const sluice_decision *d, uint64_t allowed,
         wrong = "a refusal without a wait";
     else if (!allowed && d->retry_after_ms > d->reset_after_ms)
         wrong = "a wait longer than the reset";
-    else if (algo->reset_windows != 0 &&
-             d->reset_after_ms > algo->reset_windows * limit->window_ms)
+    else if (windows != 0 && d->reset_after_ms > windows * limit->window_ms)
         wrong = "a reset further out than the algorithm reaches";
     if (wrong == NULL)
         return SLUICE_OK;
@@ -250,7 +250,7 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
     g->argc = (int)(9 + 2 * n);
     g->argv[0] = "EVALSHA";
     g->lens[0] = 7;
-    g->argv[1] = algo->script->sha1;
+    g->argv[1] = sluice__algo_scripts[limit->algo]->sha1;
     g->lens[1] = 40;
     group_arg_u64(g, 2, g->nums[0], n);
     for (size_t i = 0; i < n; i++)
@@ -302,7 +302,7 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
                                    "%s, as sluice writes it there",
                                    (int)g->lens[g->key0 + g->kstep * i],
                                    g->argv[g->key0 + g->kstep * i],
-                                   sluice__algos[limit->algo]->server_value);
+                                   sluice__algo_servers[limit->algo]->value);
         if (q->err < 0 && msgs != NULL)
             snprintf(msgs[todo[i]], sizeof(vk_msg), "%s", sluice_last_error());
     }
@@ -377,7 +377,7 @@ static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
                                reqs, todo, n, module);
     if (err == 0)
         err = sluice__vk_call_routed(
-            v, rt, module ? NULL : sluice__algos[limit->algo]->script,
+            v, rt, module ? NULL : sluice__algo_scripts[limit->algo],
             g.argc, g.argv, g.lens, &r);
     if (module && err == SLUICE_ENOTSUP && v->engine == SLUICE_ENGINE_AUTO) {
         group_args_free(&g, n);

@@ -1,6 +1,7 @@
 /*
  * test_valkey_emq.c - the queue limiter on a real redis-server, and the
- * "emq.rate_limit.hit" telemetry event.
+ * telemetry event of a refused hit, "sluice.hit.refused", also under its
+ * deprecated name "emq.rate_limit.hit".
  *
  * The queue limiter is EchoMQ's fixed window: a counter at emq:{q}:limiter,
  * armed with PEXPIRE by the increment that creates it, its cap in the hash
@@ -452,6 +453,7 @@ static void test_embedded_not_supported(void)
 /* ---- Telemetry ----------------------------------------------------------- */
 
 typedef struct seen_events {
+    const char *want; /* the name attached to */
     int calls;
     int bad_name;
     double delay_ms;
@@ -473,7 +475,7 @@ static void on_hit(const sluice_event *ev, void *payload)
     seen_events *s = payload;
 
     s->calls++;
-    if (strcmp(ev->name, SLUICE_EVENT_RATE_LIMIT_HIT) != 0)
+    if (strcmp(ev->name, s->want) != 0)
         s->bad_name++;
     for (size_t i = 0; i < ev->n_measurements; i++)
         if (strcmp(ev->measurements[i].name, "delay_ms") == 0)
@@ -504,8 +506,12 @@ static void on_other(const sluice_event *ev, void *payload)
     (*(int *)payload)++;
 }
 
-/* One store's telemetry: a refused hit emits once; nothing else does. */
-static void telemetry_on(sluice_store *st, const char *kind)
+/*
+ * One store's telemetry, to a handler of 'name': a refused hit emits once;
+ * nothing else does. Run for "sluice.hit.refused" and for its deprecated
+ * name "emq.rate_limit.hit", which until 0.2 receives refusals too.
+ */
+static void telemetry_on(sluice_store *st, const char *kind, const char *name)
 {
     sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 2, 60000);
     static const char key[] = "tele\0metry"; /* binary: an embedded NUL */
@@ -514,11 +520,11 @@ static void telemetry_on(sluice_store *st, const char *kind)
     sluice_decision d;
     int other = 0;
 
-    test_context("telemetry on the %s store", kind);
+    test_context("telemetry on the %s store, to %s", kind, name);
     memset(&seen, 0, sizeof(seen));
+    seen.want = name;
     CHECK_OK(sluice_reset(st, &lim, key, klen));
-    CHECK_OK(sluice_telemetry_attach("test.hit", SLUICE_EVENT_RATE_LIMIT_HIT,
-                                     on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, on_hit, &seen));
     CHECK_OK(sluice_telemetry_attach("test.other", "emq.something.else",
                                      on_other, &other));
     /* The same id again, even for another event: refused. */
@@ -562,8 +568,7 @@ static void telemetry_on(sluice_store *st, const char *kind)
     CHECK_EQ_U64(other, 0);
 
     /* The id is free again once detached. */
-    CHECK_OK(sluice_telemetry_attach("test.hit", SLUICE_EVENT_RATE_LIMIT_HIT,
-                                     on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, on_hit, &seen));
     CHECK_OK(sluice_hit(&d, st, &lim, key, klen, 1));
     CHECK_EQ_U64(seen.calls, 2);
     CHECK_OK(sluice_telemetry_detach("test.hit"));
@@ -588,8 +593,10 @@ static void test_telemetry(void)
     CHECK_OK(sluice_store_open(&vk, url, NULL));
     if (mem == NULL || vk == NULL)
         exit(2);
-    telemetry_on(mem, "mem");
-    telemetry_on(vk, "valkey");
+    telemetry_on(mem, "mem", SLUICE_EVENT_HIT_REFUSED);
+    telemetry_on(vk, "valkey", SLUICE_EVENT_HIT_REFUSED);
+    telemetry_on(mem, "mem", SLUICE_EVENT_RATE_LIMIT_HIT);
+    telemetry_on(vk, "valkey", SLUICE_EVENT_RATE_LIMIT_HIT);
     sluice_store_free(vk);
     sluice_store_free(mem);
 }

@@ -337,6 +337,12 @@ static int server_argv(const rs_server *s, const char **argv, argv_text *t)
     return argc;
 }
 
+void rs_close_inherited(void)
+{
+    for (int fd = STDERR_FILENO + 1; fd < 1024; fd++)
+        close(fd);
+}
+
 /*
  * Forks and execs the server on 's->port'. The argument vector is built
  * before fork(), so the child only calls async-signal-safe functions until
@@ -369,6 +375,7 @@ static int spawn_server(rs_server *s)
             dup2(devnull, STDIN_FILENO);
             dup2(devnull, STDOUT_FILENO);
         }
+        rs_close_inherited();
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -866,6 +873,50 @@ long long rs_info_count(rs_server *s, const char *section, const char *field)
     if (r != NULL)
         freeReplyObject(r);
     return n;
+}
+
+/* How many of the replicas in 'info' (INFO replication's text) have
+   acknowledged offset 'offset': the "slaveN:...,offset=M,..." lines. */
+static int acked_replicas(const char *info, long long offset)
+{
+    int n = 0;
+
+    for (const char *p = strstr(info, "\nslave"); p != NULL;
+         p = strstr(p + 1, "\nslave")) {
+        const char *o = strstr(p, ",offset=");
+        const char *end = strchr(p + 1, '\n');
+
+        if (o != NULL && (end == NULL || o < end) &&
+            strtoll(o + 8, NULL, 10) >= offset)
+            n++;
+    }
+    return n;
+}
+
+int rs_wait_replicated(rs_server *master, int replicas, uint64_t timeout_ms)
+{
+    long long offset = rs_info_count(master, "replication",
+                                     "master_repl_offset:");
+    uint64_t deadline = rs_mono_ms() + timeout_ms;
+
+    for (;;) {
+        redisReply *r = rs_cmd(master, "INFO replication");
+        int acked = r != NULL && r->type == REDIS_REPLY_STRING
+                        ? acked_replicas(r->str, offset)
+                        : 0;
+
+        if (r != NULL)
+            freeReplyObject(r);
+        if (offset > 0 && acked >= replicas)
+            return 0;
+        if (rs_mono_ms() >= deadline)
+            break;
+        rs_sleep_ms(5);
+    }
+    fprintf(stderr, "server.c: %d replica%s did not acknowledge offset %lld "
+            "within %llu ms\n", replicas, replicas == 1 ? "" : "s", offset,
+            (unsigned long long)timeout_ms);
+    return -1;
 }
 
 long long rs_calls(rs_server *s, const char *command)

@@ -265,6 +265,24 @@ int rs_ok(rs_server *s, const char *fmt, ...);
  */
 long long rs_info_count(rs_server *s, const char *section, const char *field);
 /*
+ * In a child between fork() and exec(): closes every descriptor but the
+ * standard three, so that no server or program a test starts holds the
+ * test's connections (hiredis opens them without close-on-exec), which
+ * would outlive the test's own close. Async-signal-safe.
+ */
+void rs_close_inherited(void);
+/*
+ * Waits until 'replicas' replicas of 'master' have acknowledged every write
+ * the master made so far, whoever's connection made it (its
+ * master_repl_offset, now); 0, or -1 after 'timeout_ms' (printed). WAIT
+ * would not do: it waits only for the calling connection's own writes, so
+ * on a connection that wrote nothing it answers at once. A replica just
+ * synced may take up to a second to be sent the stream (the server starts
+ * it on the replica's next REPLCONF ACK), so a write is on a replica only
+ * when this says so.
+ */
+int rs_wait_replicated(rs_server *master, int replicas, uint64_t timeout_ms);
+/*
  * The server's count of calls of 'command' (lower case, e.g. "evalsha")
  * since its start or CONFIG RESETSTAT, from INFO commandstats; 0 when it has
  * none or cannot be read.

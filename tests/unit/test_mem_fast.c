@@ -1,5 +1,5 @@
 /*
- * test_mem_fast.c - the embedded store's lock-free path (src/store/mem.c),
+ * test_mem_fast.c - the embedded store's lock-free path (src/mem/mem.c),
  * on a virtual clock.
  *
  *   words     every algorithm with a word (algo.h), with its own word
@@ -37,7 +37,7 @@
  */
 #include "algo/algo.h"
 #include "mem_fixture.h"
-#include "store/mem.h"
+#include "mem/mem.h"
 #include "rng.h"
 #include "test.h"
 
@@ -492,32 +492,35 @@ typedef struct held {
 
 static held held_of(sluice_store *store)
 {
-    mem_store *m = store->backend.impl;
+    sluice__mem_store *m = store->backend.impl;
     held h = {0, 0, sizeof(*m)}; /* the store itself, as its stats count it */
 
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
-        table *t = table_of_tag(atomic_load(&sh->table));
+    for (unsigned i = 0; i < SLUICE__MEM_SHARDS; i++) {
+        sluice__mem_shard *sh = &m->shards[i].s;
+        sluice__mem_table *t =
+            sluice__mem_table_of_tag(atomic_load(&sh->table));
 
         pthread_mutex_lock(&sh->lock);
-        h.bytes += t->n * sizeof(bucket);
+        h.bytes += t->n * sizeof(sluice__mem_bucket);
         if (t->cells != NULL)
-            h.bytes += cells_bytes(t->cells->n);
-        for (table *r = sh->retired_tables; r != NULL; r = r->retired)
+            h.bytes += sluice__mem_cells_bytes(t->cells->n);
+        for (sluice__mem_table *r = sh->retired_tables; r != NULL;
+             r = r->retired)
             if (r->cells != NULL) /* not freed before their table */
-                h.bytes += cells_bytes(r->cells->n);
+                h.bytes += sluice__mem_cells_bytes(r->cells->n);
         for (size_t b = 0; b < t->n; b++)
-            for (entry *e = t->b[b].head; e != NULL; e = e->next) {
+            for (sluice__mem_entry *e = t->b[b].head; e != NULL; e = e->next) {
                 const sluice__algo *algo = sluice__algos[e->algo];
 
                 if (e->in_cell) {
                     h.in_cells++;
-                    CHECK(*cell_owner(e) == t->cells);
+                    CHECK(*sluice__mem_cell_owner(e) == t->cells);
                 } else {
                     h.alone++;
-                    h.bytes += entry_size((sluice_algo)e->algo, e->key_len);
+                    h.bytes += sluice__mem_entry_size((sluice_algo)e->algo,
+                                                      e->key_len);
                 }
-                h.bytes += algo->bytes(entry_state(e));
+                h.bytes += algo->bytes(sluice__mem_entry_state(e));
             }
         pthread_mutex_unlock(&sh->lock);
     }
