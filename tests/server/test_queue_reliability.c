@@ -161,6 +161,39 @@ static void test_stalled(void)
     sluice_job_clear(&job);
 }
 
+/* A caller's clock past 2^53 ms is no clock the scripts can count on:
+   every queue call on that store is SLUICE_ERANGE, as a limiter's is, and
+   nothing is sent. */
+static void test_clock_range(void)
+{
+    const char *q = "far";
+    sluice_job job = {0};
+    sluice_take_status status = 0;
+    uint64_t id = 0, wait = 0;
+
+    fresh("the caller's clock past 2^53");
+    sluice_vclock_set(vclock, SLUICE_NOW_MAX_MS + 1);
+    CHECK_RC(sluice_queue_add(&id, st, q, strlen(q), "x", 1, 0),
+             SLUICE_ERANGE);
+    CHECK_RC(sluice_queue_take(&status, &wait, &job, st, q, strlen(q), 100),
+             SLUICE_ERANGE);
+    CHECK(strstr(sluice_last_error(), "2^53") != NULL);
+    CHECK_EQ_U64(rs_int(&server, "DBSIZE"), 0);
+    /* At 2^53 exactly it counts. */
+    sluice_vclock_set(vclock, SLUICE_NOW_MAX_MS);
+    add(q, "x");
+    CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
+    {
+        redisReply *r = rs_cmd(&server, "ZSCORE emq:{far}:active 1");
+
+        /* The lease's deadline: 2^53 + 100, which a double holds. */
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
+              strcmp(r->str, "9007199254741092") == 0);
+        freeReplyObject(r);
+    }
+    sluice_job_clear(&job);
+}
+
 /* ---- A finish whose answer was lost -------------------------------------- */
 
 static sluice_job_state state_of(const char *q, const sluice_job *job,
@@ -487,6 +520,7 @@ int main(void)
     test_extend();
     test_stalled();
     test_job_state();
+    test_clock_range();
     st = on_server;
     test_stalled_worker_limit();
     test_add_many();
