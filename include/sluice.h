@@ -257,7 +257,8 @@ typedef struct sluice_store_opts {
     /* The queue keys' prefix; NULL means "emq". URL: emq_prefix=. */
     const char *emq_prefix;
     /* 0: scripts read the server's clock (TIME), so skewed workers agree.
-       1: scripts use this side's clock_ms. URL: clock=server|caller. */
+       1: scripts use this side's clock_ms, the limiters' and the job
+       queue's (delays, leases, back-offs). URL: clock=server|caller. */
     int caller_clock;
     /* Connections shared by all threads; 0 means 4. URL: pool=N. */
     unsigned int pool_size;

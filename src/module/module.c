@@ -46,8 +46,8 @@ static int version_command(RedisModuleCtx *ctx, RedisModuleString **argv,
 
 #define KEY_SPEC_END {0}
 
-/* SLUICE.HIT key ... and SLUICE.EMQINCR limiter window_ms: one key, read
-   and updated. */
+/* SLUICE.HIT key ... and SLUICE.EMQINCR limiter window_ms [now]: one key,
+   read and updated. */
 static RedisModuleCommandKeySpec one_key_updated[] = {
     {.flags = REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS |
               REDISMODULE_CMD_KEY_UPDATE,
@@ -78,7 +78,7 @@ static RedisModuleCommandKeySpec reset_keys[] = {
     KEY_SPEC_END,
 };
 
-/* SLUICE.EMQTTL limiter meta [max]: two keys, read. */
+/* SLUICE.EMQTTL limiter meta [max [now]]: two keys, read. */
 static RedisModuleCommandKeySpec emqttl_keys[] = {
     {.flags = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
      .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,

@@ -134,6 +134,22 @@ int sluice__store_server(const sluice__server_ops **ops, void **impl,
     return SLUICE_OK;
 }
 
+int sluice__store_now(char *buf, size_t *len, const sluice_store *store)
+{
+    sluice_clock_ms_fn clock = store->backend.caller_clock_ms;
+    uint64_t t;
+
+    *len = 0;
+    buf[0] = '\0';
+    if (clock == NULL)
+        return SLUICE_OK;
+    if ((t = clock(store->backend.caller_clock_payload)) > SLUICE_NOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE, "the clock reads %llu ms, beyond "
+                             "2^53", (unsigned long long)t);
+    *len = sluice__u64_text(buf, t);
+    return SLUICE_OK;
+}
+
 /*
  * The length of the scheme that 'url' starts with, as a message may show
  * it: one of this library's names (any case) and its ':' and '/'s; 0 when

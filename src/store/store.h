@@ -116,6 +116,10 @@ typedef struct sluice__opened {
     const sluice__server_ops *server; /* NULL: not on a server */
     const char *emq_prefix;           /* the queue keys' prefix, the impl's */
     uint64_t max_payload;             /* the largest job payload it takes */
+    /* The caller's clock the queue's scripts are given (clock=caller, as
+       the limiter's scripts are), or NULL: they read the server's. */
+    sluice_clock_ms_fn caller_clock_ms;
+    void *caller_clock_payload;
     bool remote;                      /* wrap it in the guard */
 } sluice__opened;
 
@@ -152,6 +156,14 @@ struct sluice_store {
  */
 int sluice__store_server(const sluice__server_ops **ops, void **impl,
                          const sluice_store *store, const char *call);
+
+/*
+ * The clock argument of a server store's scripts (NOW), in 'buf' (24
+ * bytes) and '*len': with clock=caller, the store's clock in ms as text;
+ * else "" (the scripts read the server's). SLUICE_ERANGE when the clock
+ * reads beyond 2^53.
+ */
+int sluice__store_now(char *buf, size_t *len, const sluice_store *store);
 
 /* The "sluice.hit.refused" receipt of refusal 'd' by 'limit' (store.c). */
 void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,

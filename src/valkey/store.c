@@ -473,6 +473,10 @@ int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
                 : v->sentinel ? "valkey-sentinel" : "valkey";
     out->server = &vk_server_ops;
     out->emq_prefix = v->emq_prefix;
+    if (v->caller_clock) {
+        out->caller_clock_ms = v->clock_ms;
+        out->caller_clock_payload = v->clock_payload;
+    }
     /* A payload must come back in a take's reply, and the server takes no
        argument over proto-max-bulk-len (512 MB by default). */
     out->max_payload = v->max_reply_bytes - VK_REPLY_ROOM;
