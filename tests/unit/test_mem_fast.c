@@ -538,7 +538,7 @@ static held held_of(sluice_store *store)
  */
 static int sweep_to_one(fixture *fx, const sluice_limit *l)
 {
-    mem_store *m = fx->store->backend.impl;
+    sluice__mem_store *m = fx->store->backend.impl;
 
     for (int round = 1; round <= 20; round++) {
         /* Polled, at most a minute: what a trim takes is not checked. */
