@@ -17,6 +17,7 @@
  * only be lower, by at most the time the two calls took. The only sleeps are
  * for short real windows, whose clock is the server's.
  */
+#include "events.h"
 #include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "server.h"
@@ -452,54 +453,6 @@ static void test_embedded_not_supported(void)
 
 /* ---- Telemetry ----------------------------------------------------------- */
 
-typedef struct seen_events {
-    const char *want; /* the name attached to */
-    int calls;
-    int bad_name;
-    double delay_ms;
-    char key[64];
-    size_t key_len;
-    char algorithm[32], limit[32], window[32], store[16];
-} seen_events;
-
-static void copy_meta(char *dst, size_t cap, const sluice_metadata *m)
-{
-    size_t n = m->value_len < cap - 1 ? m->value_len : cap - 1;
-
-    memcpy(dst, m->value, n);
-    dst[n] = '\0';
-}
-
-static void on_hit(const sluice_event *ev, void *payload)
-{
-    seen_events *s = payload;
-
-    s->calls++;
-    if (strcmp(ev->name, s->want) != 0)
-        s->bad_name++;
-    for (size_t i = 0; i < ev->n_measurements; i++)
-        if (strcmp(ev->measurements[i].name, "delay_ms") == 0)
-            s->delay_ms = ev->measurements[i].value;
-    for (size_t i = 0; i < ev->n_metadata; i++) {
-        const sluice_metadata *m = &ev->metadata[i];
-
-        if (strcmp(m->name, "key") == 0) {
-            s->key_len = m->value_len;
-            memcpy(s->key, m->value,
-                   m->value_len < sizeof(s->key) ? m->value_len
-                                                 : sizeof(s->key));
-        } else if (strcmp(m->name, "algorithm") == 0) {
-            copy_meta(s->algorithm, sizeof(s->algorithm), m);
-        } else if (strcmp(m->name, "limit") == 0) {
-            copy_meta(s->limit, sizeof(s->limit), m);
-        } else if (strcmp(m->name, "window_ms") == 0) {
-            copy_meta(s->window, sizeof(s->window), m);
-        } else if (strcmp(m->name, "store") == 0) {
-            copy_meta(s->store, sizeof(s->store), m);
-        }
-    }
-}
-
 static void on_other(const sluice_event *ev, void *payload)
 {
     (void)ev;
@@ -516,7 +469,7 @@ static void telemetry_on(sluice_store *st, const char *kind, const char *name)
     sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 2, 60000);
     static const char key[] = "tele\0metry"; /* binary: an embedded NUL */
     const size_t klen = sizeof(key) - 1;
-    seen_events seen;
+    test_events_seen seen;
     sluice_decision d;
     int other = 0;
 
@@ -524,7 +477,7 @@ static void telemetry_on(sluice_store *st, const char *kind, const char *name)
     memset(&seen, 0, sizeof(seen));
     seen.want = name;
     CHECK_OK(sluice_reset(st, &lim, key, klen));
-    CHECK_OK(sluice_telemetry_attach("test.hit", name, on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, test_events_record, &seen));
     CHECK_OK(sluice_telemetry_attach("test.other", "emq.something.else",
                                      on_other, &other));
     /* The same id again, even for another event: refused. */
@@ -568,15 +521,15 @@ static void telemetry_on(sluice_store *st, const char *kind, const char *name)
     CHECK_EQ_U64(other, 0);
 
     /* The id is free again once detached. */
-    CHECK_OK(sluice_telemetry_attach("test.hit", name, on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, test_events_record, &seen));
     CHECK_OK(sluice_hit(&d, st, &lim, key, klen, 1));
     CHECK_EQ_U64(seen.calls, 2);
     CHECK_OK(sluice_telemetry_detach("test.hit"));
 
     /* Bad arguments. */
-    CHECK_RC(sluice_telemetry_attach(NULL, "e", on_hit, &seen),
+    CHECK_RC(sluice_telemetry_attach(NULL, "e", test_events_record, &seen),
              SLUICE_EINVAL);
-    CHECK_RC(sluice_telemetry_attach("id", NULL, on_hit, &seen),
+    CHECK_RC(sluice_telemetry_attach("id", NULL, test_events_record, &seen),
              SLUICE_EINVAL);
     CHECK_RC(sluice_telemetry_attach("id", "e", NULL, &seen), SLUICE_EINVAL);
     CHECK_RC(sluice_telemetry_detach(NULL), SLUICE_EINVAL);

@@ -14,44 +14,11 @@
  * The queue's own "emq.rate_limit.hit" (a deferred take) is in
  * tests/server/test_queue_limit.c, which needs a server.
  */
+#include "events.h"
 #include "mem_fixture.h"
 #include "test.h"
 
 #include <string.h>
-
-typedef struct seen {
-    int calls;
-    int bad_name;  /* events under a name other than 'want' */
-    const char *want;
-    double delay_ms;
-    char key[16], algo[32];
-} seen;
-
-static void copy(char *dst, size_t cap, const sluice_metadata *m)
-{
-    size_t n = m->value_len < cap - 1 ? m->value_len : cap - 1;
-
-    memcpy(dst, m->value, n);
-    dst[n] = '\0';
-}
-
-static void on_event(const sluice_event *ev, void *payload)
-{
-    seen *s = payload;
-
-    s->calls++;
-    if (strcmp(ev->name, s->want) != 0)
-        s->bad_name++;
-    for (size_t i = 0; i < ev->n_measurements; i++)
-        if (strcmp(ev->measurements[i].name, "delay_ms") == 0)
-            s->delay_ms = ev->measurements[i].value;
-    for (size_t i = 0; i < ev->n_metadata; i++) {
-        if (strcmp(ev->metadata[i].name, "key") == 0)
-            copy(s->key, sizeof(s->key), &ev->metadata[i]);
-        else if (strcmp(ev->metadata[i].name, "algorithm") == 0)
-            copy(s->algo, sizeof(s->algo), &ev->metadata[i]);
-    }
-}
 
 static void test_names(void)
 {
@@ -65,12 +32,12 @@ static void test_hit(const char *name)
 {
     fixture fx;
     sluice_limit l = limit_of(SLUICE_FIXED, 1, 1000);
-    seen s = {0, 0, name, 0, "", ""};
+    test_events_seen s = {.want = name};
     sluice_decision d;
 
     test_context("a handler of %s", name);
     fx_open(&fx, 1000);
-    CHECK_OK(sluice_telemetry_attach("test.events", name, on_event, &s));
+    CHECK_OK(sluice_telemetry_attach("test.events", name, test_events_record, &s));
     d = HIT(&fx, &l, "k", 1);
     CHECK(d.allowed);
     d = PEEK(&fx, &l, "k", 1);
@@ -83,7 +50,7 @@ static void test_hit(const char *name)
     CHECK_EQ_U64(s.calls, 1);
     CHECK_EQ_U64(s.bad_name, 0);
     CHECK_EQ_U64((uint64_t)s.delay_ms, 600);
-    CHECK(strcmp(s.key, "k") == 0 && strcmp(s.algo, "fixed") == 0);
+    CHECK(strcmp(s.key, "k") == 0 && strcmp(s.algorithm, "fixed") == 0);
     CHECK_OK(sluice_telemetry_detach("test.events"));
     fx_close(&fx);
     test_context(NULL);
@@ -96,17 +63,17 @@ static void test_both(void)
     sluice_limit l = limit_of(SLUICE_SLIDING_LOG, 1, 1000);
     sluice_limit two[2] = {limit_of(SLUICE_FIXED, 5, 1000),
                            limit_of(SLUICE_GCRA, 1, 2000)};
-    seen now = {0, 0, SLUICE_EVENT_HIT_REFUSED, 0, "", ""};
-    seen old = {0, 0, SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, 0, "", ""};
+    test_events_seen now = {.want = SLUICE_EVENT_HIT_REFUSED};
+    test_events_seen old = {.want = SLUICE_EVENT_EMQ_RATE_LIMIT_HIT};
     sluice_request reqs[3] = {{"a", 1, 1, 0, {0}}, {"a", 1, 1, 0, {0}},
                               {"b", 1, 1, 0, {0}}};
     sluice_decision d;
 
     fx_open(&fx, 1000);
     CHECK_OK(sluice_telemetry_attach("test.now", SLUICE_EVENT_HIT_REFUSED,
-                                     on_event, &now));
+                                     test_events_record, &now));
     CHECK_OK(sluice_telemetry_attach("test.old", SLUICE_EVENT_RATE_LIMIT_HIT,
-                                     on_event, &old));
+                                     test_events_record, &old));
     /* The second request of "a" is refused: one event each. */
     CHECK_OK(sluice_hit_many(fx.store, &l, reqs, 3));
     CHECK(reqs[0].decision.allowed && !reqs[1].decision.allowed &&
@@ -121,7 +88,7 @@ static void test_both(void)
     CHECK(!d.allowed);
     CHECK_EQ_U64(now.calls, 2);
     CHECK_EQ_U64(old.calls, 2);
-    CHECK(strcmp(now.algo, "gcra") == 0 && strcmp(old.algo, "gcra") == 0);
+    CHECK(strcmp(now.algorithm, "gcra") == 0 && strcmp(old.algorithm, "gcra") == 0);
     CHECK_EQ_U64(now.bad_name, 0);
     CHECK_EQ_U64(old.bad_name, 0);
 
