@@ -1,5 +1,5 @@
 /*
- * bench_telemetry.c - what the "emq.rate_limit.hit" receipt costs the hit
+ * bench_telemetry.c - what the "sluice.hit.refused" receipt costs the hit
  * path: with no handler attached, with one attached, and with telemetry
  * compiled out of the library (SLUICE_NO_TELEMETRY).
  *
@@ -136,7 +136,7 @@ int main(int argc, char **argv)
         pclose(p);
         none_ref[r] = measure(1);
         none_adm[r] = measure(0);
-        if (sluice_telemetry_attach("bench", SLUICE_EVENT_RATE_LIMIT_HIT,
+        if (sluice_telemetry_attach("bench", SLUICE_EVENT_HIT_REFUSED,
                                     on_hit, &handled) < 0)
             return 1;
         att_ref[r] = measure(1);
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    printf("sluice %s: the cost of the emq.rate_limit.hit receipt on the hit "
+    printf("sluice %s: the cost of the sluice.hit.refused receipt on the hit "
            "path\n", SLUICE_VERSION);
     printf("embedded store, one hot key, virtual clock; %u calls a round, "
            "median of %d interleaved rounds\n\n", CALLS, ROUNDS);

@@ -367,9 +367,10 @@ typedef struct cli_job_opts {
 /*
  * Prints help text 'text' on stdout, each placeholder in it replaced by the
  * library's fact it names, so that no help text restates one:
- *   @ALGOS@        the algorithms' names, "fixed, sliding-counter, ... or
- *                  compact-log" (cli_algo_list())
- *   @ALGO_COUNT@   how many algorithms there are, in words ("five")
+ *   @ALGOS@        the algorithms' names (cli_algo_list()): "fixed,
+ *                  sliding-counter, ... or" the last of SLUICE_ALGO_MAP
+ *   @ALGO_COUNT@   how many algorithms there are, in words:
+ *                  cli_count_word(sluice_algo_count())
  *   @BURST_ALGOS@  the names of those that take a burst (cli_burst_algo_list())
  *   @MAX@          the largest max, SLUICE_MAX_MAX
  *   @URL_OPTIONS@  the options a store URL takes (sluice_store_url_options())
@@ -379,13 +380,14 @@ typedef struct cli_job_opts {
 void cli_help_print(const char *text);
 
 /*
- * The names of the library's algorithms, in order, as a phrase for a
- * message, from SLUICE_ALGO_MAP: "fixed, sliding-counter, ... or
- * compact-log".
+ * The names of the library's algorithms, in SLUICE_ALGO_MAP's order, as a
+ * phrase for a message: "fixed, sliding-counter, ... or NAME", every name
+ * with the last after "or" (a single one alone).
  */
 const char *cli_algo_list(void);
 
-/* The same of the algorithms that take a burst (today "gcra"). */
+/* The names of the algorithms that take a burst, joined by ", " (e.g.
+   "gcra"), or "(none)". */
 const char *cli_burst_algo_list(void);
 
 /* 'n' in words ("three") up to ten, else in digits (a static buffer). */

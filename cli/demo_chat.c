@@ -219,7 +219,8 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
     wopts.lease_ms = LEASE_MS;
     if ((err = sluice_store_open(&store, url, NULL)) < 0 ||
         (err = sluice_worker_new(&w, store, queues, NULL, CHATS, &wopts)) < 0 ||
-        (err = sluice_telemetry_attach(handler, SLUICE_EVENT_RATE_LIMIT_HIT,
+        (err = sluice_telemetry_attach(handler,
+                                       SLUICE_EVENT_EMQ_RATE_LIMIT_HIT,
                                        count_deferred, &deferred)) < 0) {
         fprintf(out, "E worker %u: %s (%s)\n", n, sluice_last_error(),
                 sluice_err_name(err));

@@ -416,7 +416,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        printf("sluice %s\n", SLUICE_VERSION);
+        printf("sluice %s\n", sluice_version());
         return CLI_EXIT_OK;
     }
     c = command_find(argv[1]);

@@ -695,8 +695,9 @@ static int serve(const wargs *a, sluice_store *store, sluice_worker *w,
         return CLI_EXIT_RUNTIME;
     }
     if (a->verbose)
-        sluice_telemetry_attach(VERBOSE_HANDLER, SLUICE_EVENT_RATE_LIMIT_HIT,
-                                on_deferred, NULL);
+        sluice_telemetry_attach(VERBOSE_HANDLER,
+                                SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, on_deferred,
+                                NULL);
     cli_work_signals_on();
     st = work_loop(&wk);
     cli_work_signals_off();

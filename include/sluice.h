@@ -7,9 +7,23 @@
  * algorithms") compares them, and 'sluice demo' shows their trade-off.
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
- * the default) needs no server. Every store is reached through the same four
- * calls: sluice_hit(), sluice_peek(), sluice_reset() and sluice_store_free(),
- * and sluice_hit_many() for a batch.
+ * the default) needs no server. Every store, embedded or on a server, is
+ * reached through the same calls, opened by sluice_store_open() and freed
+ * by sluice_store_free(): sluice_hit(), sluice_peek() and sluice_reset()
+ * for one key and limit; sluice_hit_many() for a batch of keys under one
+ * limit; sluice_hit_all(), sluice_peek_all() and sluice_reset_all() for one
+ * key under several limits at once; sluice_store_stats_get().
+ *
+ * This header holds limits, decisions and stores, and includes the rest,
+ * so that it alone gives the whole API. Each of the others also stands on
+ * its own:
+ *
+ *   sluice/common.h     the export macro, the version (SLUICE_VERSION and
+ *                       sluice_version()), the error codes, the store handle
+ *   sluice/clock.h      the clocks: monotonic, wall and virtual
+ *   sluice/functions.h  the Functions library (FCALL), for other languages
+ *   sluice/queue.h      the queue limiter, the job queue and its workers
+ *   sluice/telemetry.h  events and their handlers
  *
  * Conventions (after libgit2 and libuv):
  *   - functions return int: 0 (SLUICE_OK) on success, a negative SLUICE_E*
@@ -27,61 +41,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice/common.h"
+#include "sluice/clock.h"
+#include "sluice/functions.h"
+#include "sluice/queue.h"
+#include "sluice/telemetry.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Public functions are exported from the shared library; nothing else is. */
-#if defined(__GNUC__)
-#define SLUICE_EXTERN __attribute__((visibility("default")))
-#else
-#define SLUICE_EXTERN
-#endif
-
-#define SLUICE_VERSION_MAJOR 0
-#define SLUICE_VERSION_MINOR 1
-#define SLUICE_VERSION_PATCH 0
-#define SLUICE_VERSION "0.1.0"
-
-/* ---- Errors -------------------------------------------------------------- */
-
-/*
- * The one list of error codes. Each entry is (NAME, value, message); the enum,
- * sluice_strerror() and sluice_err_name() are all generated from it.
- */
-#define SLUICE_ERRNO_MAP(X)                                                   \
-    X(EINVAL,   -1, "invalid argument")                                       \
-    X(ECOST,    -2, "cost exceeds the limit's max (or burst): never admitted") \
-    X(ERANGE,   -3, "number out of range")                                    \
-    X(ENOMEM,   -4, "out of memory")                                          \
-    X(EFULL,    -5, "store is full: key cap reached")                         \
-    X(EURL,     -6, "invalid or unsupported store URL")                       \
-    X(ECONN,    -7, "cannot reach the store's server")                        \
-    X(ETIMEDOUT,-8, "the store's server did not answer in time")              \
-    X(EPROTO,   -9, "unexpected reply from the store's server")               \
-    X(ENOTSUP, -10, "operation not supported by this store")                 \
-    X(ELEASE,  -11, "the job's lease is no longer this worker's")            \
-    X(ECONFIG, -12, "store misconfigured: its URL or its servers, no outage") \
-    X(EAUTH,   -13, "the server refused us: credentials or TLS verification")
-
-typedef enum sluice_errno {
-    SLUICE_OK = 0,
-#define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
-    SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
-#undef SLUICE__ERRNO_ENUM
-    SLUICE__ERRNO_LAST = -14
-} sluice_errno;
-
-/* A static sentence for 'err' ("unknown error" for a code not in the list). */
-SLUICE_EXTERN const char *sluice_strerror(int err);
-/* The code's name without the prefix, e.g. "ECOST"; "UNKNOWN" if not listed. */
-SLUICE_EXTERN const char *sluice_err_name(int err);
-/*
- * The detailed message of the calling thread's most recent failed call, e.g.
- * "cost 12 exceeds max 10". Valid until the thread's next sluice call; never
- * NULL (empty when no call has failed in this thread).
- */
-SLUICE_EXTERN const char *sluice_last_error(void);
 
 /* ---- Limits -------------------------------------------------------------- */
 
@@ -137,6 +105,9 @@ typedef struct sluice_limit {
        cost above it is SLUICE_ECOST). The others have no burst and take
        only 0 (anything else is SLUICE_EINVAL). */
     uint64_t burst;
+    /* Room for fields to come; must be 0 (see "How sluice_limit and
+       sluice_decision grow" below). */
+    uint64_t reserved[4];
 } sluice_limit;
 
 /* A limit as an expression: SLUICE_LIMIT(SLUICE_FIXED, 10, 1000). */
@@ -177,54 +148,45 @@ typedef struct sluice_decision {
     /* SLUICE_ANSWERED normally; with a fail-open or fail-closed policy, which
        of them stood in for a store that could not answer (see on_error). */
     sluice_fallback fallback;
+    /* Room for fields to come: the library writes 0 (see below). */
+    uint64_t reserved[2];
 } sluice_decision;
 
-/* ---- Clocks --------------------------------------------------------------- */
-
 /*
- * A clock answers milliseconds since its zero. Sliding-counter windows are
- * aligned to multiples of window_ms from that zero.
+ * How sluice_limit and sluice_decision grow without breaking the ABI.
  *
- * The embedded store's default is the monotonic clock (CLOCK_MONOTONIC): it
- * never steps, so setting the wall clock changes no decision. On x86-64
- * Linux, sluice_clock_monotonic_ms() answers from a per-thread cache read
- * with the TSC while the clock cannot have reached its next millisecond:
- * the same answer as clock_gettime(), for less (environment variable
- * SLUICE_CLOCK_NO_TSC=1 turns the cache off). The wall clock
- * (CLOCK_REALTIME, Unix epoch) is there to pass when windows must line up
- * with it; should it step back, each key keeps its own latest time, and a
- * decision made then adds the step to its waits, so retry_after_ms and
- * reset_after_ms hold on the clock the caller reads. A server store's
- * scripts read the server's clock, or with clock=caller the wall clock by
- * default, which every process shares.
+ * Both are small values that callers declare, copy and keep in arrays
+ * (sluice_hit_all()'s limits, each sluice_request's decision, its 'each'),
+ * and a decision is an out-parameter its caller never initialises. A
+ * version field, sluice_store_opts's way, would make every caller set one
+ * on every decision, and the library would have to step through arrays by
+ * a size learnt at run time and never copy a caller's limit whole. So
+ * their size is fixed for a major version instead (64 bytes each on LP64
+ * ABIs), with room kept at the end, and tests/unit/test_abi.c pins the
+ * size and every field's offset:
+ *
+ *   - A new field takes the next reserved slot (8 bytes or less), under a
+ *     name of its own, and its 0 means what the library did before it, as
+ *     burst's 0 means the algorithm's default. Existing code, which zeroes
+ *     its limits, is unchanged in source and in behaviour.
+ *   - A limit's reserved slots must be 0: SLUICE_LIMIT(), "= {0}", memset
+ *     and designated initialisers all zero them. A limit with one set is
+ *     SLUICE_EINVAL, so a program built against a later header, setting a
+ *     field this library does not know, fails loudly instead of being half
+ *     obeyed.
+ *   - The library writes 0 into a decision's reserved slots, so a field
+ *     added later reads 0 from an older library; a program built against
+ *     an earlier header never reads them.
+ *
+ * When the slots run out, what grows further is a new struct with calls
+ * of its own; the old ones stay. A struct that a caller fills once and
+ * passes by pointer alone (sluice_store_opts, sluice_worker_opts) grows by
+ * its version field instead, with its _INIT macro.
  */
-typedef uint64_t (*sluice_clock_ms_fn)(void *payload);
-
-SLUICE_EXTERN uint64_t sluice_clock_monotonic_ms(void *payload);
-SLUICE_EXTERN uint64_t sluice_clock_realtime_ms(void *payload);
-
-/*
- * A virtual clock for tests and replays: time moves only when told to. Safe
- * to read and move from many threads.
- */
-typedef struct sluice_vclock sluice_vclock;
-
-SLUICE_EXTERN int sluice_vclock_new(sluice_vclock **out, uint64_t start_ms);
-SLUICE_EXTERN void sluice_vclock_free(sluice_vclock *clock);
-SLUICE_EXTERN void sluice_vclock_set(sluice_vclock *clock, uint64_t now_ms);
-SLUICE_EXTERN void sluice_vclock_advance(sluice_vclock *clock, uint64_t delta_ms);
-/* Suitable as a store's clock, with the vclock as payload. */
-SLUICE_EXTERN uint64_t sluice_vclock_now_ms(void *vclock);
 
 /* ---- Stores --------------------------------------------------------------- */
 
-/*
- * A store holds the budgets. One store may be shared by any number of
- * threads: every call on it is thread-safe (the embedded store locks per
- * shard of keys; a server store shares its connections). Free it once, after
- * the last call on it has returned.
- */
-typedef struct sluice_store sluice_store;
+/* The handle, sluice_store, is in sluice/common.h. */
 
 /*
  * Options for sluice_store_open(). Initialise with SLUICE_STORE_OPTS_INIT so
@@ -245,8 +207,10 @@ typedef enum sluice_on_error {
 /* How a server store decides (engine): with the server's native module
    (sluice.so, README "Native module") or with the Lua scripts. */
 typedef enum sluice_engine {
-    SLUICE_ENGINE_AUTO = 0,   /* the module where a server has it, else Lua */
-    SLUICE_ENGINE_MODULE = 1, /* the module; a server without it answers
+    SLUICE_ENGINE_AUTO = 0,   /* the module for the algorithms a server's
+                                 module decides, else Lua */
+    SLUICE_ENGINE_MODULE = 1, /* the module; a server without it, or
+                                 without the algorithm, answers
                                  SLUICE_ENOTSUP */
     SLUICE_ENGINE_LUA = 2     /* the scripts; never a SLUICE.* command */
 } sluice_engine;
@@ -260,7 +224,7 @@ typedef enum sluice_refused_cache {
 
 typedef struct sluice_store_opts {
     unsigned int version;
-    /* The clock; NULL means the store's default (see Clocks). */
+    /* The clock; NULL means the store's default (sluice/clock.h). */
     sluice_clock_ms_fn clock_ms;
     void *clock_payload;
     /*
@@ -282,7 +246,8 @@ typedef struct sluice_store_opts {
     /* The queue keys' prefix; NULL means "emq". URL: emq_prefix=. */
     const char *emq_prefix;
     /* 0: scripts read the server's clock (TIME), so skewed workers agree.
-       1: scripts use this side's clock_ms. URL: clock=server|caller. */
+       1: scripts use this side's clock_ms, the limiters' and the job
+       queue's (delays, leases, back-offs). URL: clock=server|caller. */
     int caller_clock;
     /* Connections shared by all threads; 0 means 4. URL: pool=N. */
     unsigned int pool_size;
@@ -301,12 +266,12 @@ typedef struct sluice_store_opts {
        it nothing. Requests of another cost, and any after one of them was
        admitted here, ask the server.
        SLUICE_REFUSED_CACHE_DEFAULT (the algorithms whose refusals are
-       certain to stand: each says so in its table's
+       certain to stand until their wait ends, whatever else arrives: as
+       each one's table in src/algo/NAME/NAME.c says, in
        refused_cache_default), _OFF, or _ALL (every algorithm). A locally
        refused decision repeats the server's 'remaining' of that refusal,
        and does not see a reset made by another process before the wait
-       ends. URL:
-       refused_cache=default|off|all. */
+       ends. URL: refused_cache=default|off|all. */
     sluice_refused_cache refused_cache;
 
     /* ---- Since version 2 ---- */
@@ -322,11 +287,13 @@ typedef struct sluice_store_opts {
     /* ---- Since version 3 ---- */
     /* Server stores: each server is asked at connect (every connection,
        again after a reconnect; each cluster node on its own) whether it
-       has the native module of this library's version (SLUICE.VERSION).
-       SLUICE_ENGINE_AUTO (the default) decides with the module where a
-       server has it and with the scripts elsewhere, silently;
+       has the native module of this library's version, and which
+       algorithms it decides (SLUICE.VERSION). SLUICE_ENGINE_AUTO (the
+       default) decides an algorithm with the module where a server's
+       module decides it and with its script elsewhere, silently;
        SLUICE_ENGINE_MODULE fails with SLUICE_ENOTSUP on a server without
-       it; SLUICE_ENGINE_LUA never sends a SLUICE.* command. Decisions are
+       it or without the algorithm; SLUICE_ENGINE_LUA never sends a
+       SLUICE.* command. Decisions are
        the same either way. sluice_hit_all() is a script on every engine.
        URL: engine=auto|module|lua. */
     sluice_engine engine;
@@ -381,21 +348,6 @@ SLUICE_EXTERN void sluice_store_free(sluice_store *store);
 SLUICE_EXTERN const char *sluice_store_url_options(void);
 /* The store's kind, e.g. "mem". */
 SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *store);
-
-/*
- * The Functions library (Redis 7+ / Valkey; README "Functions"): the same
- * algorithms as FCALL sluice_hit / sluice_peek / sluice_reset /
- * sluice_version, for clients of any language. _text() is the library (NUL
- * after '*len' bytes), _version() what FCALL sluice_version answers, and
- * _load() loads it with FUNCTION LOAD REPLACE into a server store's
- * server, or into every master of a cluster store, and says into how many
- * in '*servers' (may be NULL): SLUICE_ENOTSUP for a server older than
- * Redis 7 (or the embedded store); on a failure, the servers counted before
- * it have it.
- */
-SLUICE_EXTERN const char *sluice_functions_text(size_t *len);
-SLUICE_EXTERN const char *sluice_functions_version(void);
-SLUICE_EXTERN int sluice_functions_load(sluice_store *store, size_t *servers);
 
 /*
  * Decides one request of 'cost' units against 'limit' for 'key', and counts
@@ -537,317 +489,6 @@ typedef struct sluice_store_stats {
 } sluice_store_stats;
 
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store_stats *out, sluice_store *store);
-
-/* ---- The queue limiter (server stores) --------------------------------------
- *
- * EchoMQ's layout: queue 'q' keeps its fixed-window counter at
- * "emq:{q}:limiter" and its settings in the hash "emq:{q}:meta" (field "max"
- * is the cap). The "{q}" hashtag pins both to one cluster slot. Queue names
- * are binary-safe. Only '{', '}' and '%' are escaped in key names (as %7B,
- * %7D and %25), so that no name can break out of its hashtag; every other
- * byte is written as it is, so the keys of any name without those bytes are
- * EchoMQ's own. The empty name is written "%".
- * The embedded store answers SLUICE_ENOTSUP.
- */
-
-/*
- * The queue limiter's read: the wait in ms before queue 'queue' may take
- * another job, 0 to admit. With 'max' 0 the cap is read from the meta hash;
- * with no cap known, 0. Non-zero only when the counter has reached the cap
- * and its window still has time left. A cap read from the meta hash without
- * a duration there is SLUICE_EPROTO, as for sluice_queue_take(): it cannot
- * be enforced. A 'max' passed here needs none.
- */
-SLUICE_EXTERN int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
-                                            const char *queue, size_t queue_len,
-                                            uint64_t max);
-
-/*
- * The admit step: counts one job against the queue's counter, arming its
- * 'window_ms' expiry only when this increment created it. Answers the count
- * after the increment and the window's remaining ms ('count' or 'ttl_ms' may
- * be NULL).
- */
-SLUICE_EXTERN int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
-                                          sluice_store *store, const char *queue,
-                                          size_t queue_len, uint64_t window_ms);
-
-/* ---- The job queue (server stores) -------------------------------------------
- *
- * A job queue on Valkey whose dequeue point enforces the queue's budget, so
- * that one flooding queue (a chat, a user) cannot starve the others. Every
- * key of queue 'q' shares the hashtag {q}: emq:{q}:wait (a list), :active
- * (leases), :delayed, :failed, :data, :attempts, :meta (a hash: 'max' and
- * 'duration' are the cap) and :limiter (the fixed-window counter). Each
- * operation is one atomic script (src/queue/lua/queue_*.lua).
- *
- * A job is taken under a lease. A worker that finishes it calls
- * sluice_queue_complete() or sluice_queue_fail() with the lease token, and
- * one that takes long renews the lease meanwhile (sluice_queue_extend()). A
- * job whose lease ran out (its worker died, or stalled) goes back to wait at
- * the queue's next take, and from then on the late worker's complete
- * answers SLUICE_ELEASE (before that, the job is still the late worker's,
- * and its complete counts): a job is never lost and never done twice by
- * live workers. A job whose lease runs out more often than the stalled
- * limit (1, or a worker's 'stalled_limit') fails for good instead, so a job
- * that kills its workers is not run without end.
- */
-
-typedef struct sluice_job {
-    uint64_t id;          /* >= 1, unique in its queue */
-    uint64_t attempt;     /* 1 the first time it is taken */
-    uint64_t lease;       /* the lease's token, for complete and fail */
-    char *payload;        /* the bytes given to add (NUL after them) */
-    size_t payload_len;
-} sluice_job;
-
-/* Frees a job's payload and zeroes it; accepts NULL. */
-SLUICE_EXTERN void sluice_job_clear(sluice_job *job);
-
-typedef enum sluice_take_status {
-    SLUICE_TAKE_JOB = 1,      /* 'job' holds a job, active under a lease */
-    SLUICE_TAKE_DEFERRED = 2, /* over budget: nothing taken; 'wait_ms' is
-                                 the counter's PTTL, the limiter read's */
-    SLUICE_TAKE_EMPTY = 3     /* nothing to take; 'wait_ms' is when a
-                                 delayed job or a lease falls due, 0 if none */
-} sluice_take_status;
-
-/*
- * Adds a job ('delay_ms' 0: ready now); answers its id. A payload must fit
- * a take's reply: at most the store's max_reply_bytes less 1 KB, and less
- * than the server's 512 MB (SLUICE_ERANGE beyond).
- */
-SLUICE_EXTERN int sluice_queue_add(uint64_t *id, sluice_store *store,
-                                   const char *queue, size_t queue_len,
-                                   const void *payload, size_t payload_len,
-                                   uint64_t delay_ms);
-
-/* One job of a bulk add: 'payload', 'payload_len' and 'delay_ms' in, 'id'
-   out (0 until it is added). */
-typedef struct sluice_new_job {
-    const void *payload;
-    size_t payload_len;
-    uint64_t delay_ms;
-    uint64_t id;
-} sluice_new_job;
-
-/*
- * Adds 'n' jobs to one queue, in order, in one round trip per batch of up to
- * 512 jobs or 32 MB of payloads. Each batch is added whole or not at all;
- * should one fail, the batches before it stay added (their jobs have their
- * ids) and the rest are not (id 0), and the error is answered. A bad job (a
- * payload too large, a delay out of range) fails the call before anything
- * is sent.
- */
-SLUICE_EXTERN int sluice_queue_add_many(sluice_store *store, const char *queue,
-                                        size_t queue_len, sluice_new_job *jobs,
-                                        size_t n);
-
-/*
- * The dequeue point. Reads the cap from emq:{q}:meta; if the counter has
- * reached it and its window has time left, takes nothing, answers
- * SLUICE_TAKE_DEFERRED with the wait and emits "emq.rate_limit.hit" with
- * that delay; otherwise takes the next job under a lease of 'lease_ms' and
- * counts it, arming the window only when that increment created the counter.
- * 'job' must be zeroed or cleared; with a job it owns a payload to clear.
- */
-SLUICE_EXTERN int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
-                                    sluice_job *job, sluice_store *store,
-                                    const char *queue, size_t queue_len,
-                                    uint64_t lease_ms);
-
-/*
- * Renews a job's lease: it now runs out 'lease_ms' from now (a heartbeat,
- * for a job that may take longer than its lease). SLUICE_ELEASE if the
- * lease is no longer this worker's.
- */
-SLUICE_EXTERN int sluice_queue_extend(sluice_store *store, const char *queue,
-                                      size_t queue_len, uint64_t id,
-                                      uint64_t lease, uint64_t lease_ms);
-
-/* Completes a job; SLUICE_ELEASE if its lease is no longer this worker's. */
-SLUICE_EXTERN int sluice_queue_complete(sluice_store *store, const char *queue,
-                                        size_t queue_len, uint64_t id,
-                                        uint64_t lease);
-
-/*
- * Fails a job: taken 'max_attempts' times, it goes to the failed set;
- * before that, back to wait after 'backoff_ms' x 2^(attempt - 1) ms.
- * '*dead' says which (1: failed for good). SLUICE_ELEASE as for complete.
- */
-SLUICE_EXTERN int sluice_queue_fail(int *dead, sluice_store *store,
-                                    const char *queue, size_t queue_len,
-                                    uint64_t id, uint64_t lease,
-                                    uint64_t max_attempts, uint64_t backoff_ms);
-
-/* Where a job is, as seen by the holder of one of its leases. */
-typedef enum sluice_job_state {
-    SLUICE_JOB_HELD = 1,    /* active under that lease: its complete or fail
-                               still counts */
-    SLUICE_JOB_TAKEN = 2,   /* active under another lease, another take's */
-    SLUICE_JOB_WAITING = 3, /* waiting or delayed: it will be taken again */
-    SLUICE_JOB_FAILED = 4,  /* in the failed set */
-    SLUICE_JOB_GONE = 5     /* not in the queue: completed (or never added) */
-} sluice_job_state;
-
-/*
- * Where job 'id' of the queue is, for the holder of lease 'lease': one
- * atomic read that changes nothing. It settles a complete or fail whose
- * answer was lost (SLUICE_ETIMEDOUT, SLUICE_ECONN once the call may have
- * been sent): asked again once the store answers, SLUICE_JOB_HELD means the
- * call was not applied (the lease still holds: call it again), and after a
- * complete SLUICE_JOB_GONE means it was (or, had the lease run out before
- * it, another worker's complete was: the job is done either way); any
- * other state means the job was not completed and is, or will be, taken
- * again (SLUICE_JOB_FAILED: failed for good). Since a job is completed only
- * once, "gone" never comes back.
- */
-SLUICE_EXTERN int sluice_queue_job_state(sluice_job_state *state,
-                                         sluice_store *store,
-                                         const char *queue, size_t queue_len,
-                                         uint64_t id, uint64_t lease);
-
-/*
- * Moves a failed job back to wait, its attempts counted afresh. '*retried'
- * (may be NULL) is 1 when it did, 0 when 'id' is not a failed job of the
- * queue (nothing changes): a result, not an error.
- */
-SLUICE_EXTERN int sluice_queue_retry(int *retried, sluice_store *store,
-                                     const char *queue, size_t queue_len,
-                                     uint64_t id);
-
-/* Lists up to '*n' failed jobs' ids, oldest first; '*n' becomes the count. */
-SLUICE_EXTERN int sluice_queue_failed(uint64_t *ids, size_t *n,
-                                      sluice_store *store, const char *queue,
-                                      size_t queue_len);
-
-/*
- * Sets the cap: at most 'max' jobs taken per 'duration_ms' window ('max' 0:
- * not limited). Every worker sees it at its next take.
- */
-SLUICE_EXTERN int sluice_queue_set_cap(sluice_store *store, const char *queue,
-                                       size_t queue_len, uint64_t max,
-                                       uint64_t duration_ms);
-
-typedef struct sluice_queue_stats {
-    uint64_t waiting, active, delayed, failed, completed;
-    uint64_t max, duration_ms; /* the cap; max 0: not limited */
-    uint64_t count;            /* jobs taken in the current window */
-    uint64_t wait_ms;          /* the queue-limiter read: 0 = may take */
-} sluice_queue_stats;
-
-SLUICE_EXTERN int sluice_queue_stats_get(sluice_queue_stats *out,
-                                         sluice_store *store, const char *queue,
-                                         size_t queue_len);
-
-/*
- * A worker takes jobs from many queues fairly: in turn, one job per queue
- * per round. A queue that answers a wait is skipped until the wait ends, so
- * the others keep flowing. With nothing to take it sleeps, and wakes when a
- * job is added to one of its queues (Pub/Sub), when a deferred queue's wait
- * ends, or when a delayed job or a lease falls due.
- */
-typedef struct sluice_worker sluice_worker;
-
-/* A worker is not thread-safe: one thread at a time calls it (its store may
-   be shared with other threads and workers). A pattern names queues by
-   their text: queues whose names hold a NUL byte are served only by name. */
-
-/* A worker's lease when its options name none: 30 s. */
-#define SLUICE_LEASE_DEFAULT_MS 30000u
-
-/* Versions as for sluice_store_opts: 1 .. SLUICE_WORKER_OPTS_VERSION. */
-#define SLUICE_WORKER_OPTS_VERSION 2
-
-typedef struct sluice_worker_opts {
-    unsigned int version;
-    uint64_t lease_ms;   /* 0 means SLUICE_LEASE_DEFAULT_MS */
-    /* Also serve every queue whose name matches this glob (e.g. "chat:*"),
-       as queues are added; NULL for only the listed ones. A glob that is
-       not one (fnmatch() cannot match it, like "[") is SLUICE_EINVAL. */
-    const char *pattern;
-    /* ---- Since version 2 ---- */
-    /* How often a job's lease may run out (found by this worker's takes)
-       before the job fails for good; 0 means 1. */
-    uint64_t stalled_limit;
-} sluice_worker_opts;
-
-#define SLUICE_WORKER_OPTS_INIT {.version = SLUICE_WORKER_OPTS_VERSION}
-
-/*
- * A worker for the 'nqueues' queues 'queues', each 'queue_lens[i]' bytes
- * long (binary-safe), or NUL-terminated when 'queue_lens' is NULL. The
- * worker copies the names.
- */
-SLUICE_EXTERN int sluice_worker_new(sluice_worker **out, sluice_store *store,
-                                    const char *const *queues,
-                                    const size_t *queue_lens, size_t nqueues,
-                                    const sluice_worker_opts *opts);
-SLUICE_EXTERN void sluice_worker_free(sluice_worker *worker);
-
-/*
- * The next job from any of the worker's queues, waiting at most
- * 'timeout_ms'. On a job, '*queue' points at its queue's name and
- * '*queue_len' (may be NULL) is its length; the name stays valid while the
- * worker lives. On a time-out, job->id is 0. 'job' as for take.
- */
-SLUICE_EXTERN int sluice_worker_next(sluice_job *job, const char **queue,
-                                     size_t *queue_len, sluice_worker *worker,
-                                     uint64_t timeout_ms);
-
-/* ---- Telemetry ---------------------------------------------------------------
- *
- * Named events with numeric measurements and string metadata, after Erlang's
- * :telemetry. sluice emits:
- *
- *   "emq.rate_limit.hit"  a limit was hit. A refused sluice_hit():
- *                         measurement delay_ms (its retry_after_ms);
- *                         metadata key, algorithm, limit, window_ms, store.
- *                         A refused sluice_hit_all(): once, the same, of
- *                         the limit that decided (its 'limit' field) and
- *                         with the combined retry_after_ms.
- *                         A deferred sluice_queue_take(): measurement
- *                         delay_ms (the wait); metadata queue, algorithm
- *                         ("fixed"), limit.
- *
- * With no handler attached an emit costs one relaxed atomic load; building
- * with SLUICE_NO_TELEMETRY removes even that. Handlers run on the calling
- * thread, must not block, and must not attach or detach handlers.
- */
-#define SLUICE_EVENT_RATE_LIMIT_HIT "emq.rate_limit.hit"
-
-typedef struct sluice_measurement {
-    const char *name;
-    double value;
-} sluice_measurement;
-
-typedef struct sluice_metadata {
-    const char *name;
-    const char *value; /* not NUL-terminated: binary keys */
-    size_t value_len;
-} sluice_metadata;
-
-typedef struct sluice_event {
-    const char *name;
-    const sluice_measurement *measurements;
-    size_t n_measurements;
-    const sluice_metadata *metadata;
-    size_t n_metadata;
-} sluice_event;
-
-typedef void (*sluice_handler_fn)(const sluice_event *event, void *payload);
-
-/*
- * Attaches 'fn' under the unique 'handler_id' to the event 'event_name'.
- * SLUICE_EINVAL if the id is taken. 'payload' is passed back on each call.
- */
-SLUICE_EXTERN int sluice_telemetry_attach(const char *handler_id,
-                                          const char *event_name,
-                                          sluice_handler_fn fn, void *payload);
-/* Detaches the handler; SLUICE_EINVAL if no handler has that id. */
-SLUICE_EXTERN int sluice_telemetry_detach(const char *handler_id);
-/* Calls every handler attached to 'event->name'. */
-SLUICE_EXTERN void sluice_telemetry_emit(const sluice_event *event);
 
 #ifdef __cplusplus
 }

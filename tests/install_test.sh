@@ -2,7 +2,8 @@
 #
 # install_test.sh - `cmake --install` into a temporary prefix, then the
 # README's C example built against it with pkg-config, shared and static,
-# and run. Proves the install target, sluice.pc and the example together.
+# and run, and each installed header built alone. Proves the install
+# target, sluice.pc and the example together.
 #
 # Usage: bash tests/install_test.sh PATH-TO-SLUICE (in BUILD/cli/sluice)
 set -u
@@ -23,7 +24,8 @@ check() {
 
 cmake --install "$BUILD" --prefix "$TMP/prefix" >"$TMP/log" 2>&1
 check "cmake --install into a temporary prefix" $?
-for f in include/sluice.h bin/sluice; do
+# Every public header of the source tree: sluice.h and include/sluice/*.h.
+for f in $(cd "$SRC" && ls include/sluice.h include/sluice/*.h) bin/sluice; do
     [ -e "$TMP/prefix/$f" ]
     check "installed $f" $?
 done
@@ -36,6 +38,14 @@ libdir=$(pkg-config --variable=libdir sluice)
 # A sanitizer build's library needs the same sanitizer in the program.
 san=$(sed -n 's/^SLUICE_SANITIZE:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 CFLAGS_SAN=${san:+-fsanitize=$san}
+
+# Each installed header, included alone, compiles with pkg-config's flags.
+for h in $(cd "$TMP/prefix/include" && ls sluice.h sluice/*.h); do
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$TMP/alone.c"
+    cc -std=c11 -Wall -Werror "$TMP/alone.c" $(pkg-config --cflags sluice) \
+        -o "$TMP/alone" >"$TMP/log" 2>&1
+    check "<$h> alone builds against the installed tree" $?
+done
 
 sed -n '/^```c$/,/^```$/p' "$SRC/README.md" | sed '1d;$d' >"$TMP/example.c"
 [ -s "$TMP/example.c" ]

@@ -227,7 +227,7 @@ typedef struct srvtime_row {
 typedef struct srvtime {
     srvtime_row rows[NSRVTIME_ROWS];
     unsigned long calls;  /* per row, timed */
-    char module[96];      /* what SLUICE.VERSION answered, or "" */
+    char module[192];     /* what SLUICE.VERSION answered, or "" */
 } srvtime;
 
 /* ---- The whole run ------------------------------------------------------- */

@@ -8,7 +8,7 @@
  * and it is the only file of bench/ that does (src/ is on the include path
  * of this file alone): the server key it makes of an id
  * (sluice__key_build(), src/store/store.h) and each algorithm's script
- * (sluice__algos[a]->script, src/algo/algo.h). The rest of the benchmark
+ * (sluice__algo_scripts[a], src/algo/algo.h). The rest of the benchmark
  * asks for them here: raw_key_build() gives the key sets of the raw rows and
  * the keys whose memory measure.c reads.
  */
@@ -38,7 +38,7 @@ int raw_key_build(char *out, size_t cap, size_t *len, const char *id,
 int raw_script_load(server *s, sluice_algo algo, char sha[41])
 {
     redisReply *r = ctl_cmd(s, "SCRIPT LOAD %s",
-                            sluice__algos[algo]->script->text);
+                            sluice__algo_scripts[algo]->text);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40;
 
     if (ok)

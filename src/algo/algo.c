@@ -55,6 +55,16 @@ int sluice_limit_check(const sluice_limit *limit)
 
     if (limit == NULL)
         return sluice__error(SLUICE_EINVAL, "limit is NULL");
+    /* A later header's field, or a limit left uninitialised (sluice.h). */
+    for (size_t i = 0; i < sizeof(limit->reserved) / sizeof(limit->reserved[0]);
+         i++)
+        if (limit->reserved[i] != 0)
+            return sluice__error(SLUICE_EINVAL,
+                                 "limit's reserved[%zu] is %llu, not 0: a "
+                                 "field sluice %s does not know, or a limit "
+                                 "not zeroed (use SLUICE_LIMIT() or = {0})",
+                                 i, (unsigned long long)limit->reserved[i],
+                                 SLUICE_VERSION);
     if ((unsigned)limit->algo >= SLUICE__ALGO_N)
         return sluice__error(SLUICE_EINVAL, "unknown algorithm %d",
                              (int)limit->algo);

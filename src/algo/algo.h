@@ -1,22 +1,30 @@
 /*
- * algo.h - an algorithm, as a table of pure functions, and the table of
- * every algorithm.
+ * algo.h - an algorithm, as a table of pure functions and a table of what
+ * only a store on a server needs of it, and the tables of every algorithm.
  *
  * An algorithm lives in one folder, src/algo/NAME/:
  *
- *   NAME.c    its table (below), a 'const sluice__algo sluice__algo_NAME':
- *             pure functions of (state, limit, now, cost), no I/O, no clock
+ *   NAME.c    its two tables (below): 'const sluice__algo sluice__algo_NAME',
+ *             pure functions of (state, limit, now, cost), no I/O, no clock;
+ *             and 'const sluice__algo_server sluice__algo_server_NAME', its
+ *             server part
  *   NAME.lua  the same decision as a server script, between the shared
  *             src/algo/prelude.lua and src/algo/epilogue.lua (which give every
- *             algorithm's script the same ARGV and reply)
+ *             algorithm's script the same ARGV and reply), built into
+ *             'sluice__script_NAME'
  *   model.c   a plain reference model of it, for the tests
  *   demo.txt  what 'sluice demo' says of it (cli/demo.c)
  *
  * (optional: module.c, its glue in sluice.so, and fn_check.lua, its bounds
  * for the Functions library) and one line in SLUICE_ALGO_MAP
- * (include/sluice.h), from which the enum, the table below, the build
+ * (include/sluice.h), from which the enum, the tables below, the build
  * (CMakeLists.txt) and the tests derive. README.md's "Adding an algorithm"
  * is the recipe, and CI follows it (scripts/sixth_algo.sh).
+ *
+ * The parts are linked apart: the embedded store uses only the pure table
+ * (algo.c's sluice__algos), the server module also the server parts
+ * (server.c's sluice__algo_servers) but no script, and only the client's
+ * server stores run the scripts (scripts.c's sluice__algo_scripts).
  */
 #ifndef SLUICE_ALGO_H
 #define SLUICE_ALGO_H
@@ -82,17 +90,6 @@ typedef struct sluice__word_ops {
  */
 typedef struct sluice__algo {
     const char *name;              /* "sliding-log": the public name */
-    const sluice__script *script;  /* its Lua mirror, for server stores */
-    /* What its key holds on a server ("a sorted set"), for the message when
-       a key holds something else. */
-    const char *server_value;
-    /* Whether a server store remembers its refusals by default
-       (refused_cache=default): only where a refusal is certain to stand
-       until its wait ends, whatever else arrives meanwhile. */
-    bool refused_cache_default;
-    /* The furthest reset_after_ms its script answers, in windows (a reply
-       beyond is wrong); 0 when it has no bound of its own. */
-    uint64_t reset_windows;
     /* Whether it takes a burst; without, only burst 0 is a valid limit. */
     bool has_burst;
     /* Bounds of its own beyond the common ones (sluice_limit_check()), or
@@ -115,15 +112,40 @@ typedef struct sluice__algo {
     const sluice__word_ops *word;
 } sluice__algo;
 
-/* Each algorithm's table and script, named after its folder. */
-#define SLUICE__ALGO_DECLARE(name, val, folder)          \
-    extern const sluice__algo sluice__algo_##folder;      \
+/* ---- The server part ----------------------------------------------------- */
+
+/*
+ * What a store on a server (the client's valkey/ stores, the guard around
+ * them) and the server module need of an algorithm, beyond its pure table.
+ */
+typedef struct sluice__algo_server {
+    /* What its key holds on a server ("a sorted set"), for the message when
+       a key holds something else. */
+    const char *value;
+    /* Whether a server store remembers its refusals by default
+       (refused_cache=default): only where a refusal is certain to stand
+       until its wait ends, whatever else arrives meanwhile. */
+    bool refused_cache_default;
+    /* The furthest reset_after_ms its script answers, in windows (a reply
+       beyond is wrong); 0 when it has no bound of its own. */
+    uint64_t reset_windows;
+} sluice__algo_server;
+
+/* ---- Every algorithm -------------------------------------------------------- */
+
+/* Each algorithm's tables and script, named after its folder. */
+#define SLUICE__ALGO_DECLARE(name, val, folder)                   \
+    extern const sluice__algo sluice__algo_##folder;               \
+    extern const sluice__algo_server sluice__algo_server_##folder; \
     extern const sluice__script sluice__script_##folder;
 SLUICE_ALGO_MAP(SLUICE__ALGO_DECLARE)
 #undef SLUICE__ALGO_DECLARE
 
-/* The table, indexed by sluice_algo. */
+/* The tables, indexed by sluice_algo: the pure ones (algo.c), the server
+   parts (server.c) and the scripts (scripts.c). */
 extern const sluice__algo *const sluice__algos[SLUICE__ALGO_N];
+extern const sluice__algo_server *const sluice__algo_servers[SLUICE__ALGO_N];
+extern const sluice__script *const sluice__algo_scripts[SLUICE__ALGO_N];
 
 /*
  * Decides on 'word' as 'algo' does (its word decide(), else load(), decide(),

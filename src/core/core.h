@@ -158,6 +158,13 @@ extern _Atomic size_t sluice__telemetry_attached;
     (atomic_load_explicit(&sluice__telemetry_attached, memory_order_relaxed) != 0)
 #endif
 
+/*
+ * Calls every handler attached to 'event->name' with 'event', and every one
+ * attached to 'alias' with the same event named 'alias', in one pass: an
+ * event's deprecated name keeps its handlers (see sluice/telemetry.h).
+ */
+void sluice__telemetry_emit_alias(const sluice_event *event, const char *alias);
+
 /* ---- Parking (core/park.c) ------------------------------------------------- */
 
 /*

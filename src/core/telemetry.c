@@ -97,11 +97,23 @@ int sluice_telemetry_detach(const char *handler_id)
 
 void sluice_telemetry_emit(const sluice_event *event)
 {
+    sluice__telemetry_emit_alias(event, NULL);
+}
+
+void sluice__telemetry_emit_alias(const sluice_event *event, const char *alias)
+{
+    sluice_event renamed;
+
     if (event == NULL || !sluice__telemetry_active())
         return;
+    renamed = *event;
+    renamed.name = alias;
     pthread_rwlock_rdlock(&lock);
-    for (handler *h = handlers; h != NULL; h = h->next)
+    for (handler *h = handlers; h != NULL; h = h->next) {
         if (strcmp(h->event, event->name) == 0)
             h->fn(event, h->payload);
+        else if (alias != NULL && strcmp(h->event, alias) == 0)
+            h->fn(&renamed, h->payload);
+    }
     pthread_rwlock_unlock(&lock);
 }

@@ -1,7 +1,7 @@
 /*
- * util.c - the small utilities every part of the library shares: the
- * monotonic clock, numbers as text and from text, hashing, random seeds, and
- * option structs of any version.
+ * util.c - the small utilities every part of the library shares: its
+ * version, the monotonic clock, numbers as text and from text, hashing,
+ * random seeds, and option structs of any version.
  */
 #define _DEFAULT_SOURCE /* getrandom() */
 
@@ -11,6 +11,17 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The library's own version: the header's when it was compiled. */
+const char *sluice_version(void)
+{
+    return SLUICE_VERSION;
+}
+
+int sluice_version_number(void)
+{
+    return SLUICE_VERSION_NUMBER;
+}
 
 uint64_t sluice__monotonic_ms(void)
 {

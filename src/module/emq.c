@@ -2,12 +2,18 @@
  * emq.c - the job queue's limiter as module commands, exactly as its
  * scripts (src/queue/lua/):
  *
- *   SLUICE.EMQINCR limiter window_ms   emq_incr.lua: the fixed window's
- *       counter step (counter.lua), one unit -> [count, pttl]
- *   SLUICE.EMQTTL limiter meta [max]   emq_ttl.lua (limiter.lua's
+ *   SLUICE.EMQINCR limiter window_ms [now]   emq_incr.lua: the fixed
+ *       window's counter step (counter.lua), one unit -> [count, pttl]
+ *   SLUICE.EMQTTL limiter meta [max [now]]   emq_ttl.lua (limiter.lua's
  *       limiter_state()): the wait in ms; 'max' 0 or absent reads the
  *       field 'max' of the meta hash, and then a hash with a numeric
  *       'max' and no duration above 0 is the dequeue point's error
+ *
+ * 'now' is the caller's clock in ms, or "" for the server's, as every
+ * queue script takes it (src/queue/lua/now.lua): checked as SLUICE.HIT's
+ * NOW (0 to 2^53), and then unused by both, as by their scripts: the
+ * limiter's window is the counter's own lifetime (PTTL), the server's
+ * clock, as the fixed window keeps it under clock=caller.
  *
  * The key 'limiter' is the queue's emq:{q}:limiter, the same string and
  * expiry the scripts keep; errors the scripts pass on (a key of the wrong
@@ -21,6 +27,24 @@
 #define NOT_INTEGER "ERR value is not an integer or out of range"
 #define OVERFLOW "ERR increment or decrement would overflow"
 
+/*
+ * The optional 'now' of a queue script's twin, argv[at] when argc reaches
+ * it: "" or absent leaves '*now' (the server's clock); else a number 0 to
+ * 2^53 (an error reply and -1 otherwise).
+ */
+static int now_arg(RedisModuleCtx *ctx, RedisModuleString **argv, int argc,
+                   int at, uint64_t *now)
+{
+    size_t len = 0;
+
+    if (argc <= at)
+        return 0;
+    RedisModule_StringPtrLen(argv[at], &len);
+    if (len == 0)
+        return 0;
+    return sluice__mod_number(ctx, argv[at], "now", 0, SLUICE_NOW_MAX_MS, now);
+}
+
 int sluice__mod_emqincr(RedisModuleCtx *ctx, RedisModuleString **argv,
                         int argc)
 {
@@ -30,16 +54,17 @@ int sluice__mod_emqincr(RedisModuleCtx *ctx, RedisModuleString **argv,
     long long n, ttl;
     int rc;
 
-    if (argc != 3)
+    if (argc != 3 && argc != 4)
         return sluice__mod_error(ctx, "wrong number of arguments for "
                                  "SLUICE.EMQINCR (expected limiter "
-                                 "window_ms)");
-    if (sluice__mod_number(ctx, argv[2], "window_ms", 1, SLUICE_WINDOW_MAX_MS,
-                           &limit.window_ms) < 0)
-        return REDISMODULE_OK;
-    call.key = argv[1];
+                                 "window_ms [now])");
     call.server_ms = (uint64_t)RedisModule_Milliseconds();
     call.now_ms = call.server_ms;
+    if (sluice__mod_number(ctx, argv[2], "window_ms", 1, SLUICE_WINDOW_MAX_MS,
+                           &limit.window_ms) < 0 ||
+        now_arg(ctx, argv, argc, 3, &call.now_ms) < 0)
+        return REDISMODULE_OK;
+    call.key = argv[1];
     rc = sluice__mod_counter_incr(&call, 1, LLONG_MAX, &n, &ttl);
     if (rc == SLUICE__MODULE_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
@@ -155,17 +180,18 @@ static bool cap_unenforceable(RedisModuleCtx *ctx, RedisModuleString *meta)
 int sluice__mod_emqttl(RedisModuleCtx *ctx, RedisModuleString **argv,
                        int argc)
 {
-    uint64_t max = 0;
+    uint64_t max = 0, now = 0;
     long long wait = 0;
     double cap;
     int found;
 
-    if (argc != 3 && argc != 4)
+    if (argc < 3 || argc > 5)
         return sluice__mod_error(ctx, "wrong number of arguments for "
                                  "SLUICE.EMQTTL (expected limiter meta "
-                                 "[max])");
-    if (argc == 4 && sluice__mod_number(ctx, argv[3], "max", 0,
-                                        SLUICE_MAX_MAX, &max) < 0)
+                                 "[max [now]])");
+    if ((argc >= 4 && sluice__mod_number(ctx, argv[3], "max", 0,
+                                         SLUICE_MAX_MAX, &max) < 0) ||
+        now_arg(ctx, argv, argc, 4, &now) < 0)
         return REDISMODULE_OK;
     found = cap_of(ctx, argv[2], max, &cap);
     if (found > 0 && wait_of(ctx, argv[1], cap, &wait) < 0)

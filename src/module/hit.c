@@ -285,7 +285,7 @@ int sluice__mod_hit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         snprintf(msg, sizeof(msg), "WRONGTYPE sluice: the key holds something "
                  "%s never writes there (it keeps %s)",
                  sluice__algos[a.limit.algo]->name,
-                 sluice__algos[a.limit.algo]->server_value);
+                 sluice__algo_servers[a.limit.algo]->value);
         return RedisModule_ReplyWithError(ctx, msg);
     }
     if (rc < 0)

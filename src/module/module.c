@@ -17,26 +17,37 @@
 
 /* ---- SLUICE.VERSION --------------------------------------------------------- */
 
+/*
+ * "sluice.so VERSION api N algos NAME [NAME ...]": the module's version, its
+ * API, and the algorithms it decides (those with glue in this build), so
+ * that a client sends the others to their scripts (src/valkey/engine.c). A
+ * client that reads only as far as the api number reads it as before.
+ */
 static int version_command(RedisModuleCtx *ctx, RedisModuleString **argv,
                            int argc)
 {
-    char text[64];
-    int len;
+    char text[64 + SLUICE__ALGO_N * 32];
+    size_t len;
 
     (void)argv;
     if (argc != 1)
         return sluice__mod_error(ctx, "SLUICE.VERSION takes no argument");
-    len = snprintf(text, sizeof(text), "sluice.so %s api %d", SLUICE_VERSION,
-                   REDISMODULE_APIVER_1);
-    return RedisModule_ReplyWithStringBuffer(ctx, text, (size_t)len);
+    len = (size_t)snprintf(text, sizeof(text), "sluice.so %s api %d algos",
+                           SLUICE_VERSION, REDISMODULE_APIVER_1);
+    for (unsigned a = 0; a < SLUICE__ALGO_N && len < sizeof(text); a++)
+        if (sluice__module_glues[a] != NULL)
+            len += (size_t)snprintf(text + len, sizeof(text) - len, " %s",
+                                    sluice__algos[a]->name);
+    return RedisModule_ReplyWithStringBuffer(
+        ctx, text, len < sizeof(text) ? len : sizeof(text) - 1);
 }
 
 /* ---- The command table -------------------------------------------------- */
 
 #define KEY_SPEC_END {0}
 
-/* SLUICE.HIT key ... and SLUICE.EMQINCR limiter window_ms: one key, read
-   and updated. */
+/* SLUICE.HIT key ... and SLUICE.EMQINCR limiter window_ms [now]: one key,
+   read and updated. */
 static RedisModuleCommandKeySpec one_key_updated[] = {
     {.flags = REDISMODULE_CMD_KEY_RW | REDISMODULE_CMD_KEY_ACCESS |
               REDISMODULE_CMD_KEY_UPDATE,
@@ -67,7 +78,7 @@ static RedisModuleCommandKeySpec reset_keys[] = {
     KEY_SPEC_END,
 };
 
-/* SLUICE.EMQTTL limiter meta [max]: two keys, read. */
+/* SLUICE.EMQTTL limiter meta [max [now]]: two keys, read. */
 static RedisModuleCommandKeySpec emqttl_keys[] = {
     {.flags = REDISMODULE_CMD_KEY_RO | REDISMODULE_CMD_KEY_ACCESS,
      .begin_search_type = REDISMODULE_KSPEC_BS_INDEX, .bs.index.pos = 1,

@@ -27,12 +27,15 @@ static int queue_check(sluice__qserver *s, sluice_store *store,
 }
 
 /*
- * Runs a queue-limiter script: on EMQ:{q}:limiter alone, or with
- * EMQ:{q}:meta too when 'with_meta', then the one number 'arg'.
+ * Runs a queue-limiter script, or its twin 'command' in the server's native
+ * module (the same keys, arguments and reply) where the store uses the
+ * module: on EMQ:{q}:limiter alone, or with EMQ:{q}:meta too when
+ * 'with_meta', then the one number 'arg'.
  */
 static int limiter_eval(redisReply **out, const sluice__qserver *s,
-                        const sluice__script *script, const char *queue,
-                        size_t queue_len, bool with_meta, uint64_t arg)
+                        const char *command, const sluice__script *script,
+                        const char *queue, size_t queue_len, bool with_meta,
+                        uint64_t arg)
 {
     char lbuf[KEY_BUF], mbuf[KEY_BUF], num[24];
     const char *args[3];
@@ -52,8 +55,8 @@ static int limiter_eval(redisReply **out, const sluice__qserver *s,
         args[1] = meta;
         args[nkeys] = num;
         lens[nkeys] = sluice__u64_text(num, arg);
-        err = s->ops->eval(s->impl, script, nkeys, nkeys + 1, args, lens,
-                           out);
+        err = s->ops->eval_module(s->impl, command, script, nkeys,
+                                  nkeys + 1, args, lens, out);
     }
     if (lim != NULL && lim != lbuf)
         free(lim);
@@ -79,8 +82,9 @@ int sluice_emq_rate_limit_ttl(uint64_t *wait_ms, sluice_store *store,
     if (max > SLUICE_MAX_MAX)
         return sluice__error(SLUICE_ERANGE, "max %llu is above 2^53 - 1",
                              (unsigned long long)max);
-    if ((err = limiter_eval(&r, &s, &sluice__script_emq_ttl, queue,
-                            queue_len, true, max)) < 0)
+    if ((err = limiter_eval(&r, &s, "SLUICE.EMQTTL",
+                            &sluice__script_emq_ttl, queue, queue_len, true,
+                            max)) < 0)
         return err;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
         (uint64_t)r->integer > SLUICE_NOW_MAX_MS)
@@ -112,8 +116,9 @@ int sluice_emq_limiter_incr(uint64_t *count, uint64_t *ttl_ms,
                             (unsigned long long)window_ms,
                             (unsigned long long)SLUICE_WINDOW_MAX_MS);
     else
-        err = limiter_eval(&r, &s, &sluice__script_emq_incr, queue, queue_len,
-                           false, window_ms);
+        err = limiter_eval(&r, &s, "SLUICE.EMQINCR",
+                           &sluice__script_emq_incr, queue, queue_len, false,
+                           window_ms);
     if (err == 0) {
         if ((err = sluice__queue_reply_u64(r, 0, what, 1, SLUICE_MAX_MAX,
                                            &c)) == 0)

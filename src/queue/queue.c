@@ -63,11 +63,13 @@ int sluice__qserver_of(sluice__qserver *out, const sluice_store *store,
     if (err == 0) {
         out->prefix = store->backend.emq_prefix;
         out->max_payload = store->backend.max_payload;
+        err = sluice__store_now(out->now, &out->now_len, store);
     }
     return err;
 }
 
-/* A call's script, keys and arguments. */
+/* A call's script, keys and arguments; an argument NULL is the call's
+   clock (the server's now_len and now: src/queue/lua/now.lua). */
 typedef struct qcall {
     const sluice__script *script;
     const int *which; /* the keys, in order */
@@ -101,8 +103,8 @@ static int queue_eval(redisReply **out, const sluice__qserver *s,
             l[i] = k.lens[c->which[i]];
         }
         for (int i = 0; i < c->nargs; i++) {
-            a[c->nkeys + i] = c->args[i];
-            l[c->nkeys + i] = c->lens[i];
+            a[c->nkeys + i] = c->args[i] != NULL ? c->args[i] : s->now;
+            l[c->nkeys + i] = c->args[i] != NULL ? c->lens[i] : s->now_len;
         }
         err = s->ops->eval(s->impl, c->script, c->nkeys, (int)argc, a, l, out);
         qkeys_free(&k);
@@ -155,17 +157,6 @@ static int reply_array(const redisReply *r, size_t n, const char *what)
 
 /* ---- The registry and the wake-up channel ------------------------------------------- */
 
-char *sluice__queue_registry(char *buf, size_t cap, size_t *len,
-                             const sluice__qserver *s)
-{
-    size_t need = strlen(s->prefix) + sizeof(":queues");
-    char *key = need <= cap ? buf : malloc(need);
-
-    if (key != NULL)
-        *len = (size_t)snprintf(key, need, "%s:queues", s->prefix);
-    return key;
-}
-
 /* Registers 'queue' for workers that serve a pattern. */
 static void registry_add(const sluice__qserver *s, const char *queue,
                          size_t queue_len)
@@ -182,11 +173,6 @@ static void registry_add(const sluice__qserver *s, const char *queue,
         freeReplyObject(r);
     if (key != buf)
         free(key);
-}
-
-void sluice__queue_channel(char *buf, const sluice__qserver *s)
-{
-    snprintf(buf, SLUICE__CHANNEL_MAX, "%s:added", s->prefix);
 }
 
 /*
@@ -250,10 +236,10 @@ static int add_batch(const sluice__qserver *s, const char *queue,
 {
     static const int which[] = {K_WAIT, K_DELAYED, K_DATA, K_META};
     char channel[SLUICE__CHANNEL_MAX], (*delays)[24] = NULL;
-    const char **args = malloc((2 + 2 * n) * sizeof(*args));
-    size_t *lens = malloc((2 + 2 * n) * sizeof(*lens));
+    const char **args = malloc((3 + 2 * n) * sizeof(*args));
+    size_t *lens = malloc((3 + 2 * n) * sizeof(*lens));
     qcall c = {&sluice__script_queue_add, which, 4, args, lens,
-               (int)(2 + 2 * n)};
+               (int)(3 + 2 * n)};
     redisReply *r = NULL;
     int err = SLUICE_OK;
 
@@ -261,10 +247,10 @@ static int add_batch(const sluice__qserver *s, const char *queue,
         (delays = malloc(n * sizeof(*delays))) == NULL)
         err = sluice__error(SLUICE_ENOMEM, "no memory for %zu jobs", n);
     for (size_t i = 0; i < n && err == 0; i++) {
-        args[2 + 2 * i] = jobs[i].payload_len > 0 ? jobs[i].payload : "";
-        lens[2 + 2 * i] = jobs[i].payload_len;
-        args[3 + 2 * i] = delays[i];
-        lens[3 + 2 * i] = sluice__u64_text(delays[i], jobs[i].delay_ms);
+        args[3 + 2 * i] = jobs[i].payload_len > 0 ? jobs[i].payload : "";
+        lens[3 + 2 * i] = jobs[i].payload_len;
+        args[4 + 2 * i] = delays[i];
+        lens[4 + 2 * i] = sluice__u64_text(delays[i], jobs[i].delay_ms);
     }
     if (err == 0) {
         sluice__queue_channel(channel, s);
@@ -272,6 +258,7 @@ static int add_batch(const sluice__qserver *s, const char *queue,
         lens[0] = strlen(channel);
         args[1] = queue_len > 0 ? queue : "";
         lens[1] = queue_len;
+        args[2] = NULL; /* the clock */
         err = queue_eval(&r, s, queue, queue_len, &c);
     }
     if (err == 0) {
@@ -339,7 +326,7 @@ static void emit_deferred(const char *queue, size_t queue_len, uint64_t wait,
         {"algorithm", "fixed", 5},
         {"limit", limit, 0},
     };
-    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 3};
+    sluice_event ev = {SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, m, 1, md, 3};
 
     md[2].value_len = sluice__u64_text(limit, max);
     sluice_telemetry_emit(&ev);
@@ -411,9 +398,9 @@ int sluice__queue_take(sluice_take_status *status, uint64_t *wait_ms,
     static const int which[] = {K_WAIT,    K_ACTIVE,  K_DELAYED,  K_DATA,
                                 K_META,    K_LIMITER, K_ATTEMPTS, K_FAILED};
     char lease[24], stalls[24];
-    const char *args[2] = {lease, stalls};
-    size_t lens[2];
-    qcall c = {&sluice__script_queue_take, which, 8, args, lens, 2};
+    const char *args[3] = {lease, stalls, NULL}; /* NULL: the clock */
+    size_t lens[3];
+    qcall c = {&sluice__script_queue_take, which, 8, args, lens, 3};
     sluice__qserver s;
     redisReply *r = NULL;
     uint64_t max = 0;
@@ -466,9 +453,10 @@ static int finish(uint64_t *outcome, sluice_store *store, const char *call,
     static const int which[] = {K_WAIT, K_ACTIVE,   K_DELAYED, K_DATA,
                                 K_META, K_ATTEMPTS, K_FAILED};
     char text[4][24];
-    const char *args[5] = {text[0], text[1], op->name, text[2], text[3]};
-    size_t lens[5];
-    qcall c = {&sluice__script_queue_done, which, 7, args, lens, 5};
+    const char *args[6] = {text[0], text[1], op->name, text[2], text[3],
+                           NULL}; /* NULL: the clock */
+    size_t lens[6];
+    qcall c = {&sluice__script_queue_done, which, 7, args, lens, 6};
     sluice__qserver s;
     redisReply *r = NULL;
     int err;

@@ -29,14 +29,21 @@ typedef struct sluice__qserver {
     void *impl;
     const char *prefix; /* the queue keys' prefix, "emq" by default */
     uint64_t max_payload; /* the largest payload a take can read back */
+    /* The clock argument of the scripts that read one (src/queue/lua/
+       now.lua): the store's clock in ms, read when the server was asked
+       for, with clock=caller; else "" (now_len 0): the server's. */
+    char now[24];
+    size_t now_len;
 } sluice__qserver;
 
 /*
  * The server of 'store', for the queue call 'call' (named in the message
- * when the store has none: SLUICE_ENOTSUP).
+ * when the store has none: SLUICE_ENOTSUP), and the clock of the call
+ * (SLUICE_ERANGE when a caller's clock reads beyond 2^53).
  */
 int sluice__qserver_of(sluice__qserver *out, const sluice_store *store,
                        const char *call);
+
 
 /*
  * The name of the registry of queue names, EMQ ":queues", in 'buf' or, when

@@ -47,6 +47,24 @@ struct sluice_worker {
     char err_msg[512];      /* the message of the last take that failed */
 };
 
+/* The names a worker watches (queue.h), which every add writes to
+   (queue.c): the registry of queue names, and the wake-up channel. */
+char *sluice__queue_registry(char *buf, size_t cap, size_t *len,
+                             const sluice__qserver *s)
+{
+    size_t need = strlen(s->prefix) + sizeof(":queues");
+    char *key = need <= cap ? buf : malloc(need);
+
+    if (key != NULL)
+        *len = (size_t)snprintf(key, need, "%s:queues", s->prefix);
+    return key;
+}
+
+void sluice__queue_channel(char *buf, const sluice__qserver *s)
+{
+    snprintf(buf, SLUICE__CHANNEL_MAX, "%s:added", s->prefix);
+}
+
 static wqueue *worker_find(sluice_worker *w, const char *name, size_t len)
 {
     for (size_t i = 0; i < w->n; i++)

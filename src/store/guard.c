@@ -230,7 +230,7 @@ static unsigned cached_algos(sluice_refused_cache setting)
     for (unsigned a = 0; a < SLUICE__ALGO_N; a++)
         if (setting == SLUICE_REFUSED_CACHE_ALL ||
             (setting == SLUICE_REFUSED_CACHE_DEFAULT &&
-             sluice__algos[a]->refused_cache_default))
+             sluice__algo_servers[a]->refused_cache_default))
             bits |= 1u << a;
     return bits;
 }

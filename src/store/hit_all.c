@@ -5,7 +5,7 @@
  * The checks that do not depend on the store are made here, once: 1 <= n
  * <= SLUICE_HIT_ALL_MAX, every limit valid, the cost within every max, and
  * no two limits of one algorithm and window (they would share a state).
- * The store decides every limit at once (its 'decide_all': mem_all.c,
+ * The store decides every limit at once (its 'decide_all': mem/mem_all.c,
  * valkey/hit_all.c, and the guard around a server store); this file then
  * combines the limits' answers into one decision (see include/sluice.h).
  */

@@ -134,6 +134,22 @@ int sluice__store_server(const sluice__server_ops **ops, void **impl,
     return SLUICE_OK;
 }
 
+int sluice__store_now(char *buf, size_t *len, const sluice_store *store)
+{
+    sluice_clock_ms_fn clock = store->backend.caller_clock_ms;
+    uint64_t t;
+
+    *len = 0;
+    buf[0] = '\0';
+    if (clock == NULL)
+        return SLUICE_OK;
+    if ((t = clock(store->backend.caller_clock_payload)) > SLUICE_NOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE, "the clock reads %llu ms, beyond "
+                             "2^53", (unsigned long long)t);
+    *len = sluice__u64_text(buf, t);
+    return SLUICE_OK;
+}
+
 /*
  * The length of the scheme that 'url' starts with, as a message may show
  * it: one of this library's names (any case) and its ':' and '/'s; 0 when
@@ -243,8 +259,10 @@ static int decide(sluice_decision *out, sluice_store *store,
 }
 
 /*
- * The "emq.rate_limit.hit" receipt for a refused hit. Only reached when a
- * handler is attached, so the hot path pays one relaxed load.
+ * The "sluice.hit.refused" receipt for a refused hit, given until 0.2 to
+ * the handlers of its deprecated name "emq.rate_limit.hit" too (now the
+ * queue's; sluice/telemetry.h). Only reached when a handler is attached,
+ * so the hot path pays one relaxed load.
  */
 static void emit_hit(const sluice_store *store, const sluice_limit *limit,
                      const char *key, size_t key_len,
@@ -260,11 +278,11 @@ static void emit_hit(const sluice_store *store, const sluice_limit *limit,
         {"window_ms", window, 0},
         {"store", store->backend.kind, strlen(store->backend.kind)},
     };
-    sluice_event ev = {SLUICE_EVENT_RATE_LIMIT_HIT, m, 1, md, 5};
+    sluice_event ev = {SLUICE_EVENT_HIT_REFUSED, m, 1, md, 5};
 
     md[2].value_len = sluice__u64_text(max, limit->max);
     md[3].value_len = sluice__u64_text(window, limit->window_ms);
-    sluice_telemetry_emit(&ev);
+    sluice__telemetry_emit_alias(&ev, SLUICE_EVENT_EMQ_RATE_LIMIT_HIT);
 }
 
 int sluice_hit(sluice_decision *out, sluice_store *store,

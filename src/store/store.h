@@ -10,7 +10,7 @@
  *   store->ops        the guard (guard.c), for a store on a server: the
  *        |            refused-key cache and the failure policy
  *        v
- *   backend ops       mem.c (the embedded store), valkey/ (a server or a
+ *   backend ops       mem/ (the embedded store), valkey/ (a server or a
  *                     cluster); and beside them, for the queue (queue/),
  *   store->server     the server interface: run a script, run a command,
  *                     a connection of its own
@@ -76,6 +76,14 @@ typedef struct sluice__server_ops {
     int (*eval)(void *impl, const sluice__script *script, int nkeys, int argc,
                 const char *const *args, const size_t *lens,
                 struct redisReply **out);
+    /* Runs 'command', a command of the server's native module that takes
+       the script's keys and arguments and answers its reply, where the
+       store sends its key's calls to the module (its engine); else runs
+       'script', as eval does. */
+    int (*eval_module)(void *impl, const char *command,
+                       const sluice__script *script, int nkeys, int argc,
+                       const char *const *args, const size_t *lens,
+                       struct redisReply **out);
     /* Runs one command whose first key is 'key'. */
     int (*command)(void *impl, const char *key, size_t key_len, int argc,
                    const char **argv, const size_t *lens,
@@ -108,6 +116,10 @@ typedef struct sluice__opened {
     const sluice__server_ops *server; /* NULL: not on a server */
     const char *emq_prefix;           /* the queue keys' prefix, the impl's */
     uint64_t max_payload;             /* the largest job payload it takes */
+    /* The caller's clock the queue's scripts are given (clock=caller, as
+       the limiter's scripts are), or NULL: they read the server's. */
+    sluice_clock_ms_fn caller_clock_ms;
+    void *caller_clock_payload;
     bool remote;                      /* wrap it in the guard */
 } sluice__opened;
 
@@ -120,41 +132,17 @@ typedef struct sluice__opened {
 typedef int (*sluice__open_fn)(sluice__opened *out, sluice_store_opts *o,
                                const char *url);
 
+/* The backends' opens, in store.c's table: the embedded store (mem/) and a
+   server, a cluster or a sentinel's master (valkey/). */
 int sluice__mem_open(sluice__opened *out, sluice_store_opts *o,
                      const char *url);
+int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
+                        const char *url);
 
-/* The embedded store's entries of sluice_hit_all(), held under their shards'
-   locks (mem.c), and the call that uses them (mem_all.c). */
 /* A store and key fit for a call: else SLUICE_EINVAL (NULL store, NULL key
    with a length) or SLUICE_ERANGE (a key over 2^32 - 1 bytes). */
 int sluice__key_check(const sluice_store *store, const char *key,
                       size_t key_len);
-
-typedef enum sluice__hold {
-    SLUICE__HOLD,       /* lock */
-    SLUICE__HOLD_GIVE,  /* unlock */
-    SLUICE__HOLD_SWEEP, /* unlock, then drop what is idle store-wide */
-    SLUICE__HOLD_FULL   /* unlock, and count a SLUICE_EFULL */
-} sluice__hold;
-typedef enum sluice__held {
-    SLUICE__HELD_PEEK, /* decide, count nothing */
-    SLUICE__HELD_HIT,  /* decide and count */
-    SLUICE__HELD_DROP, /* forget */
-    SLUICE__HELD_MAKE, /* make it if there is none */
-    SLUICE__HELD_RESERVE /* make room to count (algo.h's reserve()) */
-} sluice__held;
-uint64_t sluice__mem_all_hash(void *impl, sluice_algo algo, const char *key,
-                              size_t len);
-uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
-                          sluice__hold step, uint64_t now_ms);
-int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
-                     const char *key, size_t len, uint64_t now_ms,
-                     uint64_t cost, sluice__held mode, sluice_decision *out);
-int sluice__mem_decide_all(void *impl, const sluice_limit *limits, size_t n,
-                           const char *key, size_t key_len, uint64_t cost,
-                           sluice__all how, sluice_decision *each);
-int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
-                        const char *url);
 
 struct sluice_store {
     const sluice__store_ops *ops; /* the guard, or the backend itself */
@@ -169,7 +157,15 @@ struct sluice_store {
 int sluice__store_server(const sluice__server_ops **ops, void **impl,
                          const sluice_store *store, const char *call);
 
-/* The "emq.rate_limit.hit" receipt of refusal 'd' by 'limit' (store.c). */
+/*
+ * The clock argument of a server store's scripts (NOW), in 'buf' (24
+ * bytes) and '*len': with clock=caller, the store's clock in ms as text;
+ * else "" (the scripts read the server's). SLUICE_ERANGE when the clock
+ * reads beyond 2^53.
+ */
+int sluice__store_now(char *buf, size_t *len, const sluice_store *store);
+
+/* The "sluice.hit.refused" receipt of refusal 'd' by 'limit' (store.c). */
 void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
                       const char *key, size_t key_len,
                       const sluice_decision *d);

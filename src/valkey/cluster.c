@@ -461,8 +461,10 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
             *out = r;
             return SLUICE_OK;
         }
-        if ((again = sluice__vk_follow(v, rt, r)) == 0)
+        if ((again = sluice__vk_follow(v, rt, r)) == 0) {
+            sluice__vk_reply_noted(n, r);
             err = sluice__vk_reply_error(n, r, argv[0]);
+        }
         freeReplyObject(r);
         if (again <= 0)
             return again < 0 ? again : err;

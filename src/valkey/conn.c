@@ -106,14 +106,29 @@ bool sluice__vk_redirection(const redisReply *r)
            (r->len >= 4 && strncmp(r->str, "ASK ", 4) == 0);
 }
 
+vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR && reply_is(r, "READONLY") &&
+        n->master_stale != NULL)
+        atomic_store(n->master_stale, 1);
+    return sluice__vk_engine_lost(n, r);
+}
+
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
 {
     char text[ERROR_TEXT_MAX * 4 + 4];
+    unsigned algo = 0;
+    vk_lack lack = sluice__vk_module_lack(r, &algo);
 
     error_text(text, r);
-    if (sluice__vk_module_missing(n, r))
+    if (lack == VK_LACK_MODULE)
         return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
                              "no sluice module: %s", n->name, doing, text);
+    if (lack == VK_LACK_ALGO)
+        return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server's "
+                             "sluice module does not decide %s: %s; load a "
+                             "sluice.so that does, or use engine=auto or lua",
+                             n->name, doing, sluice__algos[algo]->name, text);
     if (sluice__vk_unavailable(r))
         return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s", n->name,
                              doing, text);
@@ -126,13 +141,12 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
         strncmp(r->str, "ERR AUTH <password> called without", 34) == 0)
         return sluice__error(SLUICE_EAUTH, "valkey %s: %s: %s: check the "
                              "URL's user and password", n->name, doing, text);
-    if (reply_is(r, "READONLY") && n->master_stale != NULL) {
-        /* The master the sentinels named is a replica now: a failover. */
-        atomic_store(n->master_stale, 1);
+    if (reply_is(r, "READONLY") && n->master_stale != NULL)
+        /* The master the sentinels named is a replica now: a failover
+           (sluice__vk_reply_noted() has the sentinels asked again). */
         return sluice__error(SLUICE_ECONN, "valkey %s: %s: %s: the master "
                              "became a replica (a failover): the sentinels "
                              "are asked again", n->name, doing, text);
-    }
     if (reply_is(r, "READONLY"))
         return sluice__error(SLUICE_ECONFIG, "valkey %s: %s: %s: this server "
                              "is a replica: name its master, or use "

@@ -3,9 +3,9 @@
  *
  * A decision script decides any number of keys in one call (see
  * src/algo/prelude.lua for its arguments), and most of a call's cost on the
- * server is the call itself, not the commands it runs. Where the node has
- * the native module, the call is SLUICE.HITMANY instead of EVALSHA (its
- * node's engine, engine.c), with the same keys and the same flat reply, so
+ * server is the call itself, not the commands it runs. Where the node's
+ * native module decides the algorithm, the call is SLUICE.HITMANY instead
+ * of EVALSHA (engine.c), with the same keys and the same flat reply, so
  * everything below serves both. So a batch
  * (sluice_hit_many()) is one call per slot among its keys (in a cluster) and
  * per GROUP_MAX requests. The calls of a batch are queued on their nodes'
@@ -59,6 +59,7 @@ static int decision_check(const sluice_decision *d, uint64_t allowed,
                           const sluice_limit *limit, uint64_t cost)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
+    uint64_t windows = sluice__algo_servers[limit->algo]->reset_windows;
     const char *wrong = NULL;
 
     if (allowed > 1)
@@ -73,8 +74,7 @@ static int decision_check(const sluice_decision *d, uint64_t allowed,
         wrong = "a refusal without a wait";
     else if (!allowed && d->retry_after_ms > d->reset_after_ms)
         wrong = "a wait longer than the reset";
-    else if (algo->reset_windows != 0 &&
-             d->reset_after_ms > algo->reset_windows * limit->window_ms)
+    else if (windows != 0 && d->reset_after_ms > windows * limit->window_ms)
         wrong = "a reset further out than the algorithm reaches";
     if (wrong == NULL)
         return SLUICE_OK;
@@ -250,7 +250,7 @@ static int group_args_build(group_args *g, void *stack, size_t stack_cap,
     g->argc = (int)(9 + 2 * n);
     g->argv[0] = "EVALSHA";
     g->lens[0] = 7;
-    g->argv[1] = algo->script->sha1;
+    g->argv[1] = sluice__algo_scripts[limit->algo]->sha1;
     g->lens[1] = 40;
     group_arg_u64(g, 2, g->nums[0], n);
     for (size_t i = 0; i < n; i++)
@@ -302,7 +302,7 @@ static void group_answer(const sluice_limit *limit, sluice_request *reqs,
                                    "%s, as sluice writes it there",
                                    (int)g->lens[g->key0 + g->kstep * i],
                                    g->argv[g->key0 + g->kstep * i],
-                                   sluice__algos[limit->algo]->server_value);
+                                   sluice__algo_servers[limit->algo]->value);
         if (q->err < 0 && msgs != NULL)
             snprintf(msgs[todo[i]], sizeof(vk_msg), "%s", sluice_last_error());
     }
@@ -330,8 +330,10 @@ static unsigned request_slot(vk_store *v, const sluice_limit *limit,
     return slot;
 }
 
-/* Whether the call on route 'rt' goes to the module (engine.c). */
-static bool route_engine(vk_store *v, const vk_route *rt)
+/* Whether the call of 'algo' on route 'rt' goes to the module ('*module',
+   engine.c), or SLUICE_ENOTSUP (engine=module, a module without it). */
+static int route_engine(vk_store *v, const vk_route *rt, sluice_algo algo,
+                        bool *module)
 {
     vk_node *n = rt->ask;
 
@@ -339,16 +341,17 @@ static bool route_engine(vk_store *v, const vk_route *rt)
         sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
     if (n == NULL)
         n = sluice__vk_node_for_slot(v, rt->slot, rt->deadline_ms);
-    return sluice__vk_engine_module(v, n);
+    return sluice__vk_engine_pick(v, n, algo, module);
 }
 
 /*
  * Decides requests reqs[todo[0..n)], whose keys share one slot, with one
  * call on 'rt' (NULL: the route of the first key, answered by
- * 'deadline_ms'), to the module where its node has it (never when
- * 'lua_only'), and sets each one's 'err' and 'decision' (and msgs[todo[i]]
- * as group_answer() does). A server that lost the module since it was
- * asked gets the script at once (engine=auto).
+ * 'deadline_ms'), to the module where its node's module decides the
+ * algorithm (never when 'lua_only'), and sets each one's 'err' and
+ * 'decision' (and msgs[todo[i]] as group_answer() does). A server that lost
+ * the module, or the algorithm, since it was asked gets the script at once
+ * (engine=auto).
  */
 static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
                          const sluice_limit *limit, bool consume,
@@ -359,20 +362,22 @@ static void decide_group(vk_store *v, vk_route *rt, uint64_t deadline_ms,
     group_args g = {0};
     redisReply *r = NULL;
     vk_route own;
-    bool module;
-    int err;
+    bool module = false;
+    int err = SLUICE_OK;
 
     if (rt == NULL) {
         rt = &own;
         sluice__vk_route_init(rt, request_slot(v, limit, &reqs[todo[0]]),
                               deadline_ms);
     }
-    module = !lua_only && route_engine(v, rt);
-    err = group_args_build(&g, stack, sizeof(stack), v, limit, consume, reqs,
-                           todo, n, module);
+    if (!lua_only)
+        err = route_engine(v, rt, limit->algo, &module);
+    if (err == 0)
+        err = group_args_build(&g, stack, sizeof(stack), v, limit, consume,
+                               reqs, todo, n, module);
     if (err == 0)
         err = sluice__vk_call_routed(
-            v, rt, module ? NULL : sluice__algos[limit->algo]->script,
+            v, rt, module ? NULL : sluice__algo_scripts[limit->algo],
             g.argc, g.argv, g.lens, &r);
     if (module && err == SLUICE_ENOTSUP && v->engine == SLUICE_ENGINE_AUTO) {
         group_args_free(&g, n);
@@ -459,8 +464,8 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
     c->slot = slot;
     /* Not queued (decided alone when awaited) if any step fails here. */
     c->node = sluice__vk_node_for_slot(v, slot, cs->deadline_ms);
-    c->module = sluice__vk_engine_module(v, c->node);
     if (c->node == NULL ||
+        sluice__vk_engine_pick(v, c->node, limit->algo, &c->module) < 0 ||
         group_args_build(&c->g, NULL, 0, v, limit, consume, cs->reqs, todo,
                          n, c->module) < 0 ||
         (len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv,
@@ -573,7 +578,8 @@ static void calls_write_all(vk_calls *cs)
 /*
  * Answers call 'c' of the set from its reply: as it is, or, when it did not
  * run (a redirection, a server without the script, or without the module
- * since it was asked), by sending it again alone on its route.
+ * or the algorithm since it was asked: noted on the node), by sending it
+ * again alone on its route.
  */
 static void call_answer(vk_calls *cs, slot_call *c)
 {
@@ -585,8 +591,9 @@ static void call_answer(vk_calls *cs, slot_call *c)
 
     sluice__vk_node_noted(v, c->node, err);
     if (err == 0 && r->type == REDIS_REPLY_ERROR) {
-        bool lost = c->module && v->engine == SLUICE_ENGINE_AUTO &&
-                    sluice__vk_module_missing(c->node, r);
+        bool lost = c->module &&
+                    sluice__vk_reply_noted(c->node, r) != VK_LACK_NONE &&
+                    v->engine == SLUICE_ENGINE_AUTO;
 
         sluice__vk_route_init(&rt, c->slot, cs->deadline_ms);
         rt.sends = 1;

@@ -112,7 +112,7 @@ static int read_reply(const all_args *a, const redisReply *r,
             return sluice__error(SLUICE_EPROTO, "valkey: %.*s does not hold "
                                  "%s, as sluice writes it there",
                                  (int)a->lens[3 + i], a->argv[3 + i],
-                                 sluice__algos[limits[i].algo]->server_value);
+                                 sluice__algo_servers[limits[i].algo]->value);
     }
     return SLUICE_OK;
 }

@@ -148,16 +148,11 @@ static int vk_eval(void *impl, const sluice__script *script, int nkeys,
     const char *stack_argv[EVAL_ARGS_STACK], **argv = stack_argv;
     size_t stack_lens[EVAL_ARGS_STACK], *lens = stack_lens;
     char numkeys[24];
-    bool done = false;
     int err;
 
     if (nkeys < 1 || nkeys > argc)
         return sluice__error(SLUICE_EINVAL, "a script call takes at least "
                              "one key, and its keys first");
-    /* The queue limiter's scripts have twins in the module. */
-    if ((err = sluice__vk_engine_eval(impl, script, argc, args, arglens, out,
-                                      &done)) < 0 || done)
-        return err;
     if (argc + 3 > EVAL_ARGS_STACK &&
         ((argv = malloc((size_t)(argc + 3) * sizeof(*argv))) == NULL ||
          (lens = malloc((size_t)(argc + 3) * sizeof(*lens))) == NULL)) {
@@ -183,6 +178,22 @@ static int vk_eval(void *impl, const sluice__script *script, int nkeys,
         free(lens);
     }
     return err;
+}
+
+static int vk_eval_module(void *impl, const char *command,
+                          const sluice__script *script, int nkeys, int argc,
+                          const char *const *args, const size_t *arglens,
+                          redisReply **out)
+{
+    bool done = false;
+    int err;
+
+    if (nkeys >= 1 && nkeys <= argc &&
+        ((err = sluice__vk_engine_eval(impl, command, argc, args, arglens,
+                                       out, &done)) < 0 ||
+         done))
+        return err;
+    return vk_eval(impl, script, nkeys, argc, args, arglens, out);
 }
 
 static int vk_command(void *impl, const char *key, size_t key_len, int argc,
@@ -253,6 +264,7 @@ static int vk_command_primaries(void *impl, int argc, const char **argv,
 
 static const sluice__server_ops vk_server_ops = {
     .eval = vk_eval,
+    .eval_module = vk_eval_module,
     .command = vk_command,
     .command_primaries = vk_command_primaries,
     .subscribe = sluice__vk_subscribe,
@@ -461,6 +473,10 @@ int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
                 : v->sentinel ? "valkey-sentinel" : "valkey";
     out->server = &vk_server_ops;
     out->emq_prefix = v->emq_prefix;
+    if (v->caller_clock) {
+        out->caller_clock_ms = v->clock_ms;
+        out->caller_clock_payload = v->clock_payload;
+    }
     /* A payload must come back in a take's reply, and the server takes no
        argument over proto-max-bulk-len (512 MB by default). */
     out->max_payload = v->max_reply_bytes - VK_REPLY_ROOM;

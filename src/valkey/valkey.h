@@ -24,9 +24,9 @@
  *   combine.c  one server: threads deciding at once share script calls
  *   store.c    the store's table, its server interface (for the queue), and
  *              opening and freeing it
- *   engine.c   the engine: whether a node has the native module (asked at
- *              each connect), and the SLUICE.* commands sent in place of
- *              the scripts where it does
+ *   engine.c   the engine: whether a node has the native module, and
+ *              which algorithms it decides (asked at each connect), and
+ *              the SLUICE.* commands sent in place of the scripts there
  *
  * Nodes and connections. A node is one server and a pool of 'pool_size'
  * hiredis connections to it. A call is dealt one of them in turn and queues
@@ -236,7 +236,7 @@ typedef struct vk_node {
     char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
-    _Atomic int module;         /* VK_MODULE_*: its last connect's answer */
+    _Atomic unsigned module;    /* VK_MODULE_*: what its connects found */
     unsigned nconns;
     vk_conn conns[];
 } vk_node;
@@ -376,12 +376,26 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
                             uint64_t deadline_ms, redisReply **out,
                             const char *doing, int argc, const char **argv,
                             const size_t *lens);
+/* What an error reply says of the module a call was sent to. */
+typedef enum vk_lack {
+    VK_LACK_NONE,   /* nothing */
+    VK_LACK_MODULE, /* no SLUICE.* command: no module */
+    VK_LACK_ALGO    /* the module's "no module glue" for one algorithm */
+} vk_lack;
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
-   answer now), SLUICE_ENOTSUP (an unknown SLUICE.* command: no module; 'n'
-   is noted so), SLUICE_ECONFIG (a redirection nobody follows: a cluster
-   node behind a valkey:// URL) or SLUICE_EPROTO, with its message, which
-   quotes all of the reply's bytes (a NUL or control byte as \xNN). */
+   answer now, or a master the sentinels named is a replica now),
+   SLUICE_ENOTSUP (no module, or none that decides the algorithm),
+   SLUICE_ECONFIG (a redirection nobody follows: a cluster node behind a
+   valkey:// URL; a replica), SLUICE_EAUTH or SLUICE_EPROTO, with its
+   message, which quotes all of the reply's bytes (a NUL or control byte as
+   \xNN). It only formats: what the reply says of 'n' is noted by the
+   caller that sent the call (sluice__vk_reply_noted()). */
 int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+/* Notes on 'n' what error reply 'r', to a call sent to it, says of it: a
+   master the sentinels named that is a replica now (READONLY: they are
+   asked again), or a module gone, or an algorithm of it (answered, as
+   sluice__vk_engine_lost() does). */
+vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r);
 /* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
 bool sluice__vk_unavailable(const redisReply *r);
 /* True for an error reply 'r' that is a redirection (MOVED, ASK). */
@@ -454,9 +468,14 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
 
 /* ---- The engine (engine.c) ------------------------------------------------------ */
 
-/* What a node's connects found: not asked yet, the module of this
-   library's version, or none (no module, another version, an error). */
+/*
+ * What a node's connects found (its 'module'): not asked yet, the module of
+ * this library's version, or none (no module, another version, an error);
+ * with the module, VK_MODULE_ALGO(a) for each algorithm a it decides.
+ */
 enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
+#define VK_MODULE_STATE 3u
+#define VK_MODULE_ALGO(a) (4u << (a))
 
 /*
  * Asks the new connection 'c' of 'n' for the module (SLUICE.VERSION) and
@@ -466,21 +485,34 @@ enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
  */
 int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
                              uint64_t deadline_ms);
-/* Whether a call to node 'n' (NULL: not known yet) is sent to the module
-   rather than to the script. */
+/* Whether a call of one of the module's own commands (not a decision) to
+   node 'n' (NULL: not known yet) is sent to the module rather than to its
+   script. */
 bool sluice__vk_engine_module(const vk_store *v, vk_node *n);
-/* True for the reply of a server that has no SLUICE.* command: 'n' is
-   noted as without the module. */
-bool sluice__vk_module_missing(vk_node *n, const redisReply *r);
 /*
- * Runs a queue script's twin on the module when node 'n' of 'key' has it
- * ('*done' set; the reply is the caller's), else leaves '*done' false.
- * 'args' are the script's keys then its arguments, as vk_eval() takes them.
+ * Whether a decision of 'algo' on node 'n' (NULL: not known yet) is sent
+ * to the module ('*module') rather than to the algorithm's script.
+ * Answers 0, or, for engine=module where the node's module does not
+ * decide 'algo', SLUICE_ENOTSUP.
  */
-int sluice__vk_engine_eval(vk_store *v, const sluice__script *script,
-                           int argc, const char *const *args,
-                           const size_t *arglens, redisReply **out,
-                           bool *done);
+int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
+                           bool *module);
+
+/* What reply 'r' says of the module, and for VK_LACK_ALGO the algorithm
+   ('*algo'). It changes nothing. */
+vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo);
+/* The same, for a reply of node 'n' to a call sent to it: a lack is noted
+   on 'n', so the next calls go to the scripts (engine=auto). */
+vk_lack sluice__vk_engine_lost(vk_node *n, const redisReply *r);
+/*
+ * The server interface's eval_module: runs 'command', the module's twin of
+ * a script, with the script's keys then arguments ('args', as vk_eval()
+ * takes them), when node 'n' of args[0] has the module ('*done' set; the
+ * reply is the caller's); else leaves '*done' false, for the script.
+ */
+int sluice__vk_engine_eval(vk_store *v, const char *command, int argc,
+                           const char *const *args, const size_t *arglens,
+                           redisReply **out, bool *done);
 
 /* ---- Subscriptions (pubsub.c): the server interface's ------------------------------ */
 
@@ -535,7 +567,9 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r);
 /*
  * Runs a command on the node that serves its route, following the
  * cluster's redirections. For a script (not NULL), argv[1] is its SHA1.
- * Error replies become error codes; the reply is the caller's.
+ * Error replies become error codes (a module gone, or an algorithm of it,
+ * is noted on the node: sluice__vk_engine_lost()); the reply is the
+ * caller's.
  */
 int sluice__vk_call_routed(vk_store *v, vk_route *rt,
                            const sluice__script *script, int argc,

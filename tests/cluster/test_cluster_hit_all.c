@@ -24,11 +24,11 @@ static rc_cluster cluster;
 #define HOUR 3600000
 
 static const sluice_limit limits[5] = {
-    {SLUICE_FIXED, 2, HOUR, 0},
-    {SLUICE_SLIDING_LOG, 5, HOUR, 0},
-    {SLUICE_SLIDING_COUNTER, 50, HOUR, 0},
-    {SLUICE_FIXED, 9, 2 * HOUR, 0},
-    {SLUICE_SLIDING_LOG, 7, 3 * HOUR, 0},
+    {.algo = SLUICE_FIXED, .max = 2, .window_ms = HOUR},
+    {.algo = SLUICE_SLIDING_LOG, .max = 5, .window_ms = HOUR},
+    {.algo = SLUICE_SLIDING_COUNTER, .max = 50, .window_ms = HOUR},
+    {.algo = SLUICE_FIXED, .max = 9, .window_ms = 2 * HOUR},
+    {.algo = SLUICE_SLIDING_LOG, .max = 7, .window_ms = 3 * HOUR},
 };
 
 /* The server key of limit 'l' of 'id' (valkey/hit_all.c's layout). */

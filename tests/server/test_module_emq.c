@@ -7,9 +7,13 @@
  * INCRBY's overflow; a list) and of the meta hash (absent; a cap; a cap of
  * 0, below 0, not a number; not a hash; a cap without a duration, which
  * the read of the hash's cap refuses as the take does), with the cap given
- * or not. Replies
+ * or not, and the caller's clock ('now', as every queue script takes it)
+ * absent, empty (the server's), 0, a day or 2^53: both take it and, as the
+ * limiter's clock is the counter's PTTL, use none. Replies
  * must be equal (a wait within the moment between the calls; an error the
- * same kind of error) and the limiter each leaves the same.
+ * same kind of error) and the limiter each leaves the same. A 'now' that is
+ * no clock (not a number, past 2^53) is the module's error, nothing
+ * changed, as SLUICE.HIT's NOW is.
  */
 #include "module_fixture.h"
 #include "test.h"
@@ -48,6 +52,11 @@ static const struct {
     {"cap 0, duration x", "0", "x"},   {"cap x, no duration", "x", NULL},
     {"no field at all", "", NULL},
 };
+
+/* The 'now' argument: absent (NULL), the server's (""), or a caller's. */
+static const char *const nows[] = {NULL, "", "0", "86400000",
+                                   "9007199254740992"};
+#define NOWS (sizeof(nows) / sizeof(nows[0]))
 
 static void put_limiter(const char *key, int i)
 {
@@ -132,17 +141,23 @@ static void test_incr(void)
     const char *sha = sluice__script_emq_incr.sha1;
 
     for (size_t i = 0; i < sizeof(limiters) / sizeof(limiters[0]); i++) {
-        for (int round = 0; round < 2; round++) {
+        for (int round = 0; round < 2 * (int)NOWS; round++) {
+            const char *now = nows[round / 2];
             redisReply *m, *l;
 
-            test_context("incr: limiter %s, round %d", limiters[i].what,
-                         round);
-            if (round == 0) {
+            test_context("incr: limiter %s, now %s, round %d",
+                         limiters[i].what, now ? now : "absent", round % 2);
+            if (round % 2 == 0) {
                 put_limiter("m:lim", (int)i);
                 put_limiter("l:lim", (int)i);
             }
-            m = rs_cmd(&server, "SLUICE.EMQINCR m:lim 7000");
-            l = rs_cmd(&server, "EVALSHA %s 1 l:lim 7000", sha);
+            if (now == NULL) {
+                m = rs_cmd(&server, "SLUICE.EMQINCR m:lim 7000");
+                l = rs_cmd(&server, "EVALSHA %s 1 l:lim 7000", sha);
+            } else {
+                m = rs_cmd(&server, "SLUICE.EMQINCR m:lim 7000 %s", now);
+                l = rs_cmd(&server, "EVALSHA %s 1 l:lim 7000 %s", sha, now);
+            }
             same_reply(m, l);
             same_limiter();
             freeReplyObject(m);
@@ -159,23 +174,26 @@ static void test_ttl(void)
 
     for (size_t i = 0; i < sizeof(limiters) / sizeof(limiters[0]); i++)
         for (size_t j = 0; j < sizeof(metas) / sizeof(metas[0]); j++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 4 * (int)NOWS; k++) {
+                const char *cap = caps[k % 4], *now = nows[k / 4];
                 redisReply *m, *l;
 
-                test_context("ttl: limiter %s, meta %s, cap %s",
+                test_context("ttl: limiter %s, meta %s, cap %s, now %s",
                              limiters[i].what, metas[j].what,
-                             caps[k] ? caps[k] : "absent");
+                             cap ? cap : "absent", now ? now : "absent");
                 put_limiter("m:lim", (int)i);
                 put_limiter("l:lim", (int)i);
                 put_meta("m:meta", (int)j);
                 put_meta("l:meta", (int)j);
-                if (caps[k] == NULL)
+                if (now != NULL)
+                    m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta %s %s",
+                               cap ? cap : "0", now);
+                else if (cap == NULL)
                     m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta");
                 else
-                    m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta %s",
-                               caps[k]);
-                l = rs_cmd(&server, "EVALSHA %s 2 l:lim l:meta %s", sha,
-                           caps[k] ? caps[k] : "0");
+                    m = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:meta %s", cap);
+                l = rs_cmd(&server, "EVALSHA %s 2 l:lim l:meta %s %s", sha,
+                           cap ? cap : "0", now ? now : "");
                 same_reply(m, l);
                 same_limiter();
                 freeReplyObject(m);
@@ -196,6 +214,35 @@ static void test_ttl_wait(void)
     CHECK(rs_int(&server, "PTTL m:lim") > 5000 - MARGIN_MS);
 }
 
+/* A 'now' that is no clock: the module's error, and nothing changes. */
+static void test_bad_now(void)
+{
+    static const char *const bad[] = {"x", "-1", "1.5", "9007199254740993"};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        redisReply *r;
+
+        test_context("a bad now: '%s'", bad[i]);
+        rs_ok(&server, "SET m:lim 2 PX 50000");
+        r = rs_cmd(&server, "SLUICE.EMQINCR m:lim 7000 %s", bad[i]);
+        CHECK(r != NULL && r->type == REDIS_REPLY_ERROR &&
+              strstr(r->str, "now") != NULL);
+        freeReplyObject(r);
+        r = rs_cmd(&server, "SLUICE.EMQTTL m:lim m:none 3 %s", bad[i]);
+        CHECK(r != NULL && r->type == REDIS_REPLY_ERROR &&
+              strstr(r->str, "now") != NULL);
+        freeReplyObject(r);
+        r = rs_cmd(&server, "GET m:lim");
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
+              strcmp(r->str, "2") == 0);
+        freeReplyObject(r);
+    }
+    /* One argument too many for either. */
+    CHECK(rs_ok(&server, "SLUICE.EMQINCR m:lim 7000 1 1") != 0);
+    CHECK(rs_ok(&server, "SLUICE.EMQTTL m:lim m:none 3 1 1") != 0);
+    test_context(NULL);
+}
+
 int main(void)
 {
     if (mf_start(&server, NULL) < 0) {
@@ -211,6 +258,7 @@ int main(void)
     test_incr();
     test_ttl();
     test_ttl_wait();
+    test_bad_now();
     rs_stop(&server);
     return test_summary("test_module_emq");
 }

@@ -796,7 +796,7 @@ static void request_argv(const char **argv, char *bufs, sluice_algo a,
         memcpy(argv, v, sizeof(v));
         return;
     }
-    const char *v[] = {"EVALSHA", sluice__algos[a]->script->sha1, "1", key,
+    const char *v[] = {"EVALSHA", sluice__algo_scripts[a]->sha1, "1", key,
                        mx, "60000", peek ? "0" : "1", now, token, "1", NULL};
 
     memcpy(argv, v, sizeof(v));

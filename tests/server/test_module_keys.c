@@ -67,6 +67,10 @@ static void test_getkeys(void)
             "emq:{q}:limiter emq:{q}:meta");
     getkeys("SLUICE.EMQTTL emq:{q}:limiter emq:{q}:meta",
             "emq:{q}:limiter emq:{q}:meta");
+    /* The caller's clock is no key. */
+    getkeys("SLUICE.EMQINCR emq:{q}:limiter 1000 5", "emq:{q}:limiter");
+    getkeys("SLUICE.EMQTTL emq:{q}:limiter emq:{q}:meta 5 7",
+            "emq:{q}:limiter emq:{q}:meta");
 }
 
 /* COMMAND INFO 'name' lists every flag of 'flags' (space-separated). */

@@ -9,13 +9,21 @@
  *   FIFO            add, take and complete keep the order jobs were added;
  *   payloads        bytes with NUL and high bytes, an empty payload, 1 MB,
  *                   binary and empty queue names;
- *   delayed jobs    not taken before their delay, taken after it;
- *   fail and retry  attempts counted, back-off doubling (the EMPTY answer's
- *                   wait and the time until the job comes back), the failed
- *                   set, sluice_queue_failed() oldest first, and
+ *   delayed jobs    not taken before their delay, taken after it, on the
+ *                   server's clock (end to end, timed); and on the caller's
+ *                   (clock=caller, a virtual clock): the EMPTY answer's
+ *                   wait is the delay to the ms, the job is not taken a ms
+ *                   before it falls due and is taken at that ms, and a due
+ *                   job waits behind the ready ones;
+ *   fail and retry  (the caller's clock) attempts counted, back-off
+ *                   doubling (the EMPTY answer's wait, and the job back at
+ *                   exactly 150 ms, then 300 ms, not a ms before), the
+ *                   failed set, sluice_queue_failed() oldest first, and
  *                   sluice_queue_retry() with the attempts counted afresh;
- *   leases          a second complete, a wrong token, a stale lease whose job
- *                   another take got: only the current lease finishes a job.
+ *   leases          (the caller's clock) a second complete, a wrong token,
+ *                   a stale lease whose job another take got at the very ms
+ *                   the lease ran out (not a ms before): only the current
+ *                   lease finishes a job.
  *
  * A queue's stats, cap, key layout and errors: test_queue_keys.c.
  *
@@ -23,11 +31,12 @@
  * "unix" or "sentinel" on the command line (support/queue_fixture.h), as
  * ctest's NAME_tls, NAME_unix and NAME_sentinel; TCP without it.
  *
- * Waits are compared with the PTTL read right after the call (it can only be
- * lower, by at most the time both calls took). Timing checks have generous
- * upper bounds: the machine may be slow (sanitizers, other jobs); lower
- * bounds only allow for millisecond rounding between this clock and the
- * server's, which is the same machine's.
+ * On the caller's clock (support/queue_fixture.h: queue_clock_start()) the
+ * cases move time and never sleep, so their figures are exact. The one
+ * timed case has generous upper bounds: the machine may be slow
+ * (sanitizers, other jobs); its lower bounds only allow for millisecond
+ * rounding between this clock and the server's, which is the same
+ * machine's.
  */
 #include "queue_fixture.h"
 #include "test.h"
@@ -265,10 +274,41 @@ static void test_delayed(void)
     CHECK_EQ_U64(queue_stats(q).delayed, 0);
     CHECK_OK(
         sluice_queue_complete(queue_store, q, strlen(q), job.id, job.lease));
+    sluice_job_clear(&job);
+    test_context(NULL);
+}
+
+/* The same on the caller's clock, to the ms, and a due job's place. */
+static void test_delayed_exact(void)
+{
+    const char *q = "later";
+    sluice_job job = {0};
+    uint64_t wait = 0, r1, d, r2;
+
+    queue_fresh("delayed jobs, the caller's clock");
+    r1 = queue_add(q, "r1", 0);
+    d = queue_add(q, "delayed", 400);
+    r2 = queue_add(q, "r2", 0);
+    CHECK_EQ_U64(queue_take(NULL, &job, q, 30000), SLUICE_TAKE_JOB);
+    CHECK_EQ_U64(job.id, r1);
+    CHECK_EQ_U64(queue_take(NULL, &job, q, 30000), SLUICE_TAKE_JOB);
+    CHECK_EQ_U64(job.id, r2);
+    /* The active jobs' leases fall due later: the wait is the delay's. */
+    CHECK_EQ_U64(queue_take(&wait, &job, q, 30000), SLUICE_TAKE_EMPTY);
+    CHECK_EQ_U64(wait, 400);
+    sluice_vclock_advance(queue_vclock, 399);
+    CHECK_EQ_U64(queue_take(&wait, &job, q, 30000), SLUICE_TAKE_EMPTY);
+    CHECK_EQ_U64(wait, 1);
+    CHECK_EQ_U64(queue_stats(q).delayed, 1);
+    sluice_vclock_advance(queue_vclock, 1);
+    CHECK_EQ_U64(queue_take(NULL, &job, q, 30000), SLUICE_TAKE_JOB);
+    CHECK_EQ_U64(job.id, d);
+    CHECK(job.payload_len == 7 && memcmp(job.payload, "delayed", 7) == 0);
+    CHECK_EQ_U64(queue_stats(q).delayed, 0);
 
     /* A delayed job whose time has come waits behind the ready ones. */
     d = queue_add(q, "d", 50);
-    rs_sleep_ms(120);
+    sluice_vclock_advance(queue_vclock, 70);
     r1 = queue_add(q, "r", 0);
     CHECK_EQ_U64(queue_take(NULL, &job, q, 30000), SLUICE_TAKE_JOB);
     CHECK_EQ_U64(job.id, r1);
@@ -280,12 +320,13 @@ static void test_delayed(void)
 
 /* ---- Fail, back-off, the failed set, retry ------------------------------- */
 
-/* Fails 'job' and times how long it takes to come back. */
-static uint64_t fail_and_time(sluice_job *job, const char *q,
-                              uint64_t backoff_ms, uint64_t *empty_wait)
+/* Fails 'job' with a back-off of 'backoff_ms' doubled per attempt, and
+   checks that it comes back after exactly 'after_ms' (not a ms before). */
+static void fail_and_wait(sluice_job *job, const char *q, uint64_t backoff_ms,
+                          uint64_t after_ms)
 {
     int dead = -1;
-    uint64_t t0 = rs_mono_ms(), id = job->id;
+    uint64_t id = job->id, wait = 0;
 
     CHECK_OK(sluice_queue_fail(&dead, queue_store, q, strlen(q), job->id,
                                job->lease, 3, backoff_ms));
@@ -293,22 +334,23 @@ static uint64_t fail_and_time(sluice_job *job, const char *q,
     CHECK_EQ_U64(queue_stats(q).delayed, 1);
     CHECK_EQ_U64(queue_stats(q).active, 0);
     CHECK_EQ_U64(queue_stats(q).waiting, 0);
-    CHECK_EQ_U64(queue_take(empty_wait, job, q, 30000), SLUICE_TAKE_EMPTY);
-    CHECK(queue_take_when_ready(job, q, 4 * backoff_ms + LATE_MS));
+    CHECK_EQ_U64(queue_take(&wait, job, q, 30000), SLUICE_TAKE_EMPTY);
+    CHECK_EQ_U64(wait, after_ms);
+    sluice_vclock_advance(queue_vclock, after_ms - 1);
+    CHECK_EQ_U64(queue_take(&wait, job, q, 30000), SLUICE_TAKE_EMPTY);
+    CHECK_EQ_U64(wait, 1);
+    sluice_vclock_advance(queue_vclock, 1);
+    CHECK_EQ_U64(queue_take(NULL, job, q, 30000), SLUICE_TAKE_JOB);
     CHECK_EQ_U64(job->id, id);
-    return rs_mono_ms() - t0;
 }
 
 /* Attempts 1 and 2 of job 'j' fail: back after 150 ms, then 300 ms. */
 static void fail_backoff(const char *q, sluice_job *job, uint64_t j)
 {
-    uint64_t wait = 0, lease1 = job->lease, elapsed;
+    uint64_t lease1 = job->lease;
 
     /* Attempt 1 failed: back after 150 ms. */
-    elapsed = fail_and_time(job, q, 150, &wait);
-    CHECK(wait > 0 && wait <= 150);
-    if (!CHECK(elapsed >= 148 && elapsed < 150 + LATE_MS))
-        fprintf(stderr, "    back-off 1 took %" PRIu64 " ms\n", elapsed);
+    fail_and_wait(job, q, 150, 150);
     CHECK_EQ_U64(job->attempt, 2);
     CHECK(job->lease != lease1);
     CHECK(job->payload_len == 9 && memcmp(job->payload, "payload-j", 9) == 0);
@@ -317,10 +359,7 @@ static void fail_backoff(const char *q, sluice_job *job, uint64_t j)
              SLUICE_ELEASE);
 
     /* Attempt 2 failed: back after 300 ms, twice the first. */
-    elapsed = fail_and_time(job, q, 150, &wait);
-    CHECK(wait > 150 && wait <= 300);
-    if (!CHECK(elapsed >= 298 && elapsed < 300 + LATE_MS))
-        fprintf(stderr, "    back-off 2 took %" PRIu64 " ms\n", elapsed);
+    fail_and_wait(job, q, 150, 300);
     CHECK_EQ_U64(job->attempt, 3);
 }
 
@@ -407,7 +446,8 @@ static void test_fail_retry(void)
     CHECK_OK(sluice_queue_fail(&dead, queue_store, q, strlen(q), job.id,
                                job.lease, 2, 0));
     CHECK_EQ_U64(dead, 1);
-    rs_sleep_ms(5); /* a later failure time, for the order below */
+    sluice_vclock_advance(queue_vclock, 5); /* a later failure time, for
+                                                the order below */
 
     /* One attempt allowed: the first failure is final. */
     l = queue_add(q, "l", 0);
@@ -438,19 +478,25 @@ static void test_fail_retry(void)
 
 /*
  * A stale lease: its 150 ms ran out and another take got the job (at the
- * front of the line, before a job added later) as attempt 2. The first
+ * front of the line, before a job added later) as attempt 2. A ms before,
+ * a take got a job added after it: the lease still held. The first
  * worker's complete and fail answer SLUICE_ELEASE; the second's complete
  * succeeds. Done once.
  */
 static void lease_stale(const char *q, sluice_job *a, sluice_job *b)
 {
-    uint64_t id, id2;
+    uint64_t id, id2, id3;
 
     id = queue_add(q, "stale", 0);
     CHECK_EQ_U64(queue_take(NULL, a, q, 150), SLUICE_TAKE_JOB);
     CHECK_EQ_U64(a->id, id);
     id2 = queue_add(q, "later", 0);
-    rs_sleep_ms(300);
+    sluice_vclock_advance(queue_vclock, 149);
+    CHECK_EQ_U64(queue_take(NULL, b, q, 30000), SLUICE_TAKE_JOB);
+    CHECK_EQ_U64(b->id, id2);
+    CHECK_OK(sluice_queue_complete(queue_store, q, strlen(q), b->id, b->lease));
+    id3 = queue_add(q, "latest", 0);
+    sluice_vclock_advance(queue_vclock, 1);
     CHECK_EQ_U64(queue_take(NULL, b, q, 30000), SLUICE_TAKE_JOB);
     CHECK_EQ_U64(b->id, id);
     CHECK_EQ_U64(b->attempt, 2);
@@ -464,11 +510,10 @@ static void lease_stale(const char *q, sluice_job *a, sluice_job *b)
     CHECK_OK(sluice_queue_complete(queue_store, q, strlen(q), b->id, b->lease));
     CHECK_RC(sluice_queue_complete(queue_store, q, strlen(q), a->id, a->lease),
              SLUICE_ELEASE);
-    CHECK_EQ_U64(queue_stats(q).completed, 3);
+    CHECK_EQ_U64(queue_stats(q).completed, 4);
     CHECK_EQ_U64(queue_take(NULL, b, q, 30000), SLUICE_TAKE_JOB);
-    CHECK_EQ_U64(b->id, id2);
+    CHECK_EQ_U64(b->id, id3);
     CHECK_OK(sluice_queue_complete(queue_store, q, strlen(q), b->id, b->lease));
-
 }
 
 /*
@@ -484,12 +529,12 @@ static void lease_lapsed(const char *q, sluice_job *a, sluice_job *b)
 
     id = queue_add(q, "lapsed", 0);
     CHECK_EQ_U64(queue_take(NULL, a, q, 100), SLUICE_TAKE_JOB);
-    rs_sleep_ms(200);
+    sluice_vclock_advance(queue_vclock, 200);
     rc = sluice_queue_complete(queue_store, q, strlen(q), a->id, a->lease);
     CHECK(rc == SLUICE_OK || rc == SLUICE_ELEASE);
     if (rc == SLUICE_OK) {
         CHECK_EQ_U64(queue_take(NULL, b, q, 30000), SLUICE_TAKE_EMPTY);
-        CHECK_EQ_U64(queue_stats(q).completed, 5);
+        CHECK_EQ_U64(queue_stats(q).completed, 6);
     } else {
         CHECK_EQ_U64(queue_take(NULL, b, q, 30000), SLUICE_TAKE_JOB);
         CHECK_EQ_U64(b->id, id);
@@ -551,8 +596,12 @@ int main(int argc, char **argv)
     test_fifo();
     test_payloads();
     test_delayed();
-    test_fail_retry();
-    test_leases();
+    if (queue_clock_start(1700000000000ULL) == 0) {
+        test_delayed_exact();
+        test_fail_retry();
+        test_leases();
+        queue_clock_stop();
+    }
     queue_stop();
     printf("  total %" PRIu64 " ms\n", rs_mono_ms() - t0);
     return test_summary("test_queue");

@@ -28,7 +28,8 @@
  * took); after that wait the job is taken. Each deferred take, also one made
  * by a worker, emits "emq.rate_limit.hit" once with delay_ms equal to the
  * wait it answered and the queue, "fixed" and the cap as metadata; other
- * takes emit nothing.
+ * takes emit nothing. A deferral is no refused hit: "sluice.hit.refused"
+ * never fires for one.
  *
  * The seam. A take in the counter's last millisecond (PTTL 0: the key still
  * exists, its expiry is this very millisecond) must not take a job into the
@@ -488,7 +489,7 @@ static void taken_after_wait(sluice_store *st, hits *h, sluice_job *job,
 static void test_deferral(sluice_store *st)
 {
     const char *lim = "emq:{defer}:limiter";
-    hits h = {0, 0, 0, 0, 0};
+    hits h = {0, 0, 0, 0, 0}, refused = {0, 0, 0, 0, 0};
     sluice_job job = {0};
     uint64_t wait = 0, wait2 = 0, t0, id;
 
@@ -496,6 +497,9 @@ static void test_deferral(sluice_store *st)
     CHECK(rs_ok(&server, "FLUSHALL") == 0);
     CHECK_OK(sluice_telemetry_attach("test_queue_limit", "emq.rate_limit.hit",
                                      on_hit, &h));
+    CHECK_OK(sluice_telemetry_attach("test_queue_limit.refused",
+                                     SLUICE_EVENT_HIT_REFUSED, on_hit,
+                                     &refused));
     CHECK_OK(sluice_queue_set_cap(st, "defer", 5, 3, 1000));
     for (int i = 0; i < 10; i++)
         CHECK_OK(sluice_queue_add(&id, st, "defer", 5, "d", 1, 0));
@@ -529,6 +533,8 @@ static void test_deferral(sluice_store *st)
     CHECK(rs_ok(&server, "DEL emq:{defer}:wait") == 0);
     CHECK_EQ_U64(take_counted(&wait, &job, st, &h), SLUICE_TAKE_EMPTY);
     CHECK_OK(sluice_telemetry_detach("test_queue_limit"));
+    CHECK_OK(sluice_telemetry_detach("test_queue_limit.refused"));
+    CHECK_EQ_U64(refused.n, 0);
     sluice_job_clear(&job);
     test_context(NULL);
 }

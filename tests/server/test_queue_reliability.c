@@ -26,6 +26,11 @@
  *   worker         sluice_worker_next() with a timeout of UINT64_MAX waits
  *                  (it does not return at once), and a take's error is kept
  *                  until the timeout.
+ *
+ * Extend, stalled and job state run on the caller's clock (a store with
+ * clock=caller on a virtual clock): they move time and never sleep, so a
+ * lease is checked a ms before it runs out and at that ms. The worker's
+ * cases run on the server's clock, end to end: a worker waits real time.
  */
 #include "test.h"
 #include "server.h"
@@ -38,7 +43,9 @@
 #include <string.h>
 
 static rs_server server;
-static sluice_store *st;
+static sluice_store *st;           /* the store the helpers use */
+static sluice_vclock *vclock;      /* the caller's clock, of 'on_clock' */
+static sluice_store *on_server, *on_clock; /* clock=server, clock=caller */
 
 static void fresh(const char *what)
 {
@@ -68,6 +75,20 @@ static sluice_take_status take(sluice_job *job, const char *q,
     return status;
 }
 
+/* A take that must find nothing: its wait (when the next job or lease
+   falls due), or UINT64_MAX if it answered anything else. */
+static uint64_t take_wait(sluice_job *job, const char *q, uint64_t lease_ms)
+{
+    sluice_take_status status = 0;
+    uint64_t wait = 0;
+
+    if (!CHECK_OK(sluice_queue_take(&status, &wait, job, st, q, strlen(q),
+                                    lease_ms)) ||
+        !CHECK_EQ_U64(status, SLUICE_TAKE_EMPTY))
+        return UINT64_MAX;
+    return wait;
+}
+
 static sluice_queue_stats stats(const char *q)
 {
     sluice_queue_stats s;
@@ -87,13 +108,15 @@ static void test_extend(void)
     fresh("extend");
     add(q, "slow");
     CHECK_EQ_U64(take(&job, q, 300), SLUICE_TAKE_JOB);
-    /* Renewed twice, it outlives its first lease by far. */
+    /* Renewed three times, it outlives its first lease by far: each
+       renewal's 300 ms count from when it was made. */
     for (int i = 0; i < 3; i++) {
-        rs_sleep_ms(200);
+        sluice_vclock_advance(vclock, 200);
         CHECK_OK(sluice_queue_extend(st, q, strlen(q), job.id, job.lease,
                                      300));
     }
-    CHECK_EQ_U64(take(&other, q, 300), SLUICE_TAKE_EMPTY);
+    sluice_vclock_advance(vclock, 299);
+    CHECK_EQ_U64(take_wait(&other, q, 300), 1); /* a ms of the lease left */
     CHECK_EQ_U64(stats(q).active, 1);
     CHECK_OK(sluice_queue_complete(st, q, strlen(q), job.id, job.lease));
     /* Finished: there is no lease to extend any more. */
@@ -116,10 +139,13 @@ static void test_stalled(void)
     fresh("stalled: the default limit of 1");
     add(q, "crashes its worker");
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
-    rs_sleep_ms(150); /* the lease runs out: the worker is presumed dead */
+    sluice_vclock_advance(vclock, 99);
+    CHECK_EQ_U64(take_wait(&job, q, 100), 1); /* not yet */
+    /* The lease runs out: the worker is presumed dead. */
+    sluice_vclock_advance(vclock, 1);
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB); /* back once */
     CHECK_EQ_U64(job.attempt, 2);
-    rs_sleep_ms(150);
+    sluice_vclock_advance(vclock, 100);
     /* The second time it ran out, it failed for good. */
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_EMPTY);
     CHECK_EQ_U64(stats(q).failed, 1);
@@ -129,9 +155,42 @@ static void test_stalled(void)
     CHECK_OK(sluice_queue_retry(&retried, st, q, strlen(q), ids[0]));
     CHECK_EQ_U64(retried, 1);
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
-    rs_sleep_ms(150);
+    sluice_vclock_advance(vclock, 100);
     CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
     CHECK_OK(sluice_queue_complete(st, q, strlen(q), job.id, job.lease));
+    sluice_job_clear(&job);
+}
+
+/* A caller's clock past 2^53 ms is no clock the scripts can count on:
+   every queue call on that store is SLUICE_ERANGE, as a limiter's is, and
+   nothing is sent. */
+static void test_clock_range(void)
+{
+    const char *q = "far";
+    sluice_job job = {0};
+    sluice_take_status status = 0;
+    uint64_t id = 0, wait = 0;
+
+    fresh("the caller's clock past 2^53");
+    sluice_vclock_set(vclock, SLUICE_NOW_MAX_MS + 1);
+    CHECK_RC(sluice_queue_add(&id, st, q, strlen(q), "x", 1, 0),
+             SLUICE_ERANGE);
+    CHECK_RC(sluice_queue_take(&status, &wait, &job, st, q, strlen(q), 100),
+             SLUICE_ERANGE);
+    CHECK(strstr(sluice_last_error(), "2^53") != NULL);
+    CHECK_EQ_U64(rs_int(&server, "DBSIZE"), 0);
+    /* At 2^53 exactly it counts. */
+    sluice_vclock_set(vclock, SLUICE_NOW_MAX_MS);
+    add(q, "x");
+    CHECK_EQ_U64(take(&job, q, 100), SLUICE_TAKE_JOB);
+    {
+        redisReply *r = rs_cmd(&server, "ZSCORE emq:{far}:active 1");
+
+        /* The lease's deadline: 2^53 + 100, which a double holds. */
+        CHECK(r != NULL && r->type == REDIS_REPLY_STRING &&
+              strcmp(r->str, "9007199254741092") == 0);
+        freeReplyObject(r);
+    }
     sluice_job_clear(&job);
 }
 
@@ -171,7 +230,7 @@ static void test_job_state(void)
     fresh("job state: a complete that was not applied, the lease run out");
     add(q, "b");
     CHECK_EQ_U64(take(&late, q, 100), SLUICE_TAKE_JOB);
-    rs_sleep_ms(150);
+    sluice_vclock_advance(vclock, 150);
     /* Not yet taken again: the late lease still counts. */
     CHECK_EQ_U64(state_of(q, &late, late.lease), SLUICE_JOB_HELD);
     CHECK_EQ_U64(take(&job, q, 5000), SLUICE_TAKE_JOB);
@@ -441,27 +500,38 @@ static void test_worker_errors_surface(void)
 
 int main(void)
 {
-    char url[128];
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    char url[160];
 
     if (rs_start(&server, NULL) < 0) {
         fprintf(stderr, "test_queue_reliability: cannot start redis-server\n");
         return 1;
     }
     snprintf(url, sizeof(url), "%s?timeout=5000", server.url);
-    CHECK_OK(sluice_store_open(&st, url, NULL));
-    if (st == NULL)
+    CHECK_OK(sluice_store_open(&on_server, url, NULL));
+    CHECK_OK(sluice_vclock_new(&vclock, 1700000000000ULL));
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = vclock;
+    snprintf(url, sizeof(url), "%s?timeout=5000&clock=caller", server.url);
+    CHECK_OK(sluice_store_open(&on_clock, url, &o));
+    if (on_server == NULL || on_clock == NULL)
         return 1;
+    st = on_clock;
     test_extend();
     test_stalled();
-    test_stalled_worker_limit();
     test_job_state();
+    test_clock_range();
+    st = on_server;
+    test_stalled_worker_limit();
     test_add_many();
     test_names();
     test_interop();
     test_worker_timeouts();
     test_worker_errors_surface();
     test_context(NULL);
-    sluice_store_free(st);
+    sluice_store_free(on_server);
+    sluice_store_free(on_clock);
+    sluice_vclock_free(vclock);
     rs_stop(&server);
     return test_summary("test_queue_reliability");
 }

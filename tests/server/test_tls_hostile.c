@@ -1,6 +1,6 @@
 /*
  * test_tls_hostile.c - a server store against a hostile peer over TLS
- * (issue 20): the bounds tests/unit/test_hostile.c checks on plain TCP hold
+ * (issue 20): the bounds tests/timed/test_hostile.c checks on plain TCP hold
  * when the bytes come through OpenSSL.
  *
  * The peer is a thread of this test: an OpenSSL server with the run's

@@ -1,6 +1,7 @@
 /*
  * test_valkey_emq.c - the queue limiter on a real redis-server, and the
- * "emq.rate_limit.hit" telemetry event.
+ * telemetry event of a refused hit, "sluice.hit.refused", also under its
+ * deprecated name "emq.rate_limit.hit".
  *
  * The queue limiter is EchoMQ's fixed window: a counter at emq:{q}:limiter,
  * armed with PEXPIRE by the increment that creates it, its cap in the hash
@@ -16,6 +17,7 @@
  * only be lower, by at most the time the two calls took. The only sleeps are
  * for short real windows, whose clock is the server's.
  */
+#include "events.h"
 #include "store/store.h" /* sluice__key_build */
 #include "test.h"
 #include "server.h"
@@ -451,74 +453,31 @@ static void test_embedded_not_supported(void)
 
 /* ---- Telemetry ----------------------------------------------------------- */
 
-typedef struct seen_events {
-    int calls;
-    int bad_name;
-    double delay_ms;
-    char key[64];
-    size_t key_len;
-    char algorithm[32], limit[32], window[32], store[16];
-} seen_events;
-
-static void copy_meta(char *dst, size_t cap, const sluice_metadata *m)
-{
-    size_t n = m->value_len < cap - 1 ? m->value_len : cap - 1;
-
-    memcpy(dst, m->value, n);
-    dst[n] = '\0';
-}
-
-static void on_hit(const sluice_event *ev, void *payload)
-{
-    seen_events *s = payload;
-
-    s->calls++;
-    if (strcmp(ev->name, SLUICE_EVENT_RATE_LIMIT_HIT) != 0)
-        s->bad_name++;
-    for (size_t i = 0; i < ev->n_measurements; i++)
-        if (strcmp(ev->measurements[i].name, "delay_ms") == 0)
-            s->delay_ms = ev->measurements[i].value;
-    for (size_t i = 0; i < ev->n_metadata; i++) {
-        const sluice_metadata *m = &ev->metadata[i];
-
-        if (strcmp(m->name, "key") == 0) {
-            s->key_len = m->value_len;
-            memcpy(s->key, m->value,
-                   m->value_len < sizeof(s->key) ? m->value_len
-                                                 : sizeof(s->key));
-        } else if (strcmp(m->name, "algorithm") == 0) {
-            copy_meta(s->algorithm, sizeof(s->algorithm), m);
-        } else if (strcmp(m->name, "limit") == 0) {
-            copy_meta(s->limit, sizeof(s->limit), m);
-        } else if (strcmp(m->name, "window_ms") == 0) {
-            copy_meta(s->window, sizeof(s->window), m);
-        } else if (strcmp(m->name, "store") == 0) {
-            copy_meta(s->store, sizeof(s->store), m);
-        }
-    }
-}
-
 static void on_other(const sluice_event *ev, void *payload)
 {
     (void)ev;
     (*(int *)payload)++;
 }
 
-/* One store's telemetry: a refused hit emits once; nothing else does. */
-static void telemetry_on(sluice_store *st, const char *kind)
+/*
+ * One store's telemetry, to a handler of 'name': a refused hit emits once;
+ * nothing else does. Run for "sluice.hit.refused" and for its deprecated
+ * name "emq.rate_limit.hit", which until 0.2 receives refusals too.
+ */
+static void telemetry_on(sluice_store *st, const char *kind, const char *name)
 {
     sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 2, 60000);
     static const char key[] = "tele\0metry"; /* binary: an embedded NUL */
     const size_t klen = sizeof(key) - 1;
-    seen_events seen;
+    test_events_seen seen;
     sluice_decision d;
     int other = 0;
 
-    test_context("telemetry on the %s store", kind);
+    test_context("telemetry on the %s store, to %s", kind, name);
     memset(&seen, 0, sizeof(seen));
+    seen.want = name;
     CHECK_OK(sluice_reset(st, &lim, key, klen));
-    CHECK_OK(sluice_telemetry_attach("test.hit", SLUICE_EVENT_RATE_LIMIT_HIT,
-                                     on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, test_events_record, &seen));
     CHECK_OK(sluice_telemetry_attach("test.other", "emq.something.else",
                                      on_other, &other));
     /* The same id again, even for another event: refused. */
@@ -562,16 +521,15 @@ static void telemetry_on(sluice_store *st, const char *kind)
     CHECK_EQ_U64(other, 0);
 
     /* The id is free again once detached. */
-    CHECK_OK(sluice_telemetry_attach("test.hit", SLUICE_EVENT_RATE_LIMIT_HIT,
-                                     on_hit, &seen));
+    CHECK_OK(sluice_telemetry_attach("test.hit", name, test_events_record, &seen));
     CHECK_OK(sluice_hit(&d, st, &lim, key, klen, 1));
     CHECK_EQ_U64(seen.calls, 2);
     CHECK_OK(sluice_telemetry_detach("test.hit"));
 
     /* Bad arguments. */
-    CHECK_RC(sluice_telemetry_attach(NULL, "e", on_hit, &seen),
+    CHECK_RC(sluice_telemetry_attach(NULL, "e", test_events_record, &seen),
              SLUICE_EINVAL);
-    CHECK_RC(sluice_telemetry_attach("id", NULL, on_hit, &seen),
+    CHECK_RC(sluice_telemetry_attach("id", NULL, test_events_record, &seen),
              SLUICE_EINVAL);
     CHECK_RC(sluice_telemetry_attach("id", "e", NULL, &seen), SLUICE_EINVAL);
     CHECK_RC(sluice_telemetry_detach(NULL), SLUICE_EINVAL);
@@ -588,8 +546,10 @@ static void test_telemetry(void)
     CHECK_OK(sluice_store_open(&vk, url, NULL));
     if (mem == NULL || vk == NULL)
         exit(2);
-    telemetry_on(mem, "mem");
-    telemetry_on(vk, "valkey");
+    telemetry_on(mem, "mem", SLUICE_EVENT_HIT_REFUSED);
+    telemetry_on(vk, "valkey", SLUICE_EVENT_HIT_REFUSED);
+    telemetry_on(mem, "mem", SLUICE_EVENT_RATE_LIMIT_HIT);
+    telemetry_on(vk, "valkey", SLUICE_EVENT_RATE_LIMIT_HIT);
     sluice_store_free(vk);
     sluice_store_free(mem);
 }

@@ -241,10 +241,10 @@ int main(void)
     }
     printf("test_valkey_refusals: server %s (pid %d)\n", server.url,
            (int)server.pid);
-    /* Every algorithm whose refusals are cached by default (fixed,
-       sliding-log and gcra). */
+    /* Every algorithm whose refusals are cached by default (all but
+       sliding-counter: fixed, sliding-log, gcra and compact-log). */
     for (int a = 0; a < TEST_ALGO_N; a++)
-        if (sluice__algos[a]->refused_cache_default)
+        if (sluice__algo_servers[a]->refused_cache_default)
             test_refused_locally((sluice_algo)a);
     test_other_burst();
     test_cheaper_and_reset();

@@ -47,7 +47,8 @@ typedef struct load {
     } proc[PROCS];
 } load;
 
-static const sluice_limit budget = {SLUICE_FIXED, 100000000, 3600000, 0};
+static const sluice_limit budget = {.algo = SLUICE_FIXED, .max = 100000000,
+                                    .window_ms = 3600000};
 
 /* One process of load: hits until told to stop, and counts. */
 static void load_run(load *l, int i)

@@ -32,7 +32,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static const sluice_limit lim = {SLUICE_FIXED, 3, 60000, 0};
+static const sluice_limit lim = {.algo = SLUICE_FIXED, .max = 3,
+                                 .window_ms = 60000};
 
 /* The store at the URL that 'fmt' and 'ap' make (printf-style); NULL when
    it does not open (a failed check). */

@@ -77,6 +77,9 @@ sluice_decision fx_decide_at(fixture *fx, const sluice_limit *limit,
         rc = sluice_peek(&d, fx->store, limit, key, key_len, cost);
     test_check_rc_at(rc, SLUICE_OK, file, line,
                      consume ? "sluice_hit()" : "sluice_peek()");
+    /* The room for fields to come reads 0 (sluice.h). */
+    test_check_at(d.reserved[0] == 0 && d.reserved[1] == 0, file, line,
+                  "the decision's reserved slots are 0");
     return d;
 }
 

@@ -39,7 +39,8 @@ sluice_limit limit_of(sluice_algo algo, uint64_t max, uint64_t window_ms);
 /*
  * Asks the store (a hit when 'consume', else a peek) and checks that the
  * call succeeded, reporting the caller's 'file':'line'. The decision is
- * poisoned first, so a field the store forgets to set shows up.
+ * poisoned first, so a field the store forgets to set shows up, and its
+ * reserved slots must come back 0.
  */
 sluice_decision fx_decide_at(fixture *fx, const sluice_limit *limit,
                              const char *key, size_t key_len, uint64_t cost,

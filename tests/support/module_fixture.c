@@ -29,7 +29,7 @@ int mf_start(rs_server *s, const char *const *extra)
     if (rs_start(s, args) < 0)
         return -1;
     for (unsigned i = 0; i < SLUICE__ALGO_N; i++) {
-        const sluice__script *sc = sluice__algos[i]->script;
+        const sluice__script *sc = sluice__algo_scripts[i];
         redisReply *r = rs_cmd(s, "SCRIPT LOAD %b", sc->text, sc->len);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING &&
                  strcmp(r->str, sc->sha1) == 0;
@@ -152,7 +152,7 @@ static redisReply *script_call(rs_server *s, const char *const *keys,
 
     a.n = 0;
     add(&a, "EVALSHA");
-    add(&a, sluice__algos[rq->algo]->script->sha1);
+    add(&a, sluice__algo_scripts[rq->algo]->sha1);
     add_u64(&a, (uint64_t)n);
     for (int i = 0; i < n; i++)
         add(&a, keys[i]);

@@ -119,6 +119,7 @@ int queue_start(const char *name, int argc, char **argv)
 
 void queue_stop(void)
 {
+    queue_clock_stop();
     sluice_store_free(queue_store);
     queue_store = NULL;
     queue_server = NULL;
@@ -126,6 +127,44 @@ void queue_stop(void)
         rs_sentinel_stop(&sentinel);
     else
         rs_stop(&server);
+}
+
+/* ---- The caller's clock --------------------------------------------------- */
+
+sluice_vclock *queue_vclock;
+static sluice_store *server_clock_store; /* queue_store while it is put by */
+
+int queue_clock_start(uint64_t start_ms)
+{
+    sluice_store_opts o = SLUICE_STORE_OPTS_INIT;
+    char url[sizeof(queue_url) + 16];
+    sluice_store *st = NULL;
+
+    if (!CHECK(server_clock_store == NULL) ||
+        !CHECK_OK(sluice_vclock_new(&queue_vclock, start_ms)))
+        return -1;
+    o.clock_ms = sluice_vclock_now_ms;
+    o.clock_payload = queue_vclock;
+    snprintf(url, sizeof(url), "%s&clock=caller", queue_url);
+    if (!CHECK_OK(sluice_store_open(&st, url, &o))) {
+        sluice_vclock_free(queue_vclock);
+        queue_vclock = NULL;
+        return -1;
+    }
+    server_clock_store = queue_store;
+    queue_store = st;
+    return 0;
+}
+
+void queue_clock_stop(void)
+{
+    if (server_clock_store == NULL)
+        return;
+    sluice_store_free(queue_store);
+    queue_store = server_clock_store;
+    server_clock_store = NULL;
+    sluice_vclock_free(queue_vclock);
+    queue_vclock = NULL;
 }
 
 /* ---- Helpers ------------------------------------------------------------- */

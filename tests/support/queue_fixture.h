@@ -49,6 +49,20 @@ extern const char *const queue_server_args[];
 int queue_start(const char *name, int argc, char **argv);
 void queue_stop(void);
 
+/*
+ * The caller's clock, for the cases that move time instead of waiting for
+ * it: queue_clock_start() opens a second store on the same server, its URL
+ * queue_url with "&clock=caller" and its clock the virtual clock
+ * queue_vclock (at 'start_ms'), so that the queue's delays, leases and
+ * back-offs count on it; and makes it queue_store, which every helper
+ * below uses, until queue_clock_stop() puts the first back. 0, or -1 (a
+ * failed check). The cap's window is the counter's PTTL, the server's
+ * clock, on either store.
+ */
+extern sluice_vclock *queue_vclock;
+int queue_clock_start(uint64_t start_ms);
+void queue_clock_stop(void);
+
 /* Sets the context to 'what' and empties the server (job ids start at 1
    again). */
 void queue_fresh(const char *what);

@@ -959,3 +959,21 @@ const char *rs_module_path(void)
     return NULL;
 #endif
 }
+
+const char *rs_skew_path(void)
+{
+#ifdef SLUICE_SKEW_PATH
+    return SLUICE_SKEW_PATH;
+#else
+    return NULL;
+#endif
+}
+
+const char *rs_skew_omit(void)
+{
+#ifdef SLUICE_SKEW_OMIT
+    return SLUICE_SKEW_OMIT;
+#else
+    return NULL;
+#endif
+}

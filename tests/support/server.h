@@ -419,5 +419,12 @@ void rs_sentinel_stop(rs_sentinel *st);
  * (SLUICE_MODULE=OFF).
  */
 const char *rs_module_path(void);
+/*
+ * The tests' module built without one algorithm's glue (sluice_skew.so,
+ * CMakeLists.txt's SLUICE_SKEW_OMIT), and the name of that algorithm, e.g.
+ * "sliding-log"; NULL when the build has no module.
+ */
+const char *rs_skew_path(void);
+const char *rs_skew_omit(void);
 
 #endif /* SLUICE_TEST_SERVER_H */

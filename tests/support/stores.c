@@ -31,13 +31,22 @@ int test_module_glue(rs_server *s, sluice_algo algo)
     const char *name = sluice_algo_name(algo);
     redisReply *r = rs_cmd(s, "SLUICE.HIT sluice-glue-probe %s 1 1000 PEEK",
                            name);
+    char lacks[96];
     int has = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
 
-    if (!has)
+    /* Only the module's own words for an algorithm without glue skip its
+       runs; any other answer is a failure, never a skip. */
+    snprintf(lacks, sizeof(lacks), "ERR sluice: no module glue for "
+             "algorithm %s", name);
+    if (!has && r != NULL && r->type == REDIS_REPLY_ERROR &&
+        strcmp(r->str, lacks) == 0)
         printf("  NOTE: the module on %s does not decide %s (%s): its "
-               "module runs are skipped\n", s->url, name,
-               r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
-                                                         : "no answer");
+               "module runs are skipped\n", s->url, name, r->str);
+    else if (!CHECK(has))
+        fprintf(stderr, "    the module on %s answered SLUICE.HIT of %s "
+                "with %s\n", s->url, name,
+                r == NULL ? "nothing" : r->type == REDIS_REPLY_ERROR
+                                            ? r->str : "another reply");
     if (r != NULL)
         freeReplyObject(r);
     return has;

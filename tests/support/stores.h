@@ -22,8 +22,10 @@ struct rs_server;
 
 /*
  * Whether the native module loaded into 's' decides 'algo' (its glue is
- * built in): a SLUICE.HIT ... PEEK that writes nothing. When it does not,
- * a note saying so is printed, so a skipped run is never silent.
+ * built in): a SLUICE.HIT ... PEEK that writes nothing. When it answers
+ * exactly the module's "no module glue" for 'algo', a note saying so is
+ * printed, so a skipped run is never silent; any other answer but a
+ * decision fails a check.
  */
 int test_module_glue(struct rs_server *s, sluice_algo algo);
 

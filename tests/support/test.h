@@ -3,7 +3,8 @@
  *
  * A check that fails prints its file, line and expression and is counted;
  * the program goes on, so one run shows every failure. test_summary() prints
- * one line ("test_algo: 123 checks, 0 failed") and gives the exit status.
+ * one line ("test_algo: 123 checks, 0 failed") and gives the exit status,
+ * a failure when no check was made at all.
  *
  *   CHECK(cond)              a condition that must hold.
  *   CHECK_EQ_U64(a, b)       two numbers that must be equal (both printed).
@@ -30,6 +31,10 @@
 #include <string.h>
 
 #define TEST_MAX_PRINTED 50
+
+/* The exit status of a test that had nothing it could run (CTest's
+   SKIP_RETURN_CODE for every test program, tests/CMakeLists.txt). */
+#define TEST_SKIP 77
 
 /* How many algorithms the library has, counted from its one list. */
 #define TEST__ALGO_PLUS_ONE(name, val, folder) +1
@@ -85,7 +90,11 @@ uint64_t test_random_seed(void);
    value shows, and compares, whole. */
 void test_append_escaped(char *out, size_t cap, const char *s, size_t len);
 
-/* Prints the summary line for 'name'; returns the exit status. */
+/* Prints the summary line for 'name'; returns the exit status: 0 when at
+   least one check was made and none failed, else 1 (a program that made no
+   check has shown nothing, so it fails too). A test with nothing to run
+   where it is (a binary missing, say) exits TEST_SKIP instead, which CTest
+   reports as skipped (SKIP_RETURN_CODE, set for every test). */
 int test_summary(const char *name);
 
 #endif /* SLUICE_TEST_H */

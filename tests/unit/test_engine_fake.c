@@ -13,6 +13,14 @@
  *   this version      the module: the calls go as SLUICE.HITMANY, and
  *                     their replies are read (and checked) as the
  *                     scripts' are
+ *   this version, a list of algorithms without the fixed window
+ *                     the fixed window's calls go to its script
+ *                     (engine=auto), or are SLUICE_ENOTSUP naming it
+ *                     (engine=module), with no SLUICE.HITMANY sent
+ *   "no module glue"  a module that said it decides the fixed window but
+ *                     does not: under engine=auto the call goes again as
+ *                     the script, and the next ones go there at once;
+ *                     under engine=module SLUICE_ENOTSUP, never EPROTO
  */
 #include "fake_cluster.h"
 #include "test.h"
@@ -129,12 +137,63 @@ static void test_this_version(void)
     test_context(NULL);
 }
 
+/* The checks of a store on A whose module does not decide the fixed
+   window: by script under 'auto', refused under 'module'. 'hitmany' is
+   how many SLUICE.HITMANY calls the auto store sends, on its one
+   connection (each connect asks SLUICE.VERSION again, and notes what it
+   answers). */
+static void check_by_script(uint64_t hitmany)
+{
+    sluice_store *st = open_on_a("auto&pool=1");
+    sluice_decision d;
+    uint64_t ms;
+
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(fc_timed_hit(&d, st, "k", &ms));
+        CHECK(fc_is_decision(&d));
+    }
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 3);
+    CHECK_EQ_U64(fc_count(NODE_A, "SLUICE.HITMANY"), hitmany);
+    CHECK_EQ_U64(module_calls(st), 0);
+    sluice_store_free(st);
+    st = open_on_a("module");
+    CHECK_RC(fc_timed_hit(&d, st, "k", &ms), SLUICE_ENOTSUP);
+    if (!CHECK(strstr(sluice_last_error(), "does not decide fixed") != NULL))
+        fprintf(stderr, "    message: %s\n", sluice_last_error());
+    CHECK_EQ_U64(fc_count(NODE_A, "EVALSHA"), 3);
+    sluice_store_free(st);
+}
+
+static void test_algorithms(void)
+{
+    char text[96], reply[128];
+
+    test_context("SLUICE.VERSION names the algorithms, not fixed");
+    fc_reset();
+    snprintf(text, sizeof(text), "sluice.so %s api 1 algos sliding-log "
+             "GCRA unknown-one", SLUICE_VERSION);
+    snprintf(reply, sizeof(reply), "$%zu\r\n%s\r\n", strlen(text), text);
+    fake_node_on(fc_nodes[NODE_A].fake, "SLUICE.VERSION", reply);
+    fake_node_on(fc_nodes[NODE_A].fake, "SLUICE.HITMANY",
+                 "*4\r\n:1\r\n:9\r\n:0\r\n:60000\r\n");
+    check_by_script(0);
+    test_context("SLUICE.HITMANY answers no module glue");
+    fc_reset();
+    version_reply(reply, sizeof(reply), SLUICE_VERSION);
+    fake_node_on(fc_nodes[NODE_A].fake, "SLUICE.VERSION", reply);
+    fake_node_on(fc_nodes[NODE_A].fake, "SLUICE.HITMANY",
+                 "-ERR sluice: no module glue for algorithm fixed\r\n");
+    check_by_script(1);
+    test_context(NULL);
+}
+
 int main(void)
 {
     fc_start();
     test_loading();
     test_other_version();
     test_this_version();
+    test_algorithms();
     fc_stop();
     return test_summary("test_engine_fake");
 }

@@ -48,15 +48,15 @@
  *   at the cap
  *             a store at a cap of 200,000 live keys refuses new keys, a
  *             millisecond apart, each with SLUICE_EFULL, and no call
- *             sweeps more than SWEEP_CAP_BUCKETS buckets (and the few of
- *             the ordinary sweeps), where each used to sweep the whole
- *             store; once the keys are idle, the first new key fits;
- *   a step    on a wall clock that steps back a minute, a refusal's wait is
- *             the caller's: the same request is refused one ms before
- *             retry_after_ms and admitted at it, on the caller's clock.
+ *             sweeps more than SLUICE__MEM_SWEEP_CAP_BUCKETS buckets (and the
+ * few of the ordinary sweeps), where each used to sweep the whole store; once
+ * the keys are idle, the first new key fits; a step    on a wall clock that
+ * steps back a minute, a refusal's wait is the caller's: the same request is
+ * refused one ms before retry_after_ms and admitted at it, on the caller's
+ * clock.
  */
 #include "../../bench/bench_util.h" /* rss_now_bytes(), the bench's */
-#include "store/mem.h"
+#include "mem/mem.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -244,7 +244,8 @@ static long expire_all(sluice_store *st, sluice_vclock *clock,
  * run more than 'trims' trims and is idle, and, if 'rss_below' > 0, the
  * resident set is under it. Answers whether it came.
  */
-static bool trims_settle(mem_store *m, uint64_t trims, long long rss_below)
+static bool trims_settle(sluice__mem_store *m, uint64_t trims,
+                         long long rss_below)
 {
     for (int i = 0; i < 6000; i++) {
         if (atomic_load(&m->trims) > trims &&
@@ -261,7 +262,7 @@ static void test_trim(void)
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
-    mem_store *m;
+    sluice__mem_store *m;
     long long before, full, after;
     uint64_t trims, untrimmed;
     int threads;
@@ -300,7 +301,7 @@ static void test_trim(void)
 #ifdef __GLIBC__
     CHECK(atomic_load(&trims_away) > 0);
 #endif
-    CHECK(untrimmed < TRIM_MIN_BYTES);
+    CHECK(untrimmed < SLUICE__MEM_TRIM_MIN_BYTES);
     if (HEAP_TRIMS && before > 0) {
         CHECK(full > before + 16000000); /* the keys took room */
         CHECK(after < before + 4000000);
@@ -319,7 +320,7 @@ static void test_trim_no_thread(void)
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
-    mem_store *m;
+    sluice__mem_store *m;
     unsigned long here = atomic_load(&trims_here);
     unsigned long away = atomic_load(&trims_away);
     uint64_t inline_trims;
@@ -402,7 +403,7 @@ static void test_trim_threads(void)
     pthread_t tid[TRIM_THREADS];
     sluice_vclock *clock = NULL;
     sluice_store *st;
-    mem_store *m;
+    sluice__mem_store *m;
     unsigned long here = atomic_load(&trims_here);
 
     test_context("the trim, %d threads calling", TRIM_THREADS);
@@ -435,7 +436,7 @@ static void test_trim_threads(void)
 static int trim_in_child(sluice_store *st, sluice_vclock *clock,
                          const sluice_limit *l)
 {
-    mem_store *m = st->backend.impl;
+    sluice__mem_store *m = st->backend.impl;
     uint64_t trims = atomic_load(&m->trims);
     unsigned long here = atomic_load(&trims_here);
     unsigned long away = atomic_load(&trims_away);
@@ -463,7 +464,7 @@ static void test_trim_fork(void)
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
-    mem_store *m;
+    sluice__mem_store *m;
     int status = 0, rc;
     unsigned long here = atomic_load(&trims_here);
     pid_t pid;
@@ -560,7 +561,7 @@ static void test_trim_busy(void)
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
     sluice_vclock *clock = NULL;
     sluice_store *st;
-    mem_store *m;
+    sluice__mem_store *m;
     sluice_decision d;
     uint64_t swept;
     int rc;
@@ -617,11 +618,11 @@ static void test_default_cap(void)
 /* The buckets every sweep of 'st' has visited. */
 static uint64_t swept_of(sluice_store *st)
 {
-    mem_store *m = st->backend.impl;
+    sluice__mem_store *m = st->backend.impl;
     uint64_t n = 0;
 
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
+    for (unsigned i = 0; i < SLUICE__MEM_SHARDS; i++) {
+        sluice__mem_shard *sh = &m->shards[i].s;
 
         pthread_mutex_lock(&sh->lock);
         n += sh->swept;
@@ -634,8 +635,9 @@ static uint64_t swept_of(sluice_store *st)
 
 static void test_cap_sweep(void)
 {
-    const uint64_t bound = SWEEP_CAP_BUCKETS + SWEEP_BUCKETS_PER_CALL +
-                           SWEEP_OTHER_BUCKETS;
+    const uint64_t bound = SLUICE__MEM_SWEEP_CAP_BUCKETS +
+                           SLUICE__MEM_SWEEP_BUCKETS_PER_CALL +
+                           SLUICE__MEM_SWEEP_OTHER_BUCKETS;
     sluice_limit l = SLUICE_LIMIT(SLUICE_FIXED, 5, 60000);
     sluice_vclock *clock = NULL;
     sluice_store *st;

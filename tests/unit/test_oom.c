@@ -133,7 +133,7 @@ void __wrap_free(void *p)
     __real_free(p);
 }
 
-/* The embedded store maps its cells (src/store/mem.h): a mapping is an
+/* The embedded store maps its cells (src/mem/mem.h): a mapping is an
    allocation here too, and munmap() its free. */
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd,
                   off_t off)

@@ -262,11 +262,6 @@ static void clog_release(void *state)
 
 const sluice__algo sluice__algo_compact_log = {
     .name = "compact-log",
-    .script = &sluice__script_compact_log,
-    .server_value = "a compact log (a string)",
-    /* What it counts only leaves at its time: a refusal stands. */
-    .refused_cache_default = true,
-    .reset_windows = 1, /* the newest unit's t + window - now */
     .check = clog_check,
     .state_size = sizeof(clog_state),
     .init = clog_init,
@@ -275,4 +270,11 @@ const sluice__algo sluice__algo_compact_log = {
     .bytes = clog_bytes,
     .release = clog_release,
     .reserve = clog_reserve,
+};
+
+const sluice__algo_server sluice__algo_server_compact_log = {
+    .value = "a compact log (a string)",
+    /* What it counts only leaves at its time: a refusal stands. */
+    .refused_cache_default = true,
+    .reset_windows = 1, /* the newest unit's t + window - now */
 };

@@ -182,13 +182,6 @@ static const sluice__word_ops fixed_word = {
 
 const sluice__algo sluice__algo_fixed = {
     .name = "fixed",
-    .script = &sluice__script_fixed,
-    .server_value = "a number",
-    /* Its count only grows until the key expires: a refusal stands. */
-    .refused_cache_default = true,
-    /* Its reset is the key's PTTL, which a key given a longer life by
-       something else may pass: no bound. */
-    .reset_windows = 0,
     .state_size = sizeof(fixed_state),
     .init = fixed_init,
     .decide = fixed_decide,
@@ -196,4 +189,13 @@ const sluice__algo sluice__algo_fixed = {
     .bytes = fixed_bytes,
     .release = fixed_release,
     .word = &fixed_word,
+};
+
+const sluice__algo_server sluice__algo_server_fixed = {
+    .value = "a number",
+    /* Its count only grows until the key expires: a refusal stands. */
+    .refused_cache_default = true,
+    /* Its reset is the key's PTTL, which a key given a longer life by
+       something else may pass: no bound. */
+    .reset_windows = 0,
 };

@@ -225,12 +225,6 @@ static const sluice__word_ops gcra_word = {
 
 const sluice__algo sluice__algo_gcra = {
     .name = "gcra",
-    .script = &sluice__script_gcra,
-    .server_value = "a string: the TAT in ms, and ':' and its remainder "
-                    "in 1/max ms when it has one",
-    /* TAT only moves forward while a refusal waits: a refusal stands. */
-    .refused_cache_default = true,
-    .reset_windows = 1, /* ceil(D / max) <= window */
     .has_burst = true,
     .check = gcra_check,
     .state_size = sizeof(gcra_state),
@@ -240,4 +234,12 @@ const sluice__algo sluice__algo_gcra = {
     .bytes = gcra_bytes,
     .release = gcra_release,
     .word = &gcra_word,
+};
+
+const sluice__algo_server sluice__algo_server_gcra = {
+    .value = "a string: the TAT in ms, and ':' and its remainder "
+             "in 1/max ms when it has one",
+    /* TAT only moves forward while a refusal waits: a refusal stands. */
+    .refused_cache_default = true,
+    .reset_windows = 1, /* ceil(D / max) <= window */
 };

@@ -159,11 +159,6 @@ static void counter_release(void *state)
 
 const sluice__algo sluice__algo_sliding_counter = {
     .name = "sliding-counter",
-    .script = &sluice__script_sliding_counter,
-    .server_value = "a hash",
-    /* Its refusals are remembered only when asked (refused_cache=all). */
-    .refused_cache_default = false,
-    .reset_windows = 2, /* 2 x window - elapsed */
     .check = counter_check,
     .state_size = sizeof(counter_state),
     .init = counter_init,
@@ -171,4 +166,11 @@ const sluice__algo sluice__algo_sliding_counter = {
     .idle_at = counter_idle_at,
     .bytes = counter_bytes,
     .release = counter_release,
+};
+
+const sluice__algo_server sluice__algo_server_sliding_counter = {
+    .value = "a hash",
+    /* Its refusals are remembered only when asked (refused_cache=all). */
+    .refused_cache_default = false,
+    .reset_windows = 2, /* 2 x window - elapsed */
 };

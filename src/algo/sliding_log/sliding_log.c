@@ -214,11 +214,6 @@ static void log_release(void *state)
 
 const sluice__algo sluice__algo_sliding_log = {
     .name = "sliding-log",
-    .script = &sluice__script_sliding_log,
-    .server_value = "a sorted set",
-    /* What it counts only leaves at its time: a refusal stands. */
-    .refused_cache_default = true,
-    .reset_windows = 1, /* the newest entry's t + window - now */
     .state_size = sizeof(log_state),
     .init = log_init,
     .decide = log_decide,
@@ -226,4 +221,11 @@ const sluice__algo sluice__algo_sliding_log = {
     .bytes = log_bytes,
     .release = log_release,
     .reserve = log_reserve,
+};
+
+const sluice__algo_server sluice__algo_server_sliding_log = {
+    .value = "a sorted set",
+    /* What it counts only leaves at its time: a refusal stands. */
+    .refused_cache_default = true,
+    .reset_windows = 1, /* the newest entry's t + window - now */
 };

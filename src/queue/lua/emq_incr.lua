@@ -2,6 +2,9 @@
 
 KEYS[1]  emq:{q}:limiter, the queue's fixed-window counter
 ARGV[1]  window_ms
+ARGV[2]  optional: now in ms, or "", as the other queue scripts take it;
+         unused, since the window is the counter's own lifetime (PTTL): the
+         server's clock, as the fixed window keeps it with clock=caller
 Reply    {count after the increment, the counter's PTTL}
 
 The fixed window's own counter step (src/algo/fixed/counter.lua): it

@@ -3,6 +3,8 @@
 KEYS[1]  emq:{q}:limiter, the queue's fixed-window counter
 KEYS[2]  emq:{q}:meta, the queue's hash; its field 'max' is the cap
 ARGV[1]  the cap, or "0" to read it from the meta hash
+ARGV[2]  optional: now in ms, or "", as the other queue scripts take it;
+         unused, since the wait is the counter's PTTL: the server's clock
 Reply    the wait in ms: the counter's PTTL when it has reached the cap and
          the window still has time left; else 0 (admit), also when no cap is
          known, and when the counter has no expiry: the dequeue point reads

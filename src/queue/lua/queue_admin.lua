@@ -15,7 +15,9 @@ ARGV[1]  "stats", "cap", "retry", "failed" or "state"
   state ID L     where job ID is, for the holder of lease L (a read):
                  Reply 1 active under lease L, 2 active under another,
                  3 waiting or delayed (its data is kept, and it is in
-                 neither set), 4 failed, 5 gone (completed: no data) ]]
+                 neither set), 4 failed, 5 gone (completed: no data)
+It reads no clock, so it takes none (now.lua): the stats' wait is the
+counter's PTTL. ]]
 --! include limiter.lua
 local op = ARGV[1]
 if op == 'stats' then

@@ -9,6 +9,9 @@ ARGV[4]  with fail: the most attempts (a job taken that often fails for good);
          with extend: the lease's new length in ms, from now
 ARGV[5]  with fail: the back-off in ms before the next attempt, doubled at
          each attempt
+ARGV[6]  now in ms, or "" (or absent) to read the server's clock (TIME):
+         what a new lease, a back-off and a failure time count from
+         (now.lua)
 Reply    1 completed, 2 to be retried, 3 failed for good, 4 extended;
          0 the lease was lost: the job is no longer this worker's (its lease
          ran out and it went back to wait, or another worker holds it now)
@@ -23,7 +26,7 @@ local id = ARGV[1]
 if not redis.call('ZSCORE', KEYS[2], id) then return 0 end
 if redis.call('HGET', KEYS[6], id .. ':l') ~= ARGV[2] then return 0 end
 if ARGV[3] == 'extend' then -- a heartbeat: the lease holds a while longer
-  redis.call('ZADD', KEYS[2], 'XX', string.format('%.0f', now_ms() + tonumber(ARGV[4])), id)
+  redis.call('ZADD', KEYS[2], 'XX', string.format('%.0f', now_ms(ARGV[6]) + tonumber(ARGV[4])), id)
   return 4
 end
 redis.call('ZREM', KEYS[2], id)
@@ -33,7 +36,7 @@ if ARGV[3] == 'complete' then
   redis.call('HINCRBY', KEYS[5], 'completed', 1)
   return 1
 end
-local now = now_ms()
+local now = now_ms(ARGV[6])
 local attempt = tonumber(redis.call('HGET', KEYS[6], id) or '1')
 if attempt >= tonumber(ARGV[4]) then
   redis.call('ZADD', KEYS[7], string.format('%.0f', now), id)

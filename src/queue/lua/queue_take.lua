@@ -11,6 +11,10 @@ KEYS[8]  emq:{q}:failed    (score: when it failed for good, ms)
 ARGV[1]  the lease in ms
 ARGV[2]  the stalled limit: how often a job's lease may run out (its worker
          presumed dead) before it fails for good instead of going back
+ARGV[3]  now in ms, or "" (or absent) to read the server's clock (TIME):
+         the clock of due delays, leases and failure times (now.lua). The
+         cap's window is the counter's own lifetime (PTTL), so it keeps the
+         server's clock, as the fixed window does with clock=caller
 Reply    {1, id, attempt, payload, lease}  a job, now active under a lease
                                     whose token 'lease' is unique for ever;
          {0, wait_ms, max}          over budget: take nothing, wait (max 0:
@@ -33,7 +37,7 @@ counter met in the millisecond of its expiry starts a new window. ]]
 --! include now.lua
 --! include limiter.lua
 --! include ../../algo/fixed/counter.lua
-local now = now_ms()
+local now = now_ms(ARGV[3])
 local nowtext = string.format('%.0f', now)
 local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowtext, 'LIMIT', 0, 1000)
 for _, id in ipairs(due) do

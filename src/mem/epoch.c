@@ -3,7 +3,7 @@
  * the advance of the epoch.
  */
 #define _DEFAULT_SOURCE /* syscall() */
-#include "store/epoch.h"
+#include "mem/epoch.h"
 
 #include "core/core.h"
 

@@ -28,8 +28,8 @@
  * given back when a thread exits; a thread that finds none (more than that
  * many threads at once) gets -1, and its callers take their locked path.
  */
-#ifndef SLUICE_STORE_EPOCH_H
-#define SLUICE_STORE_EPOCH_H
+#ifndef SLUICE_MEM_EPOCH_H
+#define SLUICE_MEM_EPOCH_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -103,4 +103,4 @@ static inline uint64_t sluice__epoch_now(sluice__epoch *ep)
  */
 bool sluice__epoch_may_free(sluice__epoch *ep, uint64_t retired);
 
-#endif /* SLUICE_STORE_EPOCH_H */
+#endif /* SLUICE_MEM_EPOCH_H */

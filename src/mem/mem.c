@@ -1,9 +1,9 @@
 /*
  * mem.c - the embedded in-process store ("mem://").
  *
- * Keys live in a hash table split into SHARDS shards, each with its own lock,
- * so threads on different keys rarely meet. A shard is a table of chained
- * buckets; an entry holds one (algorithm, key) and that algorithm's state:
+ * Keys live in a hash table split into SLUICE__MEM_SHARDS shards, each with
+ * its own lock, so threads on different keys rarely meet. A shard is a table
+ * of chained buckets; an entry holds one (algorithm, key) and its state:
  *
  *   shard[h >> 56]  (lock, table -> {n, cells, buckets[]}, count, cursor)
  *       buckets[h & (n - 1)] = {head, idle_lo_ms}
@@ -19,12 +19,12 @@
  *
  * Cells. With many keys, the bucket and the entry are two cache misses, one
  * after the other (the bucket holds the entry's address). So a table of
- * CELLS_MIN_BUCKETS buckets or more, most of whose keys are of algorithms
- * with a word, has cells too: one for every two buckets, at addresses the
- * hash gives, and an entry of such an algorithm lives in one of its two
- * cells if either is free and the entry fits (CELL_SIZE bytes). The
- * lock-free path asks for both cells and the bucket at once: a key in a
- * cell is found with one miss, any other with the bucket's, then its
+ * SLUICE__MEM_CELLS_MIN_BUCKETS buckets or more, most of whose keys are of
+ * algorithms with a word, has cells too: one for every two buckets, at
+ * addresses the hash gives, and an entry of such an algorithm lives in one of
+ * its two cells if either is free and the entry fits (SLUICE__MEM_CELL_SIZE
+ * bytes). The lock-free path asks for both cells and the bucket at once: a key
+ * in a cell is found with one miss, any other with the bucket's, then its
  * entry's. An entry in a cell is linked in its chain like any other, so
  * everything else (the locked path, sweeps, reset) is the same for it; it
  * is retired and reclaimed like any other too, and only then is its cell
@@ -50,33 +50,33 @@
  *      function: (old word, limit, t, cost, consume) -> (new word, decision);
  *   3. if the word changed, compare-and-swap it in; a lost race decides
  *      again on the word that won. A refusal or a peek writes nothing.
- * The word reads WORD_HELD (its top bit) while the state is in the entry's
- * struct instead: while someone holds the shard lock and decides on it
+ * The word reads SLUICE__MEM_WORD_HELD (its top bit) while the state is in the
+ * entry's struct instead: while someone holds the shard lock and decides on it
  * (word_take() ... word_put()), when the state is beyond the word's range
  * (for the fixed window, an expiry too far from the base for the count's
- * bits), and for ever once the entry is unlinked. A lock-free call that reads WORD_HELD, cannot find its
- * key, or gets SLUICE__WORD_RANGE from the word function, takes the locked
- * path, which decides on the struct with the same arithmetic: which path
- * serves a call changes no answer (test_mem_fast checks both on random
- * traces against the reference model).
+ * bits), and for ever once the entry is unlinked. A lock-free call that reads
+ * SLUICE__MEM_WORD_HELD, cannot find its key, or gets SLUICE__WORD_RANGE from
+ * the word function, takes the locked path, which decides on the struct with
+ * the same arithmetic: which path serves a call changes no answer
+ * (test_mem_fast checks both on random traces against the reference model).
  *
  * Why it is exact. Every change of a live word is one compare-and-swap from
  * the value the decision read, so concurrent hits are serialised by the
  * swaps, and none is lost or counted twice. The locked path takes the word
  * with an exchange, so a lock-free swap that read the old value fails
- * after it, and reads WORD_HELD. The sweep takes an idle word with a swap
- * from the idle value it read (so a hit that got in first keeps the entry),
- * and reset and every unlink store WORD_HELD first: a lock-free call that
- * still holds the entry then fails its swap and takes the locked path,
- * which no longer finds it. The clamp: a call raises 'last_ms' before it
- * reads the word and decides at the 'last_ms' it reads after, so a word is
- * never written at a time before the time of a word it replaces; the
+ * after it, and reads SLUICE__MEM_WORD_HELD. The sweep takes an idle word with
+ * a swap from the idle value it read (so a hit that got in first keeps the
+ * entry), and reset and every unlink store SLUICE__MEM_WORD_HELD first: a
+ * lock-free call that still holds the entry then fails its swap and takes the
+ * locked path, which no longer finds it. The clamp: a call raises 'last_ms'
+ * before it reads the word and decides at the 'last_ms' it reads after, so a
+ * word is never written at a time before the time of a word it replaces; the
  * algorithm's answer from a word written at a later time than the caller's
  * clock is its answer at that later time, with the gap added to the waits.
  *
  * Memory. Lock-free readers may hold an entry, or an old bucket table, that
  * a sweep, a reset, the key cap or a resize unlinks: so what is unlinked is
- * retired on the shard's lists and freed (reclaim(), at the end of each
+ * retired on the shard's lists and freed (mem_trim.c, at the end of each
  * sweep step) only once the epoch has advanced twice since, that is once
  * every reader that could have seen it has left (epoch.h). A resize relinks
  * entries while readers walk the old table: they may miss their key (then
@@ -84,9 +84,9 @@
  * lock before anything says it holds the reader's key: the reader loads its
  * word first (acquire), and reads the rest only if the word is live; a
  * cell's fields are written only while it is free, and it becomes free only
- * a grace period after its entry was unlinked (word WORD_HELD), so what a
- * live word covers stays put while the reader is in its section. Cells go
- * when their table has been freed and the last entry in them has too.
+ * a grace period after its entry was unlinked (word SLUICE__MEM_WORD_HELD), so
+ * what a live word covers stays put while the reader is in its section. Cells
+ * go when their table has been freed and the last entry in them has too.
  *
  * Idle times. A lock-free decision does not write 'idle_at_ms' nor the
  * bucket's bound; a word's idle time only grows (algo.h), so what was noted
@@ -103,28 +103,27 @@
  * Memory comes back. After each decision the entry records 'idle_at_ms', the
  * time from which its state equals a fresh one. Such entries are dropped:
  *   - a few buckets per locked call, from a cursor that walks the shard;
- *   - a few buckets of another shard every SWEEP_OTHER_EVERY calls (locked
- *     or not), in turn, so every shard is swept whatever keys the traffic
+ *   - a few buckets of another shard every SLUICE__MEM_SWEEP_OTHER_EVERY calls
+ * (locked or not), in turn, so every shard is swept whatever keys the traffic
  *     reaches;
  *   - the whole shard before its table grows (evict before allocating);
  *   - when the key cap is reached, a bounded part of the store: at most
- *     SWEEP_CAP_BUCKETS buckets a call, from where the last one stopped,
- *     passing over each shard whose bound (mem_store.shard_lo_ms) says
- *     nothing in it is idle yet (sluice__mem_sweep_store()).
- * A table under an eighth full halves at the end of a pass of its cursor.
- * Freed memory goes back to the system on a thread of the store's, once
- * enough was freed (mem_trim.c tells when and how).
- * A bucket keeps 'idle_lo_ms', at most the least 'idle_at_ms' of its
- * entries, so a sweep reads only the bucket array and walks a chain only when
- * one of its entries may be idle. Entries are the lines other threads write
- * on every call; a sweep that read them all would pull them from those
- * threads' caches.
+ *     SLUICE__MEM_SWEEP_CAP_BUCKETS buckets a call, from where the last one
+ * stopped, passing over each shard whose bound (sluice__mem_store.shard_lo_ms)
+ * says nothing in it is idle yet (sluice__mem_sweep_store()). A table under an
+ * eighth full halves at the end of a pass of its cursor. Freed memory goes back
+ * to the system on a thread of the store's, once enough was freed (mem_trim.c
+ * tells when and how). A bucket keeps 'idle_lo_ms', at most the least
+ * 'idle_at_ms' of its entries, so a sweep reads only the bucket array and walks
+ * a chain only when one of its entries may be idle. Entries are the lines other
+ * threads write on every call; a sweep that read them all would pull them from
+ * those threads' caches.
  *
  * A key that is still counting is never dropped: when the cap (max_keys, a
  * million by default) is reached and nothing is idle, a hit on a new key
  * fails with SLUICE_EFULL.
  */
-#include "store/mem.h"
+#include "mem/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +145,7 @@ static uint64_t key_hash(uint64_t seed, sluice_algo algo, const char *key,
 /* ---- Words ------------------------------------------------------------------ */
 
 /* Raises 'e's latest time to 'now_ms' if it is behind. */
-static void last_raise(entry *e, uint64_t now_ms)
+static void last_raise(sluice__mem_entry *e, uint64_t now_ms)
 {
     uint64_t last = atomic_load(&e->last_ms);
 
@@ -157,33 +156,34 @@ static void last_raise(entry *e, uint64_t now_ms)
 
 /*
  * Under the shard lock: takes the state of 'e' out of its word into its
- * struct (the word reads WORD_HELD meanwhile, so every lock-free call on it
- * takes the locked path and waits), and puts it back. Whatever decides on
- * an entry under the lock does so between word_take() and word_put(): a
- * call on one key around its decide_held(); a call on several keys that
- * must be decided together (all or nothing) takes every word before the
- * first decision and puts them back after the last, so that no lock-free
+ * struct (the word reads SLUICE__MEM_WORD_HELD meanwhile, so every lock-free
+ * call on it takes the locked path and waits), and puts it back. Whatever
+ * decides on an entry under the lock does so between word_take() and
+ * word_put(): a call on one key around its decide_held(); a call on several
+ * keys that must be decided together (all or nothing) takes every word before
+ * the first decision and puts them back after the last, so that no lock-free
  * call gets in between.
  */
-static void word_take(entry *e)
+static void word_take(sluice__mem_entry *e)
 {
     const sluice__algo *algo = sluice__algos[e->algo];
     uint64_t w;
 
     if (algo->word == NULL)
         return;
-    w = atomic_exchange(&e->word, WORD_HELD);
-    if (w != WORD_HELD)
-        algo->word->load(w, e->base_ms, entry_state(e));
+    w = atomic_exchange(&e->word, SLUICE__MEM_WORD_HELD);
+    if (w != SLUICE__MEM_WORD_HELD)
+        algo->word->load(w, e->base_ms, sluice__mem_entry_state(e));
 }
 
-/* Leaves the word WORD_HELD when the state is beyond its range. */
-static void word_put(entry *e)
+/* Leaves the word SLUICE__MEM_WORD_HELD when the state is beyond its range. */
+static void word_put(sluice__mem_entry *e)
 {
     const sluice__algo *algo = sluice__algos[e->algo];
     uint64_t w;
 
-    if (algo->word != NULL && algo->word->store(entry_state(e), e->base_ms, &w))
+    if (algo->word != NULL &&
+        algo->word->store(sluice__mem_entry_state(e), e->base_ms, &w))
         atomic_store(&e->word, w);
 }
 
@@ -207,7 +207,7 @@ static void add_gap(sluice_decision *out, uint64_t t, uint64_t now_ms)
  * writes nothing); when the swap loses a race, decide again on the word that
  * won. SLUICE__WORD_RANGE when the word is held or cannot answer.
  */
-static int decide_word(const sluice__algo *algo, entry *e,
+static int decide_word(const sluice__algo *algo, sluice__mem_entry *e,
                        const sluice_limit *limit, uint64_t now_ms,
                        uint64_t cost, bool consume, sluice_decision *out)
 {
@@ -218,7 +218,7 @@ static int decide_word(const sluice__algo *algo, entry *e,
         last_raise(e, now_ms);
     w = atomic_load(&e->word);
     do {
-        if (w & WORD_HELD)
+        if (w & SLUICE__MEM_WORD_HELD)
             return SLUICE__WORD_RANGE;
         t = atomic_load(&e->last_ms);
         if (t < now_ms)
@@ -242,14 +242,15 @@ static int decide_word(const sluice__algo *algo, entry *e,
  * the key's two cells, both asked for at once, so one miss; then, if
  * neither holds it, the chain. Without: the bucket, then its chain.
  */
-static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
-                            sluice_algo algo, const char *key, size_t key_len,
-                            uint64_t *now_ms)
+static sluice__mem_entry *find_unlocked(sluice__mem_store *m,
+                                        sluice__mem_shard *sh, uint64_t hash,
+                                        sluice_algo algo, const char *key,
+                                        size_t key_len, uint64_t *now_ms)
 {
     uintptr_t tag = atomic_load(&sh->table);
-    table *t = table_of_tag(tag);
-    bucket *bk = &t->b[hash & (((size_t)1 << (tag & 63)) - 1)];
-    entry *e, *a, *b;
+    sluice__mem_table *t = sluice__mem_table_of_tag(tag);
+    sluice__mem_bucket *bk = &t->b[hash & (((size_t)1 << (tag & 63)) - 1)];
+    sluice__mem_entry *e, *a, *b;
 
     if (t->cell_base == NULL) {
         e = atomic_load(&bk->head);
@@ -259,20 +260,22 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
             __builtin_prefetch((const char *)e + 63);
         }
         *now_ms = m->clock_ms(m->clock_payload);
-        return chain_find_unlocked(e, hash, algo, key, key_len);
+        return sluice__mem_chain_find_unlocked(e, hash, algo, key, key_len);
     }
-    a = cell_at(t->cell_base, cell_first(hash, t->cell_n));
-    b = cell_at(t->cell_base, cell_second(hash, t->cell_n));
+    a = sluice__mem_cell_at(t->cell_base,
+                            sluice__mem_cell_first(hash, t->cell_n));
+    b = sluice__mem_cell_at(t->cell_base,
+                            sluice__mem_cell_second(hash, t->cell_n));
     __builtin_prefetch(a);
     __builtin_prefetch(b);
     __builtin_prefetch(bk); /* if neither holds it */
     *now_ms = m->clock_ms(m->clock_payload);
-    if (cell_holds(a, hash, algo, key, key_len))
+    if (sluice__mem_cell_holds(a, hash, algo, key, key_len))
         return a;
-    if (cell_holds(b, hash, algo, key, key_len))
+    if (sluice__mem_cell_holds(b, hash, algo, key, key_len))
         return b;
-    return chain_find_unlocked(atomic_load(&bk->head), hash, algo, key,
-                               key_len);
+    return sluice__mem_chain_find_unlocked(atomic_load(&bk->head), hash, algo,
+                                           key, key_len);
 }
 
 /*
@@ -281,14 +284,14 @@ static entry *find_unlocked(mem_store *m, shard *sh, uint64_t hash,
  * the clock into '*now_ms' itself, while the key's entry is on its way from
  * memory (a prefetch). SLUICE__WORD_RANGE when the locked path must decide.
  */
-static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
-                       const sluice_limit *limit, const char *key,
-                       size_t key_len, uint64_t cost, bool consume,
-                       uint64_t *now_ms, sluice_decision *out)
+static int decide_fast(sluice__mem_store *m, sluice__mem_shard *sh,
+                       uint64_t hash, const sluice_limit *limit,
+                       const char *key, size_t key_len, uint64_t cost,
+                       bool consume, uint64_t *now_ms, sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     int slot = sluice__epoch_slot_of_thread();
-    entry *e;
+    sluice__mem_entry *e;
     int err = SLUICE__WORD_RANGE;
 
     if (slot < 0) {
@@ -309,9 +312,9 @@ static int decide_fast(mem_store *m, shard *sh, uint64_t hash,
  * Decides on the state that 'e' holds, at 'now_ms' clamped to its last,
  * under the shard lock and between word_take() and word_put() of 'e'.
  */
-static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
-                       uint64_t now_ms, uint64_t cost, bool consume,
-                       sluice_decision *out)
+static int decide_held(sluice__mem_shard *sh, sluice__mem_entry *e,
+                       const sluice_limit *limit, uint64_t now_ms,
+                       uint64_t cost, bool consume, sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     uint64_t t;
@@ -321,11 +324,12 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     t = atomic_load(&e->last_ms);
     if (t < now_ms)
         t = now_ms;
-    before = algo->bytes(entry_state(e));
-    err = algo->decide(entry_state(e), limit, t, cost, consume, out);
+    before = algo->bytes(sluice__mem_entry_state(e));
+    err = algo->decide(sluice__mem_entry_state(e), limit, t, cost, consume,
+                       out);
 
     /* Even a failed decide may have trimmed the state and freed memory. */
-    after = algo->bytes(entry_state(e));
+    after = algo->bytes(sluice__mem_entry_state(e));
     sh->bytes += after;
     sh->bytes -= before;
     if (after < before)
@@ -333,13 +337,13 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
     if (err == SLUICE_OK)
         add_gap(out, t, now_ms);
     if (err == SLUICE_OK) {
-        uint64_t idle_at = algo->idle_at(entry_state(e), limit);
+        uint64_t idle_at = algo->idle_at(sluice__mem_entry_state(e), limit);
 
         last_raise(e, t);
         /* Never sooner than before: a call with a shorter window must not
            let the sweep drop what a longer one still counts. */
-        if (idle_at > cold_of(e)->idle_at_ms || idle_at == 0)
-            cold_of(e)->idle_at_ms = idle_at;
+        if (idle_at > sluice__mem_cold_of(e)->idle_at_ms || idle_at == 0)
+            sluice__mem_cold_of(e)->idle_at_ms = idle_at;
         sluice__mem_bucket_note(sh, e);
     }
     return err;
@@ -351,15 +355,16 @@ static int decide_held(shard *sh, entry *e, const sluice_limit *limit,
  * relative to it). Then the entry moves its base up to its latest time, as
  * a copy, so that the lock-free path serves it again.
  */
-static void rebase(mem_store *m, shard *sh, elink *link)
+static void rebase(sluice__mem_store *m, sluice__mem_shard *sh,
+                   sluice__mem_link *link)
 {
-    entry *e = *link;
+    sluice__mem_entry *e = *link;
     const sluice__algo *algo = sluice__algos[e->algo];
     uint64_t base_ms = atomic_load(&e->last_ms), w;
 
-    if (algo->word != NULL && atomic_load(&e->word) == WORD_HELD &&
+    if (algo->word != NULL && atomic_load(&e->word) == SLUICE__MEM_WORD_HELD &&
         base_ms > e->base_ms &&
-        algo->word->store(entry_state(e), base_ms, &w))
+        algo->word->store(sluice__mem_entry_state(e), base_ms, &w))
         sluice__mem_entry_rebase(m, sh, link, base_ms, w);
 }
 
@@ -368,7 +373,7 @@ static int decide_fresh(const sluice_limit *limit, uint64_t now_ms,
                         uint64_t cost, sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
-    _Alignas(8) unsigned char fresh[STATE_MAX];
+    _Alignas(8) unsigned char fresh[SLUICE__MEM_STATE_MAX];
     int err;
 
     algo->init(fresh);
@@ -381,14 +386,15 @@ static int decide_fresh(const sluice_limit *limit, uint64_t now_ms,
  * Counts a hit on a new key, whose key is reserved under the cap: a new
  * entry at 'link', unless the decision fails (nothing is kept then).
  */
-static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
+static int decide_new(sluice__mem_store *m, sluice__mem_shard *sh,
+                      sluice__mem_link *link, uint64_t hash,
                       const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t now_ms, uint64_t cost,
                       sluice_decision *out)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
-    entry *e = sluice__mem_entry_new(sh, limit->algo, hash, key, key_len,
-                                     now_ms);
+    sluice__mem_entry *e =
+        sluice__mem_entry_new(sh, limit->algo, hash, key, key_len, now_ms);
     int err;
 
     if (e == NULL) {
@@ -396,14 +402,15 @@ static int decide_new(mem_store *m, shard *sh, elink *link, uint64_t hash,
         return sluice__error(SLUICE_ENOMEM, "cannot allocate a key of %zu "
                              "bytes", key_len);
     }
-    if ((err = algo->decide(entry_state(e), limit, now_ms, cost, true,
-                            out)) < 0) {
+    if ((err = algo->decide(sluice__mem_entry_state(e), limit, now_ms, cost,
+                            true, out)) < 0) {
         atomic_fetch_sub(&m->keys, 1);
-        algo->release(entry_state(e));
+        algo->release(sluice__mem_entry_state(e));
         sluice__mem_entry_free(sh, e);
         return err;
     }
-    cold_of(e)->idle_at_ms = algo->idle_at(entry_state(e), limit);
+    sluice__mem_cold_of(e)->idle_at_ms =
+        algo->idle_at(sluice__mem_entry_state(e), limit);
     word_put(e);
     *link = e; /* published: lock-free readers may find it from now on */
     sluice__mem_bucket_note(sh, e);
@@ -417,12 +424,12 @@ static int mem_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out)
 {
-    mem_store *m = impl;
+    sluice__mem_store *m = impl;
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
-    shard *sh = shard_of(m, hash);
+    sluice__mem_shard *sh = sluice__mem_shard_of(m, hash);
     uint64_t now_ms;
     bool swept = false;
-    elink *link;
+    sluice__mem_link *link;
     int err;
 
     if (sluice__algos[limit->algo]->word != NULL) {
@@ -465,7 +472,7 @@ again:
                             "the store holds its cap of %zu keys and none is "
                             "idle", m->max_keys);
     }
-    sluice__mem_sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
+    sluice__mem_sweep_some(m, sh, SLUICE__MEM_SWEEP_BUCKETS_PER_CALL, now_ms);
     pthread_mutex_unlock(&sh->lock);
     sluice__mem_sweep_other(m, now_ms);
     return err;
@@ -474,10 +481,10 @@ again:
 static int mem_reset(void *impl, const sluice_limit *limit, const char *key,
                      size_t key_len)
 {
-    mem_store *m = impl;
+    sluice__mem_store *m = impl;
     uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
-    shard *sh = shard_of(m, hash);
-    elink *link;
+    sluice__mem_shard *sh = sluice__mem_shard_of(m, hash);
+    sluice__mem_link *link;
 
     pthread_mutex_lock(&sh->lock);
     link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
@@ -489,11 +496,11 @@ static int mem_reset(void *impl, const sluice_limit *limit, const char *key,
 
 static void mem_free(void *impl)
 {
-    mem_store *m = impl;
+    sluice__mem_store *m = impl;
 
     sluice__mem_trimmer_stop(m); /* at most a trim in progress to wait for */
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
+    for (unsigned i = 0; i < SLUICE__MEM_SHARDS; i++) {
+        sluice__mem_shard *sh = &m->shards[i].s;
 
         sluice__mem_shard_free(m, sh);
         pthread_mutex_destroy(&sh->lock);
@@ -513,7 +520,7 @@ static void mem_free(void *impl)
  */
 uint64_t sluice__mem_all_hash(void *p, sluice_algo a, const char *k, size_t n)
 {
-    return key_hash(((mem_store *)p)->seed, a, k, n) | ALL_BIT;
+    return key_hash(((sluice__mem_store *)p)->seed, a, k, n) | ALL_BIT;
 }
 
 /* HOLD: reads the clock, locks the shards of hash[0..n) (sorted by shard:
@@ -522,19 +529,20 @@ uint64_t sluice__mem_all_hash(void *p, sluice_algo a, const char *k, size_t n)
 uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
                           sluice__hold step, uint64_t now_ms)
 {
-    mem_store *m = impl;
+    sluice__mem_store *m = impl;
 
     now_ms = step == SLUICE__HOLD ? m->clock_ms(m->clock_payload) : now_ms;
     for (size_t i = 0; i < n; i++) {
-        shard *sh = shard_of(m, hash[i]);
+        sluice__mem_shard *sh = sluice__mem_shard_of(m, hash[i]);
 
-        if (i > 0 && sh == shard_of(m, hash[i - 1]))
+        if (i > 0 && sh == sluice__mem_shard_of(m, hash[i - 1]))
             continue;
         if (step == SLUICE__HOLD) {
             pthread_mutex_lock(&sh->lock);
         } else {
             sluice__mem_shard_make_room(m, sh, now_ms);
-            sluice__mem_sweep_some(m, sh, SWEEP_BUCKETS_PER_CALL, now_ms);
+            sluice__mem_sweep_some(m, sh, SLUICE__MEM_SWEEP_BUCKETS_PER_CALL,
+                                   now_ms);
             pthread_mutex_unlock(&sh->lock);
         }
     }
@@ -546,11 +554,12 @@ uint64_t sluice__mem_hold(void *impl, const uint64_t *hash, size_t n,
 }
 
 /* Makes a fresh entry at 'link' for a held call (under the cap). */
-static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
+static int held_make(sluice__mem_store *m, sluice__mem_shard *sh,
+                     sluice__mem_link *link, uint64_t hash,
                      const sluice_limit *limit, const char *key, size_t len,
                      uint64_t now_ms)
 {
-    entry *e;
+    sluice__mem_entry *e;
 
     if (!sluice__mem_reserve_key(m))
         return SLUICE_EFULL;
@@ -568,8 +577,9 @@ static int held_make(mem_store *m, shard *sh, elink *link, uint64_t hash,
 }
 
 /* Makes room in 'e' (held) for a count, at the time decide_held() uses. */
-static int held_reserve(shard *sh, entry *e, const sluice_limit *limit,
-                        uint64_t now_ms, uint64_t cost)
+static int held_reserve(sluice__mem_shard *sh, sluice__mem_entry *e,
+                        const sluice_limit *limit, uint64_t now_ms,
+                        uint64_t cost)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     uint64_t t = atomic_load(&e->last_ms);
@@ -579,9 +589,10 @@ static int held_reserve(shard *sh, entry *e, const sluice_limit *limit,
     if (algo->reserve == NULL)
         return SLUICE_OK;
     word_take(e);
-    before = algo->bytes(entry_state(e));
-    err = algo->reserve(entry_state(e), limit, t < now_ms ? now_ms : t, cost);
-    sh->bytes += algo->bytes(entry_state(e));
+    before = algo->bytes(sluice__mem_entry_state(e));
+    err = algo->reserve(sluice__mem_entry_state(e), limit,
+                        t < now_ms ? now_ms : t, cost);
+    sh->bytes += algo->bytes(sluice__mem_entry_state(e));
     sh->bytes -= before;
     word_put(e);
     return err;
@@ -594,9 +605,10 @@ int sluice__mem_held(void *impl, uint64_t hash, const sluice_limit *limit,
                      const char *key, size_t len, uint64_t now_ms,
                      uint64_t cost, sluice__held mode, sluice_decision *out)
 {
-    mem_store *m = impl;
-    shard *sh = shard_of(m, hash);
-    elink *link = sluice__mem_shard_find(sh, hash, limit->algo, key, len);
+    sluice__mem_store *m = impl;
+    sluice__mem_shard *sh = sluice__mem_shard_of(m, hash);
+    sluice__mem_link *link =
+        sluice__mem_shard_find(sh, hash, limit->algo, key, len);
     int err;
 
     if (*link != NULL && mode == SLUICE__HELD_DROP)
@@ -627,17 +639,18 @@ static const sluice__store_ops mem_ops = {
 int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
                      const char *url)
 {
-    mem_store *m;
+    sluice__mem_store *m;
     unsigned i;
 
     for (i = 0; i < SLUICE__ALGO_N; i++)
-        if (sluice__algos[i]->state_size > STATE_MAX)
+        if (sluice__algos[i]->state_size > SLUICE__MEM_STATE_MAX)
             return sluice__error(SLUICE_EINVAL,
                                  "algorithm %s keeps %zu bytes of state; the "
                                  "embedded store allows %u",
                                  sluice__algos[i]->name,
-                                 sluice__algos[i]->state_size, STATE_MAX);
-    m = aligned_alloc(_Alignof(mem_store), sizeof(*m));
+                                 sluice__algos[i]->state_size,
+                                 SLUICE__MEM_STATE_MAX);
+    m = aligned_alloc(_Alignof(sluice__mem_store), sizeof(*m));
     if (m == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
     memset(m, 0, sizeof(*m));
@@ -648,27 +661,29 @@ int sluice__mem_open(sluice__opened *out, sluice_store_opts *opts,
     }
     m->clock_ms = opts->clock_ms;
     m->clock_payload = opts->clock_payload;
-    m->max_keys = opts->max_keys == 0 ? DEFAULT_MAX_KEYS : opts->max_keys;
+    m->max_keys =
+        opts->max_keys == 0 ? SLUICE__MEM_DEFAULT_MAX_KEYS : opts->max_keys;
     m->seed = sluice__random_seed();
     atomic_init(&m->keys, 0);
     atomic_init(&m->full, 0);
     atomic_init(&m->cap_shard, 0);
     sluice__epoch_init(&m->epoch);
-    for (i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
-
-        table *t = sluice__mem_table_new(SHARD_MIN_BUCKETS, false);
+    for (i = 0; i < SLUICE__MEM_SHARDS; i++) {
+        sluice__mem_shard *sh = &m->shards[i].s;
+        sluice__mem_table *t =
+            sluice__mem_table_new(SLUICE__MEM_SHARD_MIN_BUCKETS, false);
 
         if (t == NULL || pthread_mutex_init(&sh->lock, NULL) != 0) {
             free(t);
             while (i-- > 0) {
-                free(table_of_tag(atomic_load(&m->shards[i].s.table)));
+                free(sluice__mem_table_of_tag(
+                    atomic_load(&m->shards[i].s.table)));
                 pthread_mutex_destroy(&m->shards[i].s.lock);
             }
             free(m);
             return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
         }
-        atomic_init(&sh->table, table_tag(t));
+        atomic_init(&sh->table, sluice__mem_table_tag(t));
         sh->buckets = t->b;
         sh->nbuckets = t->n;
         sh->bytes = sh->nbuckets * sizeof(*sh->buckets);

@@ -1,13 +1,14 @@
 /*
- * mem_trim.c - the embedded store's memory: what it holds (its stats), and
+ * mem_trim.c - the embedded store's memory: what it holds (its stats),
+ * freeing what was unlinked once no lock-free reader can hold it, and
  * giving back to the system what it freed (mem.c's header tells the rest
  * of the design).
  *
  * Once the bytes freed to the heap since the last time are at least
- * TRIM_MIN_BYTES and TRIM_KEY_BYTES per live key, the store-wide sweep's
- * step asks the allocator to give its free memory back (glibc's
- * malloc_trim(), sluice__mem_trim()): not in the call itself, since a trim
- * that gives back hundreds of MB takes seconds (BENCHMARKS.md: 1.0 s after
+ * SLUICE__MEM_TRIM_MIN_BYTES and SLUICE__MEM_TRIM_KEY_BYTES per live key, the
+ * store-wide sweep's step asks the allocator to give its free memory back
+ * (glibc's malloc_trim(), sluice__mem_trim()): not in the call itself, since a
+ * trim that gives back hundreds of MB takes seconds (BENCHMARKS.md: 1.0 s after
  * 5 million fixed keys, 9.4 s after as many sliding-log keys), but on the
  * store's trimming thread, started the first time a trim is due (and in a
  * forked child, which has no copy of it, the first time one is due there),
@@ -16,7 +17,7 @@
  * the arena's lock that glibc holds meanwhile). If the thread cannot be
  * created, the call trims itself.
  */
-#include "store/mem.h"
+#include "mem/mem.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,67 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+
+/* ---- Freeing what was retired ---------------------------------------------- */
+
+/*
+ * Frees what 'sh' retired before the last grace period (the lists are
+ * newest first, so what may go is a tail of each). While the oldest of
+ * them is not yet free, it only tries to advance the epoch: the lists'
+ * entries are cold, and a walk of them on every call would miss on each.
+ */
+static void reclaim(sluice__mem_store *m, sluice__mem_shard *sh)
+{
+    sluice__mem_entry **el = &sh->retired;
+    sluice__mem_table **tl = &sh->retired_tables;
+    uint64_t newest, now, oldest = UINT64_MAX;
+
+    if (*el == NULL && *tl == NULL)
+        return;
+    newest = *el != NULL ? sluice__mem_cold_of(*el)->idle_at_ms
+                         : (*tl)->retired_epoch;
+    if (*tl != NULL && (*tl)->retired_epoch > newest)
+        newest = (*tl)->retired_epoch;
+    sluice__epoch_may_free(&m->epoch, newest); /* advances it if it can */
+    now = sluice__epoch_now(&m->epoch);
+    if (now < 2 || sh->retired_oldest > now - 2)
+        return; /* nothing is 2 epochs old yet */
+    for (; *el != NULL && sluice__mem_cold_of(*el)->idle_at_ms + 2 > now;
+         el = &sluice__mem_cold_of(*el)->retired)
+        oldest = sluice__mem_cold_of(*el)->idle_at_ms;
+    for (; *tl != NULL && (*tl)->retired_epoch + 2 > now; tl = &(*tl)->retired)
+        if ((*tl)->retired_epoch < oldest)
+            oldest = (*tl)->retired_epoch;
+    for (sluice__mem_entry *e = *el, *next; e != NULL; e = next) {
+        next = sluice__mem_cold_of(e)->retired;
+        sluice__mem_entry_free(sh, e);
+    }
+    for (sluice__mem_table *t = *tl, *next; t != NULL; t = next) {
+        next = t->retired;
+        sluice__mem_table_free(sh, t);
+    }
+    *el = NULL;
+    *tl = NULL;
+    sh->retired_oldest = oldest;
+}
+
+/* Adds what 'sh' gave back to the heap to the store's count of it. */
+static void freed_flush(sluice__mem_store *m, sluice__mem_shard *sh)
+{
+    if (sh->freed > 0) {
+        atomic_fetch_add_explicit(&m->untrimmed, sh->freed,
+                                  memory_order_relaxed);
+        sh->freed = 0;
+    }
+}
+
+/* At the end of a sweep of 'sh' (locked): frees what its readers have left
+   and counts what that gave back to the heap. */
+void sluice__mem_reclaim(sluice__mem_store *m, sluice__mem_shard *sh)
+{
+    reclaim(m, sh);
+    freed_flush(m, sh);
+}
 
 /* ---- Trimming the heap ----------------------------------------------------- */
 
@@ -73,8 +135,8 @@ static void heap_trim(void)
  */
 static void *trimmer_run(void *arg)
 {
-    mem_store *m = arg;
-    trimmer *t = &m->trimmer;
+    sluice__mem_store *m = arg;
+    sluice__mem_trimmer *t = &m->trimmer;
     unsigned gen = process_gen();
 
     for (;;) {
@@ -96,10 +158,10 @@ static void *trimmer_run(void *arg)
  * the semaphore the child inherited: it is made again. False if the thread
  * cannot be created.
  */
-static bool trimmer_start(mem_store *m)
+static bool trimmer_start(sluice__mem_store *m)
 {
     static pthread_once_t watch = PTHREAD_ONCE_INIT;
-    trimmer *t = &m->trimmer;
+    sluice__mem_trimmer *t = &m->trimmer;
     sigset_t all, old;
     int err;
 
@@ -125,9 +187,9 @@ static bool trimmer_start(mem_store *m)
  * hands them over. False if the thread cannot be created: the caller trims
  * itself (and the next trim due tries to start it again).
  */
-static bool trimmer_wake(mem_store *m, uint64_t bytes)
+static bool trimmer_wake(sluice__mem_store *m, uint64_t bytes)
 {
-    trimmer *t = &m->trimmer;
+    sluice__mem_trimmer *t = &m->trimmer;
     unsigned running = process_gen() << 1;
     unsigned s = atomic_load(&t->state);
 
@@ -149,15 +211,15 @@ static bool trimmer_wake(mem_store *m, uint64_t bytes)
 
 /*
  * Asks the allocator to give its free memory back to the system, once the
- * bytes freed since the last time are at least TRIM_MIN_BYTES and at least
- * TRIM_KEY_BYTES per key still held. malloc_trim() walks the heap's free
- * chunks (about one per live block, at worst) and returns the pages of
- * what was freed, so a trim costs about the live keys plus what was freed,
- * which that rule has already paid for: trims come a geometric series
+ * bytes freed since the last time are at least SLUICE__MEM_TRIM_MIN_BYTES and
+ * at least SLUICE__MEM_TRIM_KEY_BYTES per key still held. malloc_trim() walks
+ * the heap's free chunks (about one per live block, at worst) and returns the
+ * pages of what was freed, so a trim costs about the live keys plus what was
+ * freed, which that rule has already paid for: trims come a geometric series
  * apart while a mass of keys goes (half, a quarter, ... of it each), and
- * at most once per TRIM_MIN_BYTES freed when few keys are held. Counting
- * bytes, not time, keeps it off the clock: what a store gives back does
- * not depend on how fast its caller runs.
+ * at most once per SLUICE__MEM_TRIM_MIN_BYTES freed when few keys are held.
+ * Counting bytes, not time, keeps it off the clock: what a store gives back
+ * does not depend on how fast its caller runs.
  *
  * The trim itself is not the caller's: one that gives back hundreds of MB
  * takes a second or more. The caller hands it to the store's trimming
@@ -169,13 +231,13 @@ static bool trimmer_wake(mem_store *m, uint64_t bytes)
  * (sluice__mem_sweep_some()). Called with no shard lock held (after a
  * store-wide sweep step, or the sweep at the cap).
  */
-void sluice__mem_trim(mem_store *m)
+void sluice__mem_trim(sluice__mem_store *m)
 {
     uint64_t u = atomic_load_explicit(&m->untrimmed, memory_order_relaxed);
 
-    if (u < TRIM_MIN_BYTES ||
+    if (u < SLUICE__MEM_TRIM_MIN_BYTES ||
         u < (uint64_t)atomic_load_explicit(&m->keys, memory_order_relaxed) *
-                TRIM_KEY_BYTES ||
+                SLUICE__MEM_TRIM_KEY_BYTES ||
         !atomic_compare_exchange_strong(&m->untrimmed, &u, 0))
         return;
     if (trimmer_wake(m, u))
@@ -192,9 +254,9 @@ void sluice__mem_trim(mem_store *m)
  * child's copy of the store has no thread to join (the parent's is not in
  * the child, and the child never started one).
  */
-void sluice__mem_trimmer_stop(mem_store *m)
+void sluice__mem_trimmer_stop(sluice__mem_store *m)
 {
-    trimmer *t = &m->trimmer;
+    sluice__mem_trimmer *t = &m->trimmer;
 
     if (atomic_load(&t->state) == process_gen() << 1) {
         atomic_store(&t->stop, true);
@@ -210,11 +272,11 @@ void sluice__mem_trimmer_stop(mem_store *m)
 /* The store's stats: its shards' counts, each read under its lock. */
 int sluice__mem_stats(void *impl, sluice_store_stats *out)
 {
-    mem_store *m = impl;
+    sluice__mem_store *m = impl;
 
     out->bytes = sizeof(*m);
-    for (unsigned i = 0; i < SHARDS; i++) {
-        shard *sh = &m->shards[i].s;
+    for (unsigned i = 0; i < SLUICE__MEM_SHARDS; i++) {
+        sluice__mem_shard *sh = &m->shards[i].s;
 
         pthread_mutex_lock(&sh->lock);
         out->keys += sh->count;

@@ -20,7 +20,7 @@
  * counted. An entry made in step 1 for a request then refused stays fresh,
  * and is swept as any idle entry is.
  */
-#include "store/store.h"
+#include "mem/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

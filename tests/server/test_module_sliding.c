@@ -1,7 +1,7 @@
 /*
- * test_module_glue3.c - sluice.so's sliding-counter, sliding-log and
- * compact-log against their scripts, on a real redis-server that loaded
- * the module.
+ * test_module_sliding.c - sluice.so's three sliding windows
+ * (sliding-counter, sliding-log and compact-log) against their scripts, on
+ * a real redis-server that loaded the module.
  *
  *   - Twins: for each algorithm, a seeded random trace (several keys, costs
  *     from 1 to max, peeks, HITMANY calls naming a key twice, clock jumps to
@@ -33,7 +33,7 @@
  *     restart from it gives the same keys and expiries. A refusal or a peek
  *     that trims nothing moves the replication offset not at all.
  *
- * Usage: test_module_glue3 [SEED] (or SLUICE_TEST_SEED=N).
+ * Usage: test_module_sliding [SEED] (or SLUICE_TEST_SEED=N).
  */
 #include "module_fixture.h"
 #include "rng.h"
@@ -978,7 +978,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv, 0, test_random_seed());
 
-    printf("seed %" PRIu64 " (test_module_glue3 %" PRIu64 " repeats it)\n",
+    printf("seed %" PRIu64 " (test_module_sliding %" PRIu64 " repeats it)\n",
            seed, seed);
     if (mf_start(&server, NULL) < 0)
         return 2;
@@ -997,5 +997,5 @@ int main(int argc, char **argv)
     rng_state = seed + 200;
     test_effects();
     rs_stop(&server);
-    return test_summary("test_module_glue3");
+    return test_summary("test_module_sliding");
 }
