@@ -58,26 +58,13 @@ bool sluice__mod_is(const RedisModuleString *arg, const char *word);
    theirs. 'buf' holds at least 40 bytes; answers the length. */
 size_t sluice__mod_token(char *buf);
 
-/* ---- The fixed window's counter (src/algo/fixed/module.c) ------------------ */
+/* ---- Why a counter step changed nothing (view.h) -------------------------- */
 
-/* Why a counter step changed nothing: the server's own errors. */
+/* The server's own errors. */
 #define SLUICE__MODULE_WRONGTYPE 1   /* not a string */
 #define SLUICE__MODULE_NOT_INTEGER 2 /* "ERR value is not an integer ..." */
 #define SLUICE__MODULE_OVERFLOW 3    /* "ERR increment or decrement would
                                         overflow" */
-
-/*
- * counter.lua's counter_incr() on call->key with window call->limit->
- * window_ms, shared by the fixed window and SLUICE.EMQINCR as the script is
- * by fixed.lua and emq_incr.lua: adds 'by' (INCRBY), arms the window when
- * that created the key (or found "0"), starts a new one at PTTL 0, gives
- * a key without a TTL the window. A count passing 'cap' is taken back
- * (fixed.lua's DECRBY: only an expiry it armed stays). Sets '*n' (the count
- * after the increment) and '*ttl' (its PTTL after); writes and replicates
- * what changed. Returns 0, or one of the reasons above (nothing changed).
- */
-int sluice__mod_counter_incr(const sluice__mod_call *call, long long by,
-                             long long cap, long long *n, long long *ttl);
 
 /* ---- Values as the scripts read them (value.c) ------------------------------ */
 
