@@ -60,4 +60,55 @@ long long sluice__mod_counter_close(const sluice__mod_call *call,
                                     sluice__mod_counter *v, unsigned did,
                                     long long by);
 
+/* ---- A hash's fields (view_hash.c) --------------------------------------- */
+
+/* The fields a hash view reads and writes: the sliding counter's w, i, c
+   and p. */
+#define SLUICE__MOD_HASH_FIELDS 4
+
+/*
+ * A hash of SLUICE__MOD_HASH_FIELDS fields, named by one letter each, read
+ * with one HashGet as the script's HMGET reads them: each field as it is
+ * (NULL: missing), and Lua's tonumber() of it.
+ */
+typedef struct sluice__mod_hash {
+    RedisModuleKey *key;
+    RedisModuleString *const *names; /* made once by the view */
+    RedisModuleString *field[SLUICE__MOD_HASH_FIELDS];
+    double num[SLUICE__MOD_HASH_FIELDS];
+    bool is_num[SLUICE__MOD_HASH_FIELDS]; /* whether num[i] was read */
+} sluice__mod_hash;
+
+/*
+ * Opens call->key into 'h', its fields named by the letters 'names' (one
+ * for each field, the same string on every call); no key reads as no
+ * fields. Returns 0, or SLUICE__MODULE_FOREIGN (not a hash; the key is
+ * closed).
+ */
+int sluice__mod_hash_open(const sluice__mod_call *call, const char *names,
+                          sluice__mod_hash *h);
+
+/* tonumber() of field 'i' of 'h', or NULL when it is missing or not a
+   number. */
+static inline const double *sluice__mod_hash_num(const sluice__mod_hash *h,
+                                                 int i)
+{
+    return h->is_num[i] ? &h->num[i] : NULL;
+}
+
+/*
+ * The script's HSET of every field, 'v' written as its str() writes them
+ * (%.0f), then its PEXPIRE 'ttl_ms' (counted from call->server_ms); their
+ * events ("hset", "expire") and effects (HSET of every field, PEXPIREAT).
+ * A field that already holds its text is not set again (the hash ends the
+ * same).
+ */
+void sluice__mod_hash_write(const sluice__mod_call *call,
+                            const sluice__mod_hash *h,
+                            const double v[SLUICE__MOD_HASH_FIELDS],
+                            double ttl_ms);
+
+/* Closes the key and lets the fields go. */
+void sluice__mod_hash_close(const sluice__mod_call *call, sluice__mod_hash *h);
+
 #endif /* SLUICE_MODULE_VIEW_H */

@@ -14,24 +14,13 @@
 #define SLUICE_ALGO_FIXED_H
 
 #include "algo/algo.h"
+#include "algo/number.h"
 
 /* What a decision did to the counter (sluice__fixed_roll(),
    sluice__fixed_decide()). */
 #define SLUICE__FIXED_ARMED 1u     /* its expiry set to the window */
 #define SLUICE__FIXED_RESTARTED 2u /* met at PTTL 0: begun anew */
 #define SLUICE__FIXED_COUNTED 4u   /* 'cost' added to the count */
-
-/* A figure of the script's, a Lua number as the server replies it: a C
-   cast, truncating; LLONG_MIN (x86-64's cast) beyond a long long. */
-static inline uint64_t sluice__fixed_lua_figure(double d)
-{
-    if (d >= -9223372036854775808.0 && d < 9223372036854775808.0)
-        return (uint64_t)(long long)d;
-    return (uint64_t)1 << 63;
-}
-
-/* The embedded store's figures, exact integers already. */
-#define SLUICE__FIXED_EXACT_FIGURE(v) ((uint64_t)(v))
 
 /*
  * The decision, written once and made for two kinds of count (below): the
@@ -108,8 +97,8 @@ static inline uint64_t sluice__fixed_lua_figure(double d)
     }
 
 /* sluice__fixed_exact_roll(), _decide(): the embedded store's (fixed.c). */
-SLUICE__FIXED_DEFINE(sluice__fixed_exact, uint64_t, SLUICE__FIXED_EXACT_FIGURE)
+SLUICE__FIXED_DEFINE(sluice__fixed_exact, uint64_t, SLUICE__EXACT_FIGURE)
 /* sluice__fixed_roll(), sluice__fixed_decide(): the module's (module.c). */
-SLUICE__FIXED_DEFINE(sluice__fixed, double, sluice__fixed_lua_figure)
+SLUICE__FIXED_DEFINE(sluice__fixed, double, SLUICE__LUA_FIGURE)
 
 #endif /* SLUICE_ALGO_FIXED_H */
