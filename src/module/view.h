@@ -111,4 +111,52 @@ void sluice__mod_hash_write(const sluice__mod_call *call,
 /* Closes the key and lets the fields go. */
 void sluice__mod_hash_close(const sluice__mod_call *call, sluice__mod_hash *h);
 
+/* ---- A ring's bytes (view_ring.c) ----------------------------------------- */
+
+/* The compact log's string: its header's bytes, then the ring's slots. */
+#define SLUICE__MOD_RING_HEAD 16
+
+/*
+ * The compact log's key (compact_log.lua has the layout): a 16-byte
+ * header, 'SLCL' then head, len and cap as little-endian uint32, then a
+ * ring of cap slots of 8 bytes (little-endian uint64 times in ms), the
+ * 'len' live ones from 'head' on (mod cap). Read in place (StringDMA).
+ */
+typedef struct sluice__mod_ring {
+    RedisModuleKey *key;
+    const unsigned char *bytes; /* the string, read only; NULL: none */
+    uint32_t head, len, cap;    /* 0, 0, 0 for no key or an empty string */
+} sluice__mod_ring;
+
+/* The time of the i'th oldest live unit of 'r' (i < r->len). */
+static inline uint64_t sluice__mod_ring_at(const sluice__mod_ring *r,
+                                           uint32_t i)
+{
+    const unsigned char *p = r->bytes + SLUICE__MOD_RING_HEAD +
+                             8 * (size_t)(((uint64_t)r->head + i) % r->cap);
+    uint64_t t = 0;
+
+    for (int b = 7; b >= 0; b--)
+        t = t << 8 | p[b];
+    return t;
+}
+
+/*
+ * Opens call->key into 'r', as the script's read_header() reads it.
+ * Returns 0, or SLUICE__MODULE_FOREIGN (another type, or a string that is
+ * not such a ring, byte for byte: the key is closed).
+ */
+int sluice__mod_ring_open(const sluice__mod_call *call, sluice__mod_ring *r);
+
+/*
+ * Writes back a decision on 'r', as the script's commands: the oldest
+ * 'gone' units dropped (all of them deletes the key), then 'cost' units
+ * appended at 'now_ms' (0: none) and the key's life extended to one window
+ * if it would end sooner, or else the header of a ring that moved; with
+ * their events and effects. Closes the key. Returns 0, or SLUICE_ENOMEM
+ * (the server refused to grow the string).
+ */
+int sluice__mod_ring_close(const sluice__mod_call *call, sluice__mod_ring *r,
+                           uint32_t gone, uint64_t cost, uint64_t now_ms);
+
 #endif /* SLUICE_MODULE_VIEW_H */
