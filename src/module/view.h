@@ -19,7 +19,7 @@
 #include "module/module.h"
 #include "algo/fixed/fixed.h"
 
-/* ---- A counter and its expiry (view_counter.c) ---------------------------- */
+/* ---- A counter and its expiry (view_counter.c) --------------------------- */
 
 /*
  * The fixed window's key (fixed.lua, counter.lua): a string holding the
@@ -111,7 +111,7 @@ void sluice__mod_hash_write(const sluice__mod_call *call,
 /* Closes the key and lets the fields go. */
 void sluice__mod_hash_close(const sluice__mod_call *call, sluice__mod_hash *h);
 
-/* ---- A ring's bytes (view_ring.c) ----------------------------------------- */
+/* ---- A ring's bytes (view_ring.c) ---------------------------------------- */
 
 /* The compact log's string: its header's bytes, then the ring's slots. */
 #define SLUICE__MOD_RING_HEAD 16
@@ -158,5 +158,54 @@ int sluice__mod_ring_open(const sluice__mod_call *call, sluice__mod_ring *r);
  */
 int sluice__mod_ring_close(const sluice__mod_call *call, sluice__mod_ring *r,
                            uint32_t gone, uint64_t cost, uint64_t now_ms);
+
+/* ---- A sorted set's count, trim, add, k'th oldest (view_zset.c) ---------- */
+
+/* A running total of units, hi * 2^53 + lo, lo < 2^53. */
+typedef struct sluice__mod_total {
+    uint64_t hi, lo;
+} sluice__mod_total;
+
+/*
+ * The sliding log's key (sliding_log.lua has the members' form): a sorted
+ * set, one member a request, scored by its time, carrying the set's
+ * running total of units. The live total is the newest member's running
+ * total less the oldest's before it; the k'th oldest unit is in the first
+ * member whose running total reaches the oldest's start plus k, found by
+ * bisecting the set's ranks. These are the primitives of the sliding
+ * log's decision (sliding_log.h): each answers 0, or
+ * SLUICE__MODULE_FOREIGN for an end member (or one on the way) that the
+ * log never writes.
+ */
+typedef struct sluice__mod_zset {
+    const sluice__mod_call *call;
+    RedisModuleKey *key;
+    int type;               /* EMPTY or ZSET, as opened */
+    uint64_t n;             /* members after the trim */
+    sluice__mod_total end;  /* the newest member's running total */
+    sluice__mod_total base; /* the oldest member's, before its units */
+} sluice__mod_zset;
+
+/* Opens call->key into 'z': SLUICE__MODULE_FOREIGN when it is not a sorted
+   set (the key is closed). */
+int sluice__mod_zset_open(const sluice__mod_call *call, sluice__mod_zset *z);
+
+/* The newest member's score, if there is one (ZRANGE key -1 -1). */
+int sluice__mod_zset_newest(sluice__mod_zset *z, bool *found, double *t);
+
+/* ZREMRANGEBYSCORE key -inf (now - w), the bound as str() writes it; "del"
+   when that empties the set. */
+void sluice__mod_zset_trim(sluice__mod_zset *z, double now, double w);
+
+/* The live total, from the two ends' running totals; at least one unit a
+   member. */
+int sluice__mod_zset_total(sluice__mod_zset *z, uint64_t *total);
+
+/* The score of the member holding the k'th oldest live unit. */
+int sluice__mod_zset_kth(sluice__mod_zset *z, uint64_t k, double *t);
+
+/* ZADD of one member at 'now' carrying 'cost' units, then the key's life
+   extended to one window if it would end sooner. */
+int sluice__mod_zset_add(sluice__mod_zset *z, double now, uint64_t cost);
 
 #endif /* SLUICE_MODULE_VIEW_H */
