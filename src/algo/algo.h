@@ -6,6 +6,8 @@
  *
  *   NAME.c    its table (below), a 'const sluice__algo sluice__algo_NAME':
  *             pure functions of (state, limit, now, cost), no I/O, no clock
+ *             (the decision itself may be in NAME.h, which its module.c,
+ *             the server module's glue, shares: src/module/glue.h)
  *   NAME.lua  the same decision as a server script, between the shared
  *             src/algo/prelude.lua and src/algo/epilogue.lua (which give every
  *             algorithm's script the same ARGV and reply)

@@ -1,7 +1,8 @@
 /*
  * number.h - the two kinds of number an algorithm's one decision is made
- * for (src/algo/NAME/NAME.h writes it once, as a macro of its number type,
- * and makes it for both):
+ * for, where it computes with the values a key holds (fixed.h,
+ * sliding_counter.h and sliding_log.h write it once, as a macro of its
+ * number type, and make it for both):
  *
  *   exact  uint64_t, the embedded store's: its states hold what the library
  *          writes, within the bounds it checks, and its hot path stays in
