@@ -43,7 +43,8 @@ typedef struct sluice__mod_counter {
  * ('by' its increment: the count must be an integer, and adding 'by' must
  * not overflow); a peek ('by' 0) as Lua's tonumber() does. The PTTL is
  * counted from call->server_ms. Returns 0, or why the step cannot run
- * (SLUICE__MODULE_WRONGTYPE, _NOT_INTEGER, _OVERFLOW: the key is closed
+ * (SLUICE__MODULE_WRONGTYPE, _NOT_INTEGER, _OVERFLOW; a peek's count that
+ * is not a number is _WRONGTYPE: another's value. The key is then closed
  * and nothing changed).
  */
 int sluice__mod_counter_open(const sluice__mod_call *call, long long by,
