@@ -5,8 +5,10 @@
  * An algorithm lives in one folder, src/algo/NAME/:
  *
  *   NAME.c    its two tables (below): 'const sluice__algo sluice__algo_NAME',
- *             pure functions of (state, limit, now, cost), no I/O, no clock;
- *             and 'const sluice__algo_server sluice__algo_server_NAME', its
+ *             pure functions of (state, limit, now, cost), no I/O, no clock
+ *             (the decision itself may be in NAME.h, which its module.c,
+ *             the server module's glue, shares: src/module/glue.h); and
+ *             'const sluice__algo_server sluice__algo_server_NAME', its
  *             server part
  *   NAME.lua  the same decision as a server script, between the shared
  *             src/algo/prelude.lua and src/algo/epilogue.lua (which give every

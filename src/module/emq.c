@@ -19,7 +19,7 @@
  * expiry the scripts keep; errors the scripts pass on (a key of the wrong
  * type, a counter that is not an integer) are the server's own.
  */
-#include "module/module.h"
+#include "module/view.h"
 
 #include <limits.h>
 #include <string.h>
@@ -51,7 +51,9 @@ int sluice__mod_emqincr(RedisModuleCtx *ctx, RedisModuleString **argv,
     sluice_limit limit = {.algo = SLUICE_FIXED, .max = SLUICE_MAX_MAX};
     sluice__mod_call call = {.ctx = ctx, .limit = &limit, .cost = 1,
                              .consume = true};
-    long long n, ttl;
+    sluice__mod_counter v;
+    unsigned did;
+    long long n;
     int rc;
 
     if (argc != 3 && argc != 4)
@@ -65,16 +67,19 @@ int sluice__mod_emqincr(RedisModuleCtx *ctx, RedisModuleString **argv,
         now_arg(ctx, argv, argc, 3, &call.now_ms) < 0)
         return REDISMODULE_OK;
     call.key = argv[1];
-    rc = sluice__mod_counter_incr(&call, 1, LLONG_MAX, &n, &ttl);
+    rc = sluice__mod_counter_open(&call, 1, &v);
     if (rc == SLUICE__MODULE_WRONGTYPE)
         return RedisModule_ReplyWithError(ctx, REDISMODULE_ERRORMSG_WRONGTYPE);
     if (rc == SLUICE__MODULE_NOT_INTEGER)
         return RedisModule_ReplyWithError(ctx, NOT_INTEGER);
     if (rc == SLUICE__MODULE_OVERFLOW)
         return RedisModule_ReplyWithError(ctx, OVERFLOW);
+    /* The window's turn, and the unit always counted: no cap. */
+    did = sluice__fixed_roll(&v.count, &v.ttl_ms, v.found, limit.window_ms, true);
+    n = sluice__mod_counter_close(&call, &v, did | SLUICE__FIXED_COUNTED, 1);
     RedisModule_ReplyWithArray(ctx, 2);
     RedisModule_ReplyWithLongLong(ctx, n);
-    return RedisModule_ReplyWithLongLong(ctx, ttl);
+    return RedisModule_ReplyWithLongLong(ctx, v.ttl_ms);
 }
 
 /*

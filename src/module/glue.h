@@ -7,10 +7,11 @@
  * Each algorithm's glue is one file in its own folder, src/algo/NAME/module.c,
  * defining 'const sluice__module_glue sluice__module_NAME' (NAME as in
  * SLUICE_ALGO_MAP). It is compiled into sluice.so only: libsluice never
- * depends on the module API. The glue reads the key with the module API's
- * key functions, decides -- with the algorithm's pure C code where its state
- * maps onto the key, else mirroring its script step for step --, writes what
- * changed, and replicates it.
+ * depends on the module API. The glue is a codec: it opens the key into a
+ * view of its state (view.h: the script's readings and writes), decides
+ * with the algorithm's own C code -- the decision the embedded store makes
+ * (src/algo/NAME/NAME.h; gcra's table) --, and writes back what changed,
+ * which the view replicates.
  *
  * Replication: what a decision wrote reaches replicas and the AOF as its
  * effects -- commands that set the key's value and its absolute expiry

@@ -556,6 +556,32 @@ static void test_reclaim(void)
 
 static uint64_t swept_of(sluice_store *st);
 
+/*
+ * Waits (polling, at most a minute) until the trimming thread of 'm' has
+ * nothing to do: not trimming, no wake-up pending, and no trim begun over
+ * 50 ms. A 'busy' the test sets then stays set: the thread clears 'busy'
+ * at the end of a trim, which would undo it. Answers whether it came.
+ */
+static bool trimmer_idle(sluice__mem_store *m)
+{
+    uint64_t trims = atomic_load(&m->trims);
+    int quiet = 0, pending = 0;
+
+    for (int i = 0; i < 6000 && quiet < 5; i++) {
+        nap_ms(10);
+        if (sem_getvalue(&m->trimmer.wake, &pending) != 0)
+            pending = 0;
+        if (atomic_load(&m->trimmer.busy) == 0 && pending == 0 &&
+            atomic_load(&m->trims) == trims) {
+            quiet++;
+        } else {
+            quiet = 0;
+            trims = atomic_load(&m->trims);
+        }
+    }
+    return quiet >= 5;
+}
+
 static void test_trim_busy(void)
 {
     sluice_limit l = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 5, 1000);
@@ -572,6 +598,7 @@ static void test_trim_busy(void)
     m = st->backend.impl;
     CHECK_EQ_U64(hit_keys(st, &l, 20000, &rc), 20000);
     sluice_vclock_advance(clock, 5000); /* every key idle */
+    CHECK(trimmer_idle(m));
     atomic_store(&m->trimmer.busy, atomic_load(&sluice__mem_fork_gen) + 1);
     swept = swept_of(st);
     for (int i = 0; i < 100000; i++)

@@ -29,7 +29,7 @@
  * on a server about a millisecond at most, even where the ring is laid out
  * again (Lua makes a string of 512 KiB in 3-5 ms; 2^20 took 160 ms).
  */
-#include "algo/algo.h"
+#include "algo/compact_log/compact_log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +62,7 @@ static void clog_init(void *state)
 }
 
 /* The time of the i'th oldest live unit (0 <= i < len). */
-static uint64_t clog_at(const clog_state *s, uint32_t i)
-{
-    return s->t[(s->head + i) & (s->cap - 1)];
-}
+#define CLOG_AT(s, i) ((s)->t[((s)->head + (i)) & ((s)->cap - 1)])
 
 /* Moves the live units into a ring of 'cap' (a power of two >= len). */
 static int clog_resize(clog_state *s, uint32_t cap)
@@ -90,54 +87,22 @@ static int clog_resize(clog_state *s, uint32_t cap)
     return SLUICE_OK;
 }
 
-/* Has the i'th oldest live unit left the span by 'now' (t + window <= now)? */
-static bool clog_left(const clog_state *s, uint32_t i, uint64_t window_ms,
-                      uint64_t now_ms)
+/* The decision (compact_log.h), on the array. */
+SLUICE__CLOG_DEFINE(clog_exact, clog_state, CLOG_AT)
+
+/* Drops the oldest 'gone' units. */
+static void clog_drop(clog_state *s, uint32_t gone)
 {
-    return clog_at(s, i) + window_ms <= now_ms;
-}
-
-/*
- * How many units have left the span: a prefix of the ring, since times only
- * grow. Galloping from the oldest, then bisecting, finds the k that left in
- * O(log k) looks: one look when none has.
- */
-static uint32_t clog_gone(const clog_state *s, uint64_t window_ms,
-                          uint64_t now_ms)
-{
-    uint32_t lo = 0, hi, step = 1; /* unit lo has left, unit hi has not */
-
-    if (s->len == 0 || !clog_left(s, 0, window_ms, now_ms))
-        return 0;
-    if (clog_left(s, s->len - 1, window_ms, now_ms))
-        return s->len;
-    hi = s->len - 1;
-    while (lo + step < hi && clog_left(s, lo + step, window_ms, now_ms)) {
-        lo += step;
-        step *= 2;
-    }
-    if (lo + step < hi)
-        hi = lo + step;
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-
-        if (clog_left(s, mid, window_ms, now_ms))
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return hi;
-}
-
-/* Drops the units that have left the span, and the ring when it empties. */
-static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
-{
-    uint32_t gone = clog_gone(s, window_ms, now_ms);
-
     if (gone > 0) {
         s->head = (s->head + gone) & (s->cap - 1);
         s->len -= gone;
     }
+}
+
+/* Drops the units that have left the span. */
+static void clog_trim(clog_state *s, uint64_t window_ms, uint64_t now_ms)
+{
+    clog_drop(s, clog_exact_gone(s, s->len, window_ms, now_ms));
 }
 
 /* Gives back what the ring no longer needs (after the decision has
@@ -187,31 +152,13 @@ static int clog_decide(void *state, const sluice_limit *limit,
                        sluice_decision *out)
 {
     clog_state *s = state;
-    uint64_t w = limit->window_ms, used;
     int err;
 
-    clog_trim(s, w, now_ms);
-    out->limit = limit->max;
-    if (s->len + cost <= limit->max) {
-        out->allowed = 1;
-        out->retry_after_ms = 0;
-        used = s->len + cost;
-        out->reset_after_ms = w; /* the new units' life */
-        if (consume && (err = clog_append(s, now_ms, cost)) < 0) {
-            clog_settle(s);
-            return err;
-        }
-    } else {
-        /* The (len + cost - max)'th oldest unit is the last that must
-           leave; len + cost > max >= cost, so it is a live one. */
-        uint32_t must = (uint32_t)(s->len + cost - limit->max);
-
-        out->allowed = 0;
-        out->retry_after_ms = clog_at(s, must - 1) + w - now_ms;
-        used = s->len;
-        out->reset_after_ms = clog_at(s, s->len - 1) + w - now_ms;
+    clog_drop(s, clog_exact_decide(s, s->len, limit, &now_ms, cost, out));
+    if (out->allowed && consume && (err = clog_append(s, now_ms, cost)) < 0) {
+        clog_settle(s);
+        return err;
     }
-    out->remaining = used >= limit->max ? 0 : limit->max - used;
     clog_settle(s);
     return SLUICE_OK;
 }
@@ -242,7 +189,7 @@ static uint64_t clog_idle_at(const void *state, const sluice_limit *limit)
     const clog_state *s = state;
 
     /* Every unit leaves no later than the newest one. */
-    return s->len == 0 ? 0 : clog_at(s, s->len - 1) + limit->window_ms;
+    return s->len == 0 ? 0 : CLOG_AT(s, s->len - 1) + limit->window_ms;
 }
 
 static size_t clog_bytes(const void *state)

@@ -15,7 +15,7 @@
  * This is the reference design's INCR + PEXPIRE-once + PTTL, kept in memory:
  * 'expires_ms' is the key's expiry, and (expires_ms - now) its PTTL.
  */
-#include "algo/algo.h"
+#include "algo/fixed/fixed.h"
 
 typedef struct fixed_state {
     uint64_t count;      /* units admitted in the live window; 0 = no key */
@@ -32,37 +32,27 @@ static void fixed_init(void *state)
 
 /*
  * The decision on 's' (count, expires_ms) at 'now_ms', into 'out', for the
- * struct and the word alike. Answers whether the request is admitted; '*s'
- * is then the state with it counted (else undefined: the caller keeps its
+ * struct and the word alike: the fixed window's own (fixed.h), on the
+ * counter that 's' stands for -- a key while its count is above 0, its
+ * PTTL expires_ms - now. Answers whether the request is admitted; '*s' is
+ * then the state with it counted (else undefined: the caller keeps its
  * own).
  */
 static inline bool fixed_step(fixed_state *s, const sluice_limit *limit,
                               uint64_t now_ms, uint64_t cost,
                               sluice_decision *out)
 {
-    if (s->count > 0 && now_ms >= s->expires_ms)
-        s->count = 0; /* the key has expired */
-    if (s->count == 0)
-        s->expires_ms = now_ms + limit->window_ms; /* armed by this hit */
+    long long ttl_ms = now_ms >= s->expires_ms
+                           ? 0 : (long long)(s->expires_ms - now_ms);
+    unsigned did = sluice__fixed_exact_decide(&s->count, &ttl_ms,
+                                              s->count > 0, limit, cost,
+                                              true, out);
 
-    out->limit = limit->max;
-    /* 'count' <= max (or a lowered max) and cost <= max: no overflow. */
-    if (s->count + cost <= limit->max) {
-        out->allowed = 1;
-        out->remaining = limit->max - s->count - cost;
-        out->retry_after_ms = 0;
-        out->reset_after_ms = s->expires_ms - now_ms;
-        s->count += cost;
-        return true;
-    }
-    /* Refused: wait for the PTTL. At expires_ms the key is gone and the
-       request (cost <= max) fits a fresh window; one ms before, the count
-       is unchanged and it does not. */
-    out->allowed = 0;
-    out->remaining = s->count >= limit->max ? 0 : limit->max - s->count;
-    out->retry_after_ms = s->expires_ms - now_ms;
-    out->reset_after_ms = s->expires_ms - now_ms;
-    return false;
+    if (!(did & SLUICE__FIXED_COUNTED))
+        return false;
+    if (did & SLUICE__FIXED_ARMED)
+        s->expires_ms = now_ms + limit->window_ms;
+    return true;
 }
 
 static int fixed_decide(void *state, const sluice_limit *limit,

@@ -26,9 +26,10 @@
  *
  * The estimate never increases while no request is admitted (it falls within
  * a window and does not jump up at the seam), so the least wait before a
- * refused request fits is found in closed form below, not by search.
+ * refused request fits is found in closed form (sliding_counter.h), not by
+ * search.
  */
-#include "algo/algo.h"
+#include "algo/sliding_counter/sliding_counter.h"
 
 typedef struct counter_state {
     uint64_t window_ms; /* the window the counts were made with; 0 = fresh */
@@ -53,83 +54,27 @@ static void counter_init(void *state)
     s->prev = 0;
 }
 
-/* The largest r with prev * r <= x, for prev >= 1. */
-static uint64_t largest_within(uint64_t prev, uint64_t x)
-{
-    return x / prev;
-}
-
 /*
- * The least wait before 'cost' fits, given that it does not fit now. 'cur' and
- * 'prev' are the counts of the current window, 'elapsed' ms into it.
+ * The decision is sliding_counter.h's, the module's too, on the struct's
+ * fields: the state's index and counts when it was made with this window.
  */
-static uint64_t counter_retry(uint64_t max, uint64_t w, uint64_t cur,
-                              uint64_t prev, uint64_t elapsed, uint64_t cost)
-{
-    uint64_t r, e_next;
-
-    /* Later in this window: needs ceil(prev*r/w) <= A = max - cur - cost,
-       i.e. prev*r <= A*w, with r = w - elapsed' >= 1. */
-    if (cur + cost <= max && prev > 0) {
-        r = largest_within(prev, (max - cur - cost) * w);
-        if (r >= 1)
-            return (w - r) - elapsed; /* r < w - elapsed, since refused now */
-    }
-    /* In the next window, 'cur' becomes the previous count and nothing is
-       current: needs ceil(cur*r/w) <= max - cost. */
-    if (cur == 0)
-        return w - elapsed;
-    r = largest_within(cur, (max - cost) * w);
-    e_next = r >= w ? 0 : w - r; /* w - r == w: the start of idx + 2 */
-    return (w - elapsed) + e_next;
-}
-
 static int counter_decide(void *state, const sluice_limit *limit,
                           uint64_t now_ms, uint64_t cost, bool consume,
                           sluice_decision *out)
 {
     counter_state *s = state;
-    uint64_t w = limit->window_ms;
-    uint64_t idx = now_ms / w;
-    uint64_t cur = 0, prev = 0;
-    uint64_t elapsed = now_ms - idx * w;
-    uint64_t r = w - elapsed; /* 1..w */
-    uint64_t weighted_ceil, used;
+    bool same_window = s->window_ms == limit->window_ms;
+    uint64_t next[4], ttl_ms;
 
-    if (s->window_ms == w) {
-        if (s->idx == idx) {
-            cur = s->cur;
-            prev = s->prev;
-        } else if (s->idx + 1 == idx) {
-            prev = s->cur;
-        }
+    /* 1 when admitted; never SLUICE_EPROTO: the struct has both counts. */
+    if (sluice__counter_exact_decide(now_ms, same_window ? &s->idx : NULL,
+                                     &s->cur, &s->prev, limit, cost, next,
+                                     &ttl_ms, out) == 1 && consume) {
+        s->window_ms = next[0];
+        s->idx = next[1];
+        s->cur = next[2];
+        s->prev = next[3];
     }
-    weighted_ceil = (prev * r + w - 1) / w;
-
-    out->limit = limit->max;
-    if (cur + weighted_ceil + cost <= limit->max) {
-        out->allowed = 1;
-        out->retry_after_ms = 0;
-        cur += cost;
-        if (consume) {
-            s->window_ms = w;
-            s->idx = idx;
-            s->cur = cur;
-            s->prev = prev;
-        }
-    } else {
-        out->allowed = 0;
-        out->retry_after_ms =
-            counter_retry(limit->max, w, cur, prev, elapsed, cost);
-    }
-    used = cur + weighted_ceil;
-    out->remaining = used >= limit->max ? 0 : limit->max - used;
-    if (cur > 0)
-        out->reset_after_ms = 2 * w - elapsed;
-    else if (prev > 0)
-        out->reset_after_ms = w - elapsed;
-    else
-        out->reset_after_ms = 0;
     return SLUICE_OK;
 }
 

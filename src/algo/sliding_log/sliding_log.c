@@ -17,7 +17,7 @@
  * A key never holds more than max entries, so never more than max runs.
  * The ring grows by doubling and halves when it is mostly empty.
  */
-#include "algo/algo.h"
+#include "algo/sliding_log/sliding_log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -118,54 +118,50 @@ static int log_append(log_state *s, uint64_t now_ms, uint64_t cost)
     return SLUICE_OK;
 }
 
-/*
- * The least wait before 'cost' fits: the oldest (total + cost - max) entries
- * must leave, and the last of them leaves at its t + window.
- */
-static uint64_t log_retry(const log_state *s, uint64_t max, uint64_t window_ms,
-                          uint64_t now_ms, uint64_t cost)
+/* ---- The decision (sliding_log.h), on the ring --------------------------- */
+
+/* The newest run's time, if there is one. */
+static inline int log_newest(const log_state *s, bool *found, uint64_t *t)
 {
-    uint64_t must_leave = s->total + cost - max;
-    uint64_t left = 0;
+    *found = s->len > 0;
+    *t = *found ? log_at(s, s->len - 1)->t : 0;
+    return SLUICE_OK;
+}
+
+static inline int log_total(const log_state *s, uint64_t *total)
+{
+    *total = s->total;
+    return SLUICE_OK;
+}
+
+/* The time of the k'th oldest live unit, 1 <= k <= total: the run that
+   the running count of units reaches k in. */
+static inline int log_kth(const log_state *s, uint64_t k, uint64_t *t)
+{
+    uint64_t seen = 0;
     uint32_t i = 0;
 
     for (;; i++) {
-        left += log_at(s, i)->n;
-        if (left >= must_leave)
+        seen += log_at(s, i)->n;
+        if (seen >= k)
             break;
     }
-    return log_at(s, i)->t + window_ms - now_ms;
+    *t = log_at(s, i)->t;
+    return SLUICE_OK;
 }
+
+#define LOG_TRIM(s, now_ms, window_ms) log_trim(s, window_ms, now_ms)
+SLUICE__LOG_DEFINE(log_exact, log_state, uint64_t, SLUICE__EXACT_FIGURE,
+                   log_newest, LOG_TRIM, log_total, log_kth, log_append)
 
 static int log_decide(void *state, const sluice_limit *limit, uint64_t now_ms,
                       uint64_t cost, bool consume, sluice_decision *out)
 {
     log_state *s = state;
-    uint64_t used;
-    int err;
+    int err = log_exact_decide(s, limit, now_ms, cost, consume, out);
 
-    log_trim(s, limit->window_ms, now_ms);
-    out->limit = limit->max;
-    if (s->total + cost <= limit->max) {
-        out->allowed = 1;
-        out->retry_after_ms = 0;
-        used = s->total + cost;
-        out->reset_after_ms = limit->window_ms; /* the new entries' life */
-        if (consume && (err = log_append(s, now_ms, cost)) < 0) {
-            log_settle(s);
-            return err;
-        }
-    } else {
-        out->allowed = 0;
-        out->retry_after_ms =
-            log_retry(s, limit->max, limit->window_ms, now_ms, cost);
-        used = s->total;
-        out->reset_after_ms = log_at(s, s->len - 1)->t + limit->window_ms -
-                              now_ms;
-    }
-    out->remaining = used >= limit->max ? 0 : limit->max - used;
     log_settle(s);
-    return SLUICE_OK;
+    return err;
 }
 
 /*

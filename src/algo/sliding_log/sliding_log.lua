@@ -27,10 +27,11 @@ oldest's start plus k, found by bisecting the set's ranks.
 Trim what left the span (score <= now - window) with ZREMRANGEBYSCORE,
 admit iff live + cost <= max, then ZADD the one member at now and let the
 key expire one window after its newest member (never sooner than it
-already would). Mirrors src/algo/sliding_log/sliding_log.c, and
-src/algo/sliding_log/module.c mirrors this file. A clock that reads earlier
-than the newest member is held at it. A set whose end members are not of
-this form is someone else's: -1, and (for its newest) nothing is changed. ]]
+already would). Mirrors src/algo/sliding_log/sliding_log.h, the decision
+that the embedded store and the module (on this set) share. A clock that
+reads earlier than the newest member is held at it. A set whose end members
+are not of this form is someone else's: -1, and (for its newest) nothing is
+changed. ]]
 
 local B = 9007199254740992 -- 2^53: where a running total's low part wraps
 
