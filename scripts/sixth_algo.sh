@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # sixth_algo.sh - keeps README.md's "Adding an algorithm" true: in a
-# throwaway copy of the tree, it runs the README's own recipe block (the
-# ```sh block under "<!-- scripts/sixth_algo.sh runs the block below -->"),
-# which makes a sixth algorithm as a copy of the fixed window, then builds
-# that copy and runs its unit, server and cli suites. It edits nothing the
-# block does not: if an algorithm ever needs a step the README does not
-# give, this fails, and the README (or the tree) is what to fix.
+# throwaway copy of the tree, it runs the README's own recipe blocks (each
+# ```sh block under a line "<!-- scripts/sixth_algo.sh runs the block below
+# -->"), and tests what each made. The first makes a sixth algorithm as a
+# copy of the fixed window, then the copy is built and its unit, server and
+# cli suites run; the second takes away its optional module glue, then the
+# copy is built again and its server suite runs (what an algorithm without
+# glue does). It edits nothing the blocks do not: if an algorithm ever needs
+# a step the README does not give, this fails, and the README (or the tree)
+# is what to fix.
 #
 # Usage: scripts/sixth_algo.sh [WORK-DIR] (default: a mktemp -d folder,
 # removed afterwards; a WORK-DIR given is kept, for reading). Run by
@@ -47,28 +50,52 @@ git -C "$tree" -c user.name=sixth_algo -c user.email=sixth_algo@localhost \
 
 # ---- The README's recipe, as written ------------------------------------------
 
-awk '/^<!-- scripts\/sixth_algo.sh runs the block below -->$/ { armed = 1; next }
-     armed && /^```sh$/ { on = 1; next }
-     on && /^```$/ { exit }
-     on { print }' README.md >"$work/recipe.sh"
-if [ ! -s "$work/recipe.sh" ]; then
-    echo "sixth_algo: README.md has no recipe block to run" >&2
-    exit 1
-fi
-echo "== the README's recipe, run in $tree:"
-sed 's/^/    /' "$work/recipe.sh"
-(cd "$tree" && bash -euo pipefail "$work/recipe.sh")
-echo "== what it changed:"
-git -C "$tree" add -A
-git -C "$tree" status --short | sed 's/^/    /'
+# recipe_block N: the Nth block the README marks for this script, into
+# $work/recipe-N.sh; fails if there is none.
+recipe_block() {
+    awk -v want="$1" '
+        /^<!-- scripts\/sixth_algo.sh runs the block below -->$/ { n++; armed = n == want; next }
+        armed && /^```sh$/ { on = 1; next }
+        on && /^```$/ { exit }
+        on { print }' "$root/README.md" >"$work/recipe-$1.sh"
+    [ -s "$work/recipe-$1.sh" ] ||
+        { echo "sixth_algo: README.md has no recipe block $1 to run" >&2; exit 1; }
+}
 
-# ---- Build and test the copy --------------------------------------------------
+# run_block N: runs block N in the copy, as it is written, and shows what
+# it changed.
+run_block() {
+    recipe_block "$1"
+    echo "== the README's recipe, block $1, run in $tree:"
+    sed 's/^/    /' "$work/recipe-$1.sh"
+    (cd "$tree" && bash -euo pipefail "$work/recipe-$1.sh")
+    echo "== what it changed:"
+    git -C "$tree" add -A
+    git -C "$tree" status --short | sed 's/^/    /'
+    git -C "$tree" -c user.name=sixth_algo -c user.email=sixth_algo@localhost \
+        commit -q -m "block $1"
+}
 
-echo "== build (RelWithDebInfo)"
-cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$tree/build" -j"$jobs" >"$work/build.log" 2>&1 ||
-    { tail -n 40 "$work/build.log" >&2; exit 1; }
+# build: builds the copy (RelWithDebInfo), showing the end of the log if
+# it fails.
+build() {
+    echo "== build (RelWithDebInfo)"
+    cmake -S "$tree" -B "$tree/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$tree/build" -j"$jobs" >"$work/build.log" 2>&1 ||
+        { tail -n 40 "$work/build.log" >&2; exit 1; }
+}
 
+# suite LABELS: ctest -L LABELS in the copy.
+suite() {
+    echo "== ctest -L '$1'"
+    (cd "$tree/build" && ctest -j"$jobs" -L "$1" -LE known-failing \
+        --output-on-failure)
+}
+
+# ---- 1. A sixth algorithm -----------------------------------------------------
+
+run_block 1
+build
 # The new algorithm is there: the sixth value, under its public name.
 cli=$tree/build/cli/sluice
 "$cli" hit --help | grep -q 'fixed-two' ||
@@ -77,8 +104,11 @@ cli=$tree/build/cli/sluice
     { echo "sixth_algo: 'sluice hit --algo fixed-two' fails" >&2; exit 1; }
 "$cli" demo | grep -q '^fixed-two ' ||
     { echo "sixth_algo: 'sluice demo' has no row for fixed-two" >&2; exit 1; }
+suite 'unit|server|cli'
 
-echo "== ctest -L 'unit|server|cli'"
-(cd "$tree/build" && ctest -j"$jobs" -L 'unit|server|cli' -LE known-failing \
-    --output-on-failure)
-echo "sixth_algo: the README's recipe made a sixth algorithm that passes"
+# ---- 2. The same without its module glue --------------------------------------
+
+run_block 2
+build
+suite server
+echo "sixth_algo: the README's recipe made a sixth algorithm that passes, with and without its glue"

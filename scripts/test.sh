@@ -34,6 +34,6 @@ TSAN_OPTIONS=halt_on_error=1 \
     run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread
 # README's "Adding an algorithm", followed to the letter in a copy of the
 # tree: a sixth algorithm, then a plain build and its unit, server and cli
-# tests.
+# tests; then the same without its module glue, and its server tests.
 bash scripts/sixth_algo.sh
 echo "sluice: all test builds passed"
