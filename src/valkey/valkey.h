@@ -456,6 +456,9 @@ int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
                             uint64_t deadline_ms);
 /* True for a NOSCRIPT reply: the server lacks the script. */
 bool sluice__vk_noscript(const redisReply *r);
+/* Gives node 'n' the script it lacked (SCRIPT LOAD), by 'deadline_ms'. */
+int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
+                           const sluice__script *script);
 /*
  * Sends one command to node 'n' (after ASKING when 'asking') and reads its
  * reply, which may be an error reply. For a script (not NULL), argv[1] is
@@ -553,6 +556,9 @@ typedef struct vk_route {
     uint64_t deadline_ms; /* the call is answered by then, or fails */
 } vk_route;
 
+/* The node that serves the route's slot: a sentinel store's master, asked
+   for; in a cluster, the map's, reread if it names none. */
+int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out);
 /* A route for a call to 'slot' that must be answered by 'deadline_ms'. */
 void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
 /*
