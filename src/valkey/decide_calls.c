@@ -165,6 +165,8 @@ static int call_refused(vk_calls *cs, slot_call *c, const redisReply *r)
     if (!c->module && !c->script_given && sluice__vk_noscript(r)) {
         c->script_given = true;
         c->rt.sends--; /* the send the script was missing for is no try */
+        if (c->asking)
+            c->rt.ask = c->node; /* again where the ASK sent it */
         err = sluice__vk_script_give(
             v, c->node, c->rt.deadline_ms,
             sluice__algo_scripts[c->limit->algo]);
