@@ -17,8 +17,9 @@
  *                          rereads the map, so once the cluster has promoted
  *                          a replica, calls reach it.
  *
- * Every call follows them here (sluice__vk_follow()), whether it was sent
- * alone or in a batch (decide.c): at most MAX_SENDS sends per call. A call
+ * Every call follows them here (sluice__vk_follow()), a decision's in its
+ * call set (decide_calls.c), another's alone (sluice__vk_call_routed()):
+ * at most MAX_SENDS sends per call. A call
  * still redirected then is in a loop (nodes that disagree about who serves
  * the slot): SLUICE_ECONFIG, which no failure policy stands in for, since
  * waiting mends nothing that a reshard's single hop would not have. Map rereads are at most one per REFRESH_GAP_MS, and nodes

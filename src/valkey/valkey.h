@@ -19,8 +19,11 @@
  *   slot.c     a key's cluster slot (CRC16 and the {hashtag} rule)
  *   cluster.c  the cluster's map of slots to nodes, and the one place that
  *              follows its redirections (MOVED, ASK, TRYAGAIN)
- *   decide.c   decisions: a batch of requests is one script call per slot,
- *              all written to their nodes before any reply is read
+ *   decide_*.c decisions (decide.h): every one, a single hit as a batch,
+ *              is a call set, one call per slot, all written to their
+ *              nodes before any reply is read, each sent again while a
+ *              redirection says so (decide_calls.c); a call's arguments
+ *              (decide_args.c) and its reply (decide_reply.c)
  *   combine.c  one server: threads deciding at once share script calls
  *   store.c    the store's table, its server interface (for the queue), and
  *              opening and freeing it
@@ -586,7 +589,7 @@ int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
                     const sluice__script *script, int argc, const char **argv,
                     const size_t *lens, redisReply **out);
 
-/* ---- Decisions (decide.c, combine.c) ---------------------------------------------- */
+/* ---- Decisions (decide_*.c, combine.c) -------------------------------------------- */
 
 /* An error's message, kept for a request decided on another thread. */
 typedef char vk_msg[256];
@@ -612,14 +615,15 @@ typedef struct vk_calls {
 
 /*
  * Adds the calls for requests reqs[send[0..m)] against one limit: at most
- * GROUP_MAX to a call; in a cluster, one call per slot among their keys
+ * VK_GROUP_MAX (decide.h) to a call; in a cluster, one call per slot among their keys
  * ('send' is reordered by slot). Answers an error only when none could be
  * added.
  */
 int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
                          bool consume, size_t *send, size_t m);
-/* Sends every call of 'cs', reads their replies, answers each request and
-   frees the set. */
+/* Sends every call of 'cs', reads their replies, sends again those that
+   did not run (a redirection, NOSCRIPT, a module that lost the algorithm),
+   until each request is answered, and frees the set. */
 void sluice__vk_calls_finish(vk_calls *cs);
 
 /*
@@ -637,8 +641,8 @@ int sluice__vk_decide_all(void *impl, const sluice_limit *limits, size_t n,
                           const char *key, size_t key_len, uint64_t cost,
                           sluice__all how, sluice_decision *each);
 
-/* The store's decisions: alone (a cluster's), a batch, or combined with
-   other threads' (one server's). */
+/* The store's decisions: one (a cluster's), a batch, or combined with
+   other threads' (one server's); each a call set (decide_calls.c). */
 int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out);
