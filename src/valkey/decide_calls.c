@@ -30,6 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The room in a call for its arguments, enough for one request's (a
+   single hit's): more take a block of their own (decide_args.c). */
+#define CALL_ARGS_ROOM 640
+
 /* The ASKING that goes before a call an ASK redirected, in one write. */
 static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
 
@@ -55,6 +59,7 @@ typedef struct slot_call {
     char *cmd;          /* the formatted call, after ASKING if 'asking' */
     bool asking;
     vk_request e;
+    _Alignas(max_align_t) char args_room[CALL_ARGS_ROOM];
 } slot_call;
 
 /* Frees what the last send of 'c' took. */
@@ -137,8 +142,9 @@ static void call_send(vk_calls *cs, slot_call *c)
     if (err == 0 && !c->lua_only)
         err = sluice__vk_engine_pick(v, c->node, c->limit->algo, &c->module);
     if (err == 0)
-        err = sluice__vk_args_build(&c->g, NULL, 0, v, c->limit, c->consume,
-                                    cs->reqs, c->todo, c->n, c->module);
+        err = sluice__vk_args_build(&c->g, c->args_room, sizeof(c->args_room),
+                                    v, c->limit, c->consume, cs->reqs,
+                                    c->todo, c->n, c->module);
     if (err == 0)
         err = call_format(c, asking);
     if (err < 0) {
