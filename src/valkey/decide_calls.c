@@ -26,7 +26,6 @@
  */
 #include "valkey/decide.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

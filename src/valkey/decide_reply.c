@@ -11,8 +11,6 @@
 #include "valkey/decide.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* Reads element 'i' of an array reply as an integer >= 0. */
 static int reply_u64(const redisReply *r, size_t i, uint64_t *out)
