@@ -17,8 +17,9 @@
  *                          rereads the map, so once the cluster has promoted
  *                          a replica, calls reach it.
  *
- * Every call follows them here (sluice__vk_follow()), whether it was sent
- * alone or in a batch (decide.c): at most MAX_SENDS sends per call. A call
+ * Every call follows them here (sluice__vk_follow()), a decision's in its
+ * call set (decide_calls.c), another's alone (sluice__vk_call_routed()):
+ * at most MAX_SENDS sends per call. A call
  * still redirected then is in a loop (nodes that disagree about who serves
  * the slot): SLUICE_ECONFIG, which no failure policy stands in for, since
  * waiting mends nothing that a reshard's single hop would not have. Map rereads are at most one per REFRESH_GAP_MS, and nodes
@@ -385,7 +386,7 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
         return 0;
     /* A sentinel store's master that is a replica now: the write was
        refused, so it goes again once the sentinels name the new master
-       (route_node(), by the call's deadline). */
+       (sluice__vk_route_node(), by the call's deadline). */
     if (v->sentinel && r->len >= 8 && strncmp(r->str, "READONLY", 8) == 0 &&
         rt->sends < MAX_SENDS) {
         atomic_store(&v->master_stale, 1);
@@ -416,8 +417,7 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
     return 0;
 }
 
-/* The node that serves the route's slot, rereading the map if unknown. */
-static int route_node(vk_store *v, const vk_route *rt, vk_node **out)
+int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out)
 {
     int err;
 
@@ -447,7 +447,7 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
         bool asking = n != NULL;
         int err, again;
 
-        if (n == NULL && (err = route_node(v, rt, &n)) < 0)
+        if (n == NULL && (err = sluice__vk_route_node(v, rt, &n)) < 0)
             return err;
         rt->ask = NULL;
         rt->sends++;

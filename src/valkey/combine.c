@@ -5,7 +5,7 @@
  * one key, and the server's cost of a call is mostly the call itself. So a
  * decision joins a queue; while fewer than 'pool_size' callers are
  * combining, the caller takes the whole queue and decides it as a batch
- * (one script call per distinct limit, decide.c), then hands out the
+ * (one script call per distinct limit, decide_calls.c), then hands out the
  * answers. Callers that arrive meanwhile wait for the next round, so no
  * caller waits longer than the round in flight plus its own. Alone, a
  * caller combines only its own request. A cluster decides each alone (its

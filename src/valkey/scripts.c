@@ -60,8 +60,7 @@ bool sluice__vk_noscript(const redisReply *r)
            strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Gives node 'n' the script it lacked. */
-static int script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
+int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
                        const sluice__script *script)
 {
     const char *argv[] = {"SCRIPT", "LOAD", script->text};
@@ -95,7 +94,7 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
             break;
         freeReplyObject(r);
         r = NULL;
-        if ((err = script_give(v, n, deadline_ms, script)) < 0)
+        if ((err = sluice__vk_script_give(v, n, deadline_ms, script)) < 0)
             return err;
     }
     *out = r;

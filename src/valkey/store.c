@@ -3,8 +3,9 @@
  * opening and freeing it (see valkey.h for the parts).
  *
  * One server decides through combine.c, so threads deciding at once share
- * script calls; a cluster decides each call alone (decide.c), since its
- * keys rarely share a slot. Both answer batches with one call per slot. The
+ * script calls; a cluster decides each hit alone, as a call set of one
+ * (decide_calls.c), since its keys rarely share a slot. Both answer
+ * batches with one call per slot. The
  * guard (src/store/guard.c) wraps either: this file knows nothing of the
  * refused-key cache or the failure policy, nor of the queue, which reaches
  * the server through the server interface below.

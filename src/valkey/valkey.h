@@ -19,8 +19,11 @@
  *   slot.c     a key's cluster slot (CRC16 and the {hashtag} rule)
  *   cluster.c  the cluster's map of slots to nodes, and the one place that
  *              follows its redirections (MOVED, ASK, TRYAGAIN)
- *   decide.c   decisions: a batch of requests is one script call per slot,
- *              all written to their nodes before any reply is read
+ *   decide_*.c decisions (decide.h): every one, a single hit as a batch,
+ *              is a call set, one call per slot, all written to their
+ *              nodes before any reply is read, each sent again while a
+ *              redirection says so (decide_calls.c); a call's arguments
+ *              (decide_args.c) and its reply (decide_reply.c)
  *   combine.c  one server: threads deciding at once share script calls
  *   store.c    the store's table, its server interface (for the queue), and
  *              opening and freeing it
@@ -456,6 +459,9 @@ int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
                             uint64_t deadline_ms);
 /* True for a NOSCRIPT reply: the server lacks the script. */
 bool sluice__vk_noscript(const redisReply *r);
+/* Gives node 'n' the script it lacked (SCRIPT LOAD), by 'deadline_ms'. */
+int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
+                           const sluice__script *script);
 /*
  * Sends one command to node 'n' (after ASKING when 'asking') and reads its
  * reply, which may be an error reply. For a script (not NULL), argv[1] is
@@ -553,6 +559,9 @@ typedef struct vk_route {
     uint64_t deadline_ms; /* the call is answered by then, or fails */
 } vk_route;
 
+/* The node that serves the route's slot: a sentinel store's master, asked
+   for; in a cluster, the map's, reread if it names none. */
+int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out);
 /* A route for a call to 'slot' that must be answered by 'deadline_ms'. */
 void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
 /*
@@ -580,7 +589,7 @@ int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
                     const sluice__script *script, int argc, const char **argv,
                     const size_t *lens, redisReply **out);
 
-/* ---- Decisions (decide.c, combine.c) ---------------------------------------------- */
+/* ---- Decisions (decide_*.c, combine.c) -------------------------------------------- */
 
 /* An error's message, kept for a request decided on another thread. */
 typedef char vk_msg[256];
@@ -606,14 +615,15 @@ typedef struct vk_calls {
 
 /*
  * Adds the calls for requests reqs[send[0..m)] against one limit: at most
- * GROUP_MAX to a call; in a cluster, one call per slot among their keys
+ * VK_GROUP_MAX (decide.h) to a call; in a cluster, one call per slot among their keys
  * ('send' is reordered by slot). Answers an error only when none could be
  * added.
  */
 int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
                          bool consume, size_t *send, size_t m);
-/* Sends every call of 'cs', reads their replies, answers each request and
-   frees the set. */
+/* Sends every call of 'cs', reads their replies, sends again those that
+   did not run (a redirection, NOSCRIPT, a module that lost the algorithm),
+   until each request is answered, and frees the set. */
 void sluice__vk_calls_finish(vk_calls *cs);
 
 /*
@@ -631,8 +641,8 @@ int sluice__vk_decide_all(void *impl, const sluice_limit *limits, size_t n,
                           const char *key, size_t key_len, uint64_t cost,
                           sluice__all how, sluice_decision *each);
 
-/* The store's decisions: alone (a cluster's), a batch, or combined with
-   other threads' (one server's). */
+/* The store's decisions: one (a cluster's), a batch, or combined with
+   other threads' (one server's); each a call set (decide_calls.c). */
 int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out);

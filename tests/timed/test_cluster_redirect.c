@@ -637,6 +637,95 @@ static void test_one_server_url(void)
     test_context(NULL);
 }
 
+/* ---- One route: a single hit and a batch of one ------------------------- */
+
+/* What the fakes saw of one decision, and what it answered. */
+typedef struct route_seen {
+    int rc;
+    long evals[NNODES], scripts[NNODES], asking[NNODES];
+    int asked[NNODES];
+    uint64_t redirects;
+} route_seen;
+
+/* The scenarios: node A's and B's EVALSHA behaviour (and A's TRYAGAINs). */
+static const struct {
+    const char *name;
+    int a_mode, a_target, b_mode, b_target, tryagain;
+} route_cases[] = {
+    {"a decision", EV_DECIDE, NODE_A, EV_DECIDE, NODE_B, 0},
+    {"MOVED", EV_MOVED, NODE_B, EV_DECIDE, NODE_B, 0},
+    {"ASK", EV_ASK, NODE_B, EV_IMPORTING, NODE_A, 0},
+    {"ASK to a node without the script", EV_ASK, NODE_B, EV_NOSCRIPT, NODE_A,
+     0},
+    {"NOSCRIPT", EV_NOSCRIPT, NODE_A, EV_DECIDE, NODE_B, 0},
+    {"TRYAGAIN", EV_TRYAGAIN, NODE_A, EV_DECIDE, NODE_B, 2},
+    {"MOVED to itself", EV_MOVED, NODE_A, EV_DECIDE, NODE_B, 0},
+};
+
+/* Runs scenario 'k' on a new store, its one decision by sluice_hit(), or
+   by sluice_hit_many() of one request when 'many'. */
+static void route_run(size_t k, bool many, route_seen *out)
+{
+    static const sluice_limit lim = SLUICE_LIMIT(SLUICE_FIXED, 10, 60000);
+    sluice_decision d;
+    sluice_store *st;
+    uint64_t ms;
+
+    fc_reset();
+    fc_mode(NODE_A, route_cases[k].a_mode, route_cases[k].a_target);
+    fc_mode(NODE_B, route_cases[k].b_mode, route_cases[k].b_target);
+    fake_lock();
+    fc_nodes[NODE_A].tryagain = route_cases[k].tryagain;
+    fake_unlock();
+    st = fc_open_on(NODE_A);
+    memset(out, 0, sizeof(*out));
+    if (many) {
+        sluice_request q = {"user1", 5, 1, 0, {0}};
+        int rc = sluice_hit_many(st, &lim, &q, 1);
+
+        out->rc = q.err;
+        CHECK_RC(rc, q.err); /* the batch's answer is its one request's */
+        d = q.decision;
+    } else {
+        out->rc = fc_timed_hit(&d, st, "user1", &ms);
+    }
+    CHECK(out->rc < 0 || fc_is_decision(&d));
+    for (int i = 0; i < NNODES; i++) { /* since fc_reset(), the connect's too */
+        out->evals[i] = fc_count(i, "EVALSHA");
+        out->scripts[i] = fc_count(i, "SCRIPT");
+        out->asking[i] = fc_count(i, "ASKING");
+        out->asked[i] = fc_asked_evals(i);
+    }
+    out->redirects = fc_redirects(st);
+    sluice_store_free(st);
+}
+
+/*
+ * A single sluice_hit() on a cluster goes the way a batch does (one call
+ * set, decide_calls.c): through every redirection, the same commands reach
+ * the same nodes, and the same answer comes back. (The batch of one once
+ * took another way after NOSCRIPT: sent again without the script given.)
+ */
+static void test_one_route(void)
+{
+    for (size_t k = 0; k < sizeof(route_cases) / sizeof(route_cases[0]); k++) {
+        route_seen one, many;
+
+        test_context("one route: %s", route_cases[k].name);
+        route_run(k, false, &one);
+        route_run(k, true, &many);
+        CHECK_RC(one.rc, many.rc);
+        CHECK_EQ_U64(one.redirects, many.redirects);
+        for (int i = 0; i < NNODES; i++) {
+            CHECK_EQ_U64(one.evals[i], many.evals[i]);
+            CHECK_EQ_U64(one.scripts[i], many.scripts[i]);
+            CHECK_EQ_U64(one.asking[i], many.asking[i]);
+            CHECK_EQ_U64(one.asked[i], many.asked[i]);
+        }
+    }
+    test_context(NULL);
+}
+
 int main(void)
 {
     uint64_t t0 = rs_mono_ms();
@@ -651,6 +740,7 @@ int main(void)
     test_moved_loops();
     test_tryagain();
     test_noscript();
+    test_one_route();
     test_silent_node();
     test_stalled_node_alone();
     test_stalled_reread();
