@@ -42,10 +42,10 @@
  * The index of the node at host:port, added if new. Called with the map's
  * write lock held. -1 when out of memory.
  */
-static int node_index_locked(vk_store *v, const char *host, size_t host_len,
-                             int port)
+static int node_index_locked(sluice__vk_store *v, const char *host,
+                             size_t host_len, int port)
 {
-    vk_node *n;
+    sluice__vk_node *n;
 
     for (size_t i = 0; i < v->nnodes; i++)
         if (v->nodes[i]->port == port && strlen(v->nodes[i]->host) == host_len &&
@@ -53,7 +53,7 @@ static int node_index_locked(vk_store *v, const char *host, size_t host_len,
             return (int)i;
     if (v->nnodes == v->nodes_cap) {
         size_t cap = v->nodes_cap ? 2 * v->nodes_cap : 8;
-        vk_node **nodes = realloc(v->nodes, cap * sizeof(*nodes));
+        sluice__vk_node **nodes = realloc(v->nodes, cap * sizeof(*nodes));
 
         if (nodes == NULL)
             return -1;
@@ -69,10 +69,10 @@ static int node_index_locked(vk_store *v, const char *host, size_t host_len,
     return (int)v->nnodes++;
 }
 
-vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
-                         int port)
+sluice__vk_node *sluice__vk_node_get(sluice__vk_store *v, const char *host,
+                                     size_t host_len, int port)
 {
-    vk_node *n = NULL;
+    sluice__vk_node *n = NULL;
     int i;
 
     pthread_rwlock_wrlock(&v->map_lock);
@@ -84,10 +84,10 @@ vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
 
 /* ---- The map ------------------------------------------------------------------------ */
 
-vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot,
+sluice__vk_node *sluice__vk_node_for_slot(sluice__vk_store *v, unsigned slot,
                                   uint64_t deadline_ms)
 {
-    vk_node *n = NULL;
+    sluice__vk_node *n = NULL;
 
     if (v->sentinel) {
         (void)sluice__vk_sentinel_node(v, deadline_ms, &n);
@@ -153,8 +153,8 @@ static bool range_ok(const redisReply *range)
  * 'slots', adding nodes as they are named. A master's host may be answered
  * empty (or "?"), meaning the host we asked. Under the map's write lock.
  */
-static int map_fill_locked(vk_store *v, vk_node *n, const redisReply *r,
-                           int32_t *slots)
+static int map_fill_locked(sluice__vk_store *v, sluice__vk_node *n,
+                           const redisReply *r, int32_t *slots)
 {
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *range = r->element[i], *master;
@@ -184,7 +184,7 @@ static int map_fill_locked(vk_store *v, vk_node *n, const redisReply *r,
 }
 
 /* Reads CLUSTER SLOTS from node 'n' into the map. */
-static int map_read_from(vk_store *v, vk_node *n)
+static int map_read_from(sluice__vk_store *v, sluice__vk_node *n)
 {
     const char *argv[] = {"CLUSTER", "SLOTS"};
     size_t lens[] = {7, 5};
@@ -228,7 +228,7 @@ bool sluice__vk_failed_recently(uint64_t failed_ms, uint64_t now_ms)
 
 /* Asks the nodes for the map, those that failed a call lately last: one
    that hangs would cost a whole timeout, on every reread. */
-static int map_ask_nodes(vk_store *v)
+static int map_ask_nodes(sluice__vk_store *v)
 {
     uint64_t now = sluice__monotonic_ms();
     int err = sluice__error(SLUICE_ECONN, "cluster: no node to ask for the "
@@ -240,7 +240,7 @@ static int map_ask_nodes(vk_store *v)
     pthread_rwlock_unlock(&v->map_lock);
     for (int pass = 0; pass < 2 && err != 0; pass++)
         for (size_t i = 0; i < n; i++) {
-            vk_node *node;
+            sluice__vk_node *node;
 
             pthread_rwlock_rdlock(&v->map_lock);
             node = v->nodes[i];
@@ -264,7 +264,7 @@ static int map_ask_nodes(vk_store *v)
  * waiting on a stalled node). With 'force', a caller waits for a reread in
  * progress and uses it.
  */
-int sluice__vk_map_refresh(vk_store *v, bool force)
+int sluice__vk_map_refresh(sluice__vk_store *v, bool force)
 {
     int err = SLUICE_OK;
 
@@ -289,7 +289,7 @@ int sluice__vk_map_refresh(vk_store *v, bool force)
 }
 
 /* After MOVED: 'slot' is served by host:port from now on. */
-static void map_moved(vk_store *v, unsigned slot, const char *host,
+static void map_moved(sluice__vk_store *v, unsigned slot, const char *host,
                       size_t host_len, int port)
 {
     int idx;
@@ -326,7 +326,7 @@ static int parse_redirect(const redisReply *r, bool *ask, const char **host,
     return split_endpoint(sp + 1, (size_t)(end - sp - 1), host_len, port);
 }
 
-void sluice__vk_node_noted(vk_store *v, vk_node *n, int err)
+void sluice__vk_node_noted(sluice__vk_store *v, sluice__vk_node *n, int err)
 {
     if (err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) {
         uint64_t now = sluice__monotonic_ms();
@@ -343,7 +343,8 @@ void sluice__vk_node_noted(vk_store *v, vk_node *n, int err)
 
 /* ---- Calls and their redirections ------------------------------------------------ */
 
-void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms)
+void sluice__vk_route_init(sluice__vk_route *rt, unsigned slot,
+                           uint64_t deadline_ms)
 {
     rt->slot = slot;
     rt->sends = 0;
@@ -358,7 +359,7 @@ void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms)
  * again after a pause (2, 4, ... 50 ms) for as long as the command timeout
  * allows, and the pause does not count as a send.
  */
-static int try_again(vk_route *rt)
+static int try_again(sluice__vk_route *rt)
 {
     uint64_t now = sluice__monotonic_ms(), elapsed = now - rt->started_ms;
     struct timespec pause = {0, rt->tryagain_ms * 1000000L};
@@ -375,7 +376,8 @@ static int try_again(vk_route *rt)
     return 1;
 }
 
-int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
+int sluice__vk_follow(sluice__vk_store *v, sluice__vk_route *rt,
+                      const redisReply *r)
 {
     const char *host;
     size_t host_len;
@@ -417,7 +419,8 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r)
     return 0;
 }
 
-int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out)
+int sluice__vk_route_node(sluice__vk_store *v, const sluice__vk_route *rt,
+                          sluice__vk_node **out)
 {
     int err;
 
@@ -434,7 +437,7 @@ int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out)
     return SLUICE_OK;
 }
 
-int sluice__vk_call_routed(vk_store *v, vk_route *rt,
+int sluice__vk_call_routed(sluice__vk_store *v, sluice__vk_route *rt,
                            const sluice__script *script, int argc,
                            const char **argv, const size_t *lens,
                            redisReply **out)
@@ -443,7 +446,7 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
         sluice__vk_map_refresh(v, false); /* a failed reread keeps the map */
     for (;;) {
         redisReply *r = NULL;
-        vk_node *n = rt->ask;
+        sluice__vk_node *n = rt->ask;
         bool asking = n != NULL;
         int err, again;
 
@@ -471,11 +474,11 @@ int sluice__vk_call_routed(vk_store *v, vk_route *rt,
     }
 }
 
-int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
+int sluice__vk_call(sluice__vk_store *v, const char *key, size_t key_len,
                     const sluice__script *script, int argc, const char **argv,
                     const size_t *lens, redisReply **out)
 {
-    vk_route rt;
+    sluice__vk_route rt;
 
     sluice__vk_route_init(&rt, v->cluster ? sluice__key_slot(key, key_len) : 0,
                           sluice__monotonic_ms() + v->command_timeout_ms);

@@ -20,22 +20,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct vk_waiter {
-    struct vk_waiter *next;
+typedef struct sluice__vk_waiter {
+    struct sluice__vk_waiter *next;
     const sluice_limit *limit;
     bool consume;
     sluice_request req;
-    vk_msg msg;               /* req.err's message, for its caller to set */
+    sluice__vk_msg msg;       /* req.err's message, for its caller to set */
     uint64_t started_ms;      /* the caller's call began: its deadline */
     _Atomic uint32_t state;   /* WAITER_DONE, WAITER_LEAD, or 0 */
-} vk_waiter;
+} sluice__vk_waiter;
 
 #define WAITER_DONE 1u /* decided; from then on it may be gone */
 #define WAITER_LEAD 2u /* asked to combine the next round */
 #define ROUND_STACK 64 /* waiters a round holds without allocating */
 
 /* Tells waiter 'w' that it is decided, or that it may combine. */
-static void waiter_tell(vk_waiter *w, uint32_t what)
+static void waiter_tell(sluice__vk_waiter *w, uint32_t what)
 {
     atomic_fetch_or(&w->state, what);
     sluice__unpark(&w->state); /* by address alone: 'w' may be gone */
@@ -44,12 +44,12 @@ static void waiter_tell(vk_waiter *w, uint32_t what)
 /* One round's requests, in the order of its waiters, and their groups. */
 typedef struct round {
     size_t n;
-    vk_waiter **w;
+    sluice__vk_waiter **w;
     sluice_request *reqs;
     size_t *send;  /* the places, group after group */
-    vk_msg *msgs;
+    sluice__vk_msg *msgs;
     bool *sent;
-    vk_waiter *stack_w[ROUND_STACK];
+    sluice__vk_waiter *stack_w[ROUND_STACK];
     sluice_request stack_q[ROUND_STACK];
     size_t stack_send[ROUND_STACK];
 } round;
@@ -66,11 +66,11 @@ static void round_free(round *rd)
 }
 
 /* Lays out a round for the waiters of 'batch'; -1 when out of memory. */
-static int round_init(round *rd, vk_waiter *batch)
+static int round_init(round *rd, sluice__vk_waiter *batch)
 {
     size_t n = 0;
 
-    for (vk_waiter *b = batch; b != NULL; b = b->next)
+    for (sluice__vk_waiter *b = batch; b != NULL; b = b->next)
         n++;
     rd->n = n;
     rd->w = rd->stack_w;
@@ -89,14 +89,14 @@ static int round_init(round *rd, vk_waiter *batch)
     }
     rd->sent = (bool *)(rd->msgs + n);
     n = 0;
-    for (vk_waiter *b = batch; b != NULL; b = b->next) {
+    for (sluice__vk_waiter *b = batch; b != NULL; b = b->next) {
         rd->w[n] = b;
         rd->reqs[n++] = b->req;
     }
     return 0;
 }
 
-static bool same_group(const vk_waiter *a, const vk_waiter *b)
+static bool same_group(const sluice__vk_waiter *a, const sluice__vk_waiter *b)
 {
     return a->consume == b->consume && a->limit->algo == b->limit->algo &&
            a->limit->max == b->limit->max &&
@@ -107,7 +107,8 @@ static bool same_group(const vk_waiter *a, const vk_waiter *b)
 /* Adds the calls of waiter i's group (its limit and consume, every waiter
    of the round that shares them) to 'cs'; 'used' places of 'send' are
    taken by earlier groups. Answers the places this group takes. */
-static size_t round_group(round *rd, vk_calls *cs, size_t i, size_t used)
+static size_t round_group(round *rd, sluice__vk_calls *cs, size_t i,
+                          size_t used)
 {
     size_t m = 0, *group = rd->send + used;
     int err;
@@ -121,27 +122,28 @@ static size_t round_group(round *rd, vk_calls *cs, size_t i, size_t used)
                                m);
     for (size_t k = 0; k < m && err < 0; k++) {
         rd->reqs[group[k]].err = err;
-        snprintf(rd->msgs[group[k]], sizeof(vk_msg), "%s", sluice_last_error());
+        snprintf(rd->msgs[group[k]], sizeof(sluice__vk_msg), "%s",
+                 sluice_last_error());
     }
     return m;
 }
 
 /* Decides a round: a group of script calls per limit (and consume), all of
    them queued before any is awaited. */
-static void combine_round(vk_store *v, vk_waiter *batch)
+static void combine_round(sluice__vk_store *v, sluice__vk_waiter *batch)
 {
-    vk_calls cs = VK_CALLS_INIT(v, NULL, NULL, UINT64_MAX);
+    sluice__vk_calls cs = SLUICE__VK_CALLS_INIT(v, NULL, NULL, UINT64_MAX);
     round rd;
 
     /* The round is answered by its oldest caller's deadline: no caller
        waits past its own. */
-    for (vk_waiter *b = batch; b != NULL; b = b->next)
+    for (sluice__vk_waiter *b = batch; b != NULL; b = b->next)
         if (b->started_ms + v->command_timeout_ms < cs.deadline_ms)
             cs.deadline_ms = b->started_ms + v->command_timeout_ms;
 
     if (round_init(&rd, batch) < 0) {
         /* No memory for a round: decide each alone. */
-        for (vk_waiter *b = batch; b != NULL; b = b->next)
+        for (sluice__vk_waiter *b = batch; b != NULL; b = b->next)
             if ((b->req.err = sluice__vk_decide(
                      v, b->limit, b->req.key, b->req.key_len, b->req.cost,
                      b->consume, &b->req.decision)) < 0)
@@ -156,7 +158,7 @@ static void combine_round(vk_store *v, vk_waiter *batch)
     sluice__vk_calls_finish(&cs);
     for (size_t i = 0; i < rd.n; i++) {
         rd.w[i]->req = rd.reqs[i];
-        memcpy(rd.w[i]->msg, rd.msgs[i], sizeof(vk_msg));
+        memcpy(rd.w[i]->msg, rd.msgs[i], sizeof(sluice__vk_msg));
     }
     round_free(&rd);
 }
@@ -166,11 +168,12 @@ static void combine_round(vk_store *v, vk_waiter *batch)
  * lock is not held), then wakes its waiters, and asks the first caller
  * waiting since to lead the next. Returns with the lock held.
  */
-static void lead_round(vk_store *v, vk_waiter *me, vk_waiter *batch)
+static void lead_round(sluice__vk_store *v, sluice__vk_waiter *me,
+                       sluice__vk_waiter *batch)
 {
     combine_round(v, batch);
     while (batch != NULL) {
-        vk_waiter *next = batch->next; /* before it may be gone */
+        sluice__vk_waiter *next = batch->next; /* before it may be gone */
 
         if (batch == me)
             atomic_fetch_or(&me->state, WAITER_DONE);
@@ -188,8 +191,8 @@ int sluice__vk_decide_combined(void *impl, const sluice_limit *limit,
                                const char *key, size_t key_len, uint64_t cost,
                                bool consume, sluice_decision *out)
 {
-    vk_store *v = impl;
-    vk_waiter me = {.limit = limit, .consume = consume,
+    sluice__vk_store *v = impl;
+    sluice__vk_waiter me = {.limit = limit, .consume = consume,
                     .req = {key, key_len, cost, 0, {0}},
                     .started_ms = sluice__monotonic_ms()};
 
@@ -200,7 +203,7 @@ int sluice__vk_decide_combined(void *impl, const sluice_limit *limit,
         uint32_t state;
 
         if (v->combining < v->pool_size && v->waiting != NULL) {
-            vk_waiter *batch = v->waiting;
+            sluice__vk_waiter *batch = v->waiting;
 
             v->waiting = NULL;
             v->waiting_tail = &v->waiting;

@@ -22,7 +22,7 @@
 
 /* ---- One connection -------------------------------------------------------------- */
 
-static void conn_close(vk_conn *c)
+static void conn_close(sluice__vk_conn *c)
 {
     sluice__vk_wire_close(c->ctx);
     c->ctx = NULL;
@@ -30,7 +30,7 @@ static void conn_close(vk_conn *c)
 
 /* The error of what failed on 'c' (wire.c names its kind); the connection
    is closed, since its stream is no longer in step. */
-static int conn_fail(vk_node *n, vk_conn *c, int err)
+static int conn_fail(sluice__vk_node *n, sluice__vk_conn *c, int err)
 {
     (void)n;
     conn_close(c);
@@ -106,7 +106,7 @@ bool sluice__vk_redirection(const redisReply *r)
            (r->len >= 4 && strncmp(r->str, "ASK ", 4) == 0);
 }
 
-vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r)
+sluice__vk_lack sluice__vk_reply_noted(sluice__vk_node *n, const redisReply *r)
 {
     if (r->type == REDIS_REPLY_ERROR && reply_is(r, "READONLY") &&
         n->master_stale != NULL)
@@ -114,17 +114,18 @@ vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r)
     return sluice__vk_engine_lost(n, r);
 }
 
-int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
+int sluice__vk_reply_error(sluice__vk_node *n, const redisReply *r,
+                           const char *doing)
 {
     char text[ERROR_TEXT_MAX * 4 + 4];
     unsigned algo = 0;
-    vk_lack lack = sluice__vk_module_lack(r, &algo);
+    sluice__vk_lack lack = sluice__vk_module_lack(r, &algo);
 
     error_text(text, r);
-    if (lack == VK_LACK_MODULE)
+    if (lack == SLUICE__VK_LACK_MODULE)
         return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server has "
                              "no sluice module: %s", n->name, doing, text);
-    if (lack == VK_LACK_ALGO)
+    if (lack == SLUICE__VK_LACK_ALGO)
         return sluice__error(SLUICE_ENOTSUP, "valkey %s: %s: the server's "
                              "sluice module does not decide %s: %s; load a "
                              "sluice.so that does, or use engine=auto or lua",
@@ -163,7 +164,8 @@ int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing)
  * SLUICE_EPROTO ('doing' names what was read last), and the caller closes
  * the connection. A close by the server is left for conn_stale() to find.
  */
-static int conn_in_step(const vk_node *n, const vk_conn *c, const char *doing)
+static int conn_in_step(const sluice__vk_node *n, const sluice__vk_conn *c,
+                        const char *doing)
 {
     const redisReader *r = c->ctx->reader;
 
@@ -179,10 +181,11 @@ static int conn_in_step(const vk_node *n, const vk_conn *c, const char *doing)
     return SLUICE_OK;
 }
 
-int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
-                             uint64_t deadline_ms, bool alone,
-                             const char *doing, int argc, const char **argv,
-                             const size_t *lens, redisReply **out)
+int sluice__vk_conn_exchange(sluice__vk_store *v, sluice__vk_node *n,
+                             sluice__vk_conn *c, uint64_t deadline_ms,
+                             bool alone, const char *doing, int argc,
+                             const char **argv, const size_t *lens,
+                             redisReply **out)
 {
     redisReply *r = NULL;
     int err;
@@ -202,10 +205,10 @@ int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
     return SLUICE_OK;
 }
 
-int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
-                            uint64_t deadline_ms, redisReply **out,
-                            const char *doing, int argc, const char **argv,
-                            const size_t *lens)
+int sluice__vk_conn_command(sluice__vk_store *v, sluice__vk_node *n,
+                            sluice__vk_conn *c, uint64_t deadline_ms,
+                            redisReply **out, const char *doing, int argc,
+                            const char **argv, const size_t *lens)
 {
     redisReply *r = NULL;
     int err = sluice__vk_conn_exchange(v, n, c, deadline_ms, true, doing,
@@ -224,15 +227,15 @@ int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
 
 /* True when the server has closed 'c' (or sent what nobody asked for,
    which may wait in its reader, its transport or its socket). */
-static int conn_stale(const vk_node *n, vk_conn *c)
+static int conn_stale(const sluice__vk_node *n, sluice__vk_conn *c)
 {
     return sluice__vk_wire_peek(n, c->ctx) != 0;
 }
 
 /* AUTH and SELECT on the new connection 'c', by 'deadline_ms'; a
    sentinel's own AUTH alone. */
-static int conn_login(vk_store *v, vk_node *n, vk_conn *c,
-                      uint64_t deadline_ms)
+static int conn_login(sluice__vk_store *v, sluice__vk_node *n,
+                      sluice__vk_conn *c, uint64_t deadline_ms)
 {
     const char *user = n->is_sentinel ? v->sentinel_user : v->user;
     const char *password = n->is_sentinel ? v->sentinel_password
@@ -273,8 +276,8 @@ static int conn_login(vk_store *v, vk_node *n, vk_conn *c,
  * scripts. One deadline, the call's, covers them all: a server slow to
  * answer each of them costs the call its timeout, not a timeout per step.
  */
-int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
-                          uint64_t deadline_ms)
+int sluice__vk_conn_ready(sluice__vk_store *v, sluice__vk_node *n,
+                          sluice__vk_conn *c, uint64_t deadline_ms)
 {
     int err;
 
@@ -307,7 +310,7 @@ fail:
 
 /* The node as messages name it: host:port (a Unix socket: its path), a
    long host cut short. */
-static void node_name(vk_node *n)
+static void node_name(sluice__vk_node *n)
 {
     size_t len = strlen(n->host);
     char port[12] = "";
@@ -321,10 +324,12 @@ static void node_name(vk_node *n)
         snprintf(n->name, sizeof(n->name), "%s%s", n->host, port);
 }
 
-vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
-                             const vk_transport *t, unsigned nconns)
+sluice__vk_node *sluice__vk_node_new(const char *host, size_t host_len,
+                                     int port, const sluice__vk_transport *t,
+                                     unsigned nconns)
 {
-    vk_node *n = calloc(1, sizeof(*n) + nconns * sizeof(vk_conn));
+    sluice__vk_node *n =
+        calloc(1, sizeof(*n) + nconns * sizeof(sluice__vk_conn));
 
     if (n == NULL || (n->host = malloc(host_len + 1)) == NULL) {
         free(n);
@@ -343,7 +348,7 @@ vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
     return n;
 }
 
-void sluice__vk_node_free(vk_node *n)
+void sluice__vk_node_free(sluice__vk_node *n)
 {
     for (unsigned i = 0; i < n->nconns; i++) {
         conn_close(&n->conns[i]);
@@ -354,20 +359,20 @@ void sluice__vk_node_free(vk_node *n)
 }
 
 /* The connection of 'n' that this call is dealt, in turn. */
-vk_conn *sluice__vk_node_pick(vk_node *n)
+sluice__vk_conn *sluice__vk_node_pick(sluice__vk_node *n)
 {
     return &n->conns[atomic_fetch_add(&n->next_conn, 1) % n->nconns];
 }
 
 /* Fails request 'e' with the calling thread's last error. */
-static void request_fail(vk_request *e, int err)
+static void request_fail(sluice__vk_request *e, int err)
 {
     e->err = err;
     snprintf(e->msg, sizeof(e->msg), "%s", sluice_last_error());
 }
 
 /* The earliest deadline of a batch: its I/O must be over by then. */
-static uint64_t batch_deadline(const vk_request *batch)
+static uint64_t batch_deadline(const sluice__vk_request *batch)
 {
     uint64_t d = UINT64_MAX;
 
@@ -381,25 +386,26 @@ static uint64_t batch_deadline(const vk_request *batch)
  * The leader's writes for a batch: connect if need be, then send every
  * request. Answers 0, or the error that failed every request of the batch.
  */
-static int batch_write(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch)
+static int batch_write(sluice__vk_store *v, sluice__vk_node *n,
+                       sluice__vk_conn *c, sluice__vk_request *batch)
 {
     int err = sluice__vk_conn_ready(v, n, c, batch_deadline(batch));
 
-    for (vk_request *e = batch; e != NULL && err == 0; e = e->next)
+    for (sluice__vk_request *e = batch; e != NULL && err == 0; e = e->next)
         if ((err = sluice__vk_wire_append(c->ctx, e->cmd, e->len)) < 0)
             conn_fail(n, c, err);
     if (err == 0 &&
         (err = sluice__vk_wire_write(n, c->ctx, batch_deadline(batch),
                                      v->command_timeout_ms)) < 0)
         conn_fail(n, c, err);
-    for (vk_request *e = batch; e != NULL && err < 0; e = e->next)
+    for (sluice__vk_request *e = batch; e != NULL && err < 0; e = e->next)
         request_fail(e, err);
     return err;
 }
 
 /* Fails every request of 'batch' from 'e' on with 'err', dropping a reply
    one of them holds. */
-static void batch_fail(vk_request *e, int err)
+static void batch_fail(sluice__vk_request *e, int err)
 {
     for (; e != NULL; e = e->next) {
         if (e->reply != NULL) {
@@ -420,12 +426,12 @@ static void batch_fail(vk_request *e, int err)
  * SLUICE_EPROTO and the connection is closed: no later call reads a stale
  * reply.
  */
-static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
-                       int err)
+static void batch_read(sluice__vk_store *v, sluice__vk_node *n,
+                       sluice__vk_conn *c, sluice__vk_request *batch, int err)
 {
     uint64_t deadline = batch_deadline(batch);
 
-    for (vk_request *e = batch; e != NULL && err == 0; e = e->next) {
+    for (sluice__vk_request *e = batch; e != NULL && err == 0; e = e->next) {
         for (int k = 0; k < e->ncmds; k++) {
             redisReply *r = NULL;
 
@@ -451,9 +457,9 @@ static void batch_read(vk_store *v, vk_node *n, vk_conn *c, vk_request *batch,
  * Takes the queue of 'c' to lead its I/O, unless another caller leads it or
  * nothing is queued (then NULL). Under c->lock.
  */
-static vk_request *conn_take(vk_conn *c)
+static sluice__vk_request *conn_take(sluice__vk_conn *c)
 {
-    vk_request *batch = c->head;
+    sluice__vk_request *batch = c->head;
 
     if (c->busy || batch == NULL)
         return NULL;
@@ -465,10 +471,11 @@ static vk_request *conn_take(vk_conn *c)
 
 /* Ends a lead: marks the batch done, wakes its callers (not 'self') and the
    next leader. Under c->lock. */
-static void conn_hand_out(vk_conn *c, vk_request *batch, const vk_request *self)
+static void conn_hand_out(sluice__vk_conn *c, sluice__vk_request *batch,
+                          const sluice__vk_request *self)
 {
     while (batch != NULL) {
-        vk_request *next = batch->next; /* before 'done' frees it */
+        sluice__vk_request *next = batch->next; /* before 'done' frees it */
 
         batch->done = true;
         if (batch != self)
@@ -481,7 +488,7 @@ static void conn_hand_out(vk_conn *c, vk_request *batch, const vk_request *self)
 }
 
 /* Queues request 'e' on 'c'; sluice__vk_conn_await() sends it and waits for it. */
-void sluice__vk_conn_submit(vk_conn *c, vk_request *e)
+void sluice__vk_conn_submit(sluice__vk_conn *c, sluice__vk_request *e)
 {
     e->next = NULL;
     e->reply = NULL;
@@ -499,11 +506,12 @@ void sluice__vk_conn_submit(vk_conn *c, vk_request *e)
  * batch when no other caller is. Answers 0 with e->reply (which may be an
  * error reply), or an error code with its message set for this thread.
  */
-int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+int sluice__vk_conn_await(sluice__vk_store *v, sluice__vk_node *n,
+                          sluice__vk_conn *c, sluice__vk_request *e)
 {
     pthread_mutex_lock(&c->lock);
     while (!e->done) {
-        vk_request *batch = conn_take(c);
+        sluice__vk_request *batch = conn_take(c);
 
         if (batch == NULL) { /* another caller leads; 'e' is still queued */
             pthread_cond_wait(&e->cond, &c->lock);
@@ -521,10 +529,11 @@ int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
     return SLUICE_OK;
 }
 
-vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
-                                 int *err)
+sluice__vk_request *sluice__vk_conn_lead(sluice__vk_store *v,
+                                         sluice__vk_node *n, sluice__vk_conn *c,
+                                         int *err)
 {
-    vk_request *batch;
+    sluice__vk_request *batch;
 
     pthread_mutex_lock(&c->lock);
     batch = conn_take(c);
@@ -534,8 +543,9 @@ vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
     return batch;
 }
 
-void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
-                              vk_request *batch, int err)
+void sluice__vk_conn_lead_end(sluice__vk_store *v, sluice__vk_node *n,
+                              sluice__vk_conn *c, sluice__vk_request *batch,
+                              int err)
 {
     batch_read(v, n, c, batch, err);
     pthread_mutex_lock(&c->lock);
@@ -548,9 +558,9 @@ void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
 
 /* Whether lead 'l' can be ended now without waiting on the network: its
    write failed, or a reply is buffered already. */
-static bool lead_ready(const vk_lead *l)
+static bool lead_ready(const sluice__vk_lead *l)
 {
-    const vk_wire *w = l->conn->ctx;
+    const sluice__vk_wire *w = l->conn->ctx;
 
     return l->err < 0 || w == NULL || sluice__vk_wire_buffered(w);
 }
@@ -560,7 +570,7 @@ static bool lead_ready(const vk_lead *l)
  * has something to read, waiting for one until the earliest deadline among
  * them; at that deadline, the first (its read then times out).
  */
-static size_t lead_next(const vk_lead *leads, size_t n)
+static size_t lead_next(const sluice__vk_lead *leads, size_t n)
 {
     struct pollfd fds[LEADS_POLLED];
     size_t m = n < LEADS_POLLED ? n : LEADS_POLLED;
@@ -591,7 +601,8 @@ static size_t lead_next(const vk_lead *leads, size_t n)
     }
 }
 
-void sluice__vk_conn_lead_end_all(vk_store *v, vk_lead *leads, size_t n)
+void sluice__vk_conn_lead_end_all(sluice__vk_store *v, sluice__vk_lead *leads,
+                                  size_t n)
 {
     while (n > 0) {
         size_t i = n == 1 ? 0 : lead_next(leads, n);
@@ -603,7 +614,8 @@ void sluice__vk_conn_lead_end_all(vk_store *v, vk_lead *leads, size_t n)
 }
 
 /* Sends request 'e' on 'c' and waits for its reply. */
-static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
+static int conn_roundtrip(sluice__vk_store *v, sluice__vk_node *n,
+                          sluice__vk_conn *c, sluice__vk_request *e)
 {
     sluice__vk_conn_submit(c, e);
     return sluice__vk_conn_await(v, n, c, e);
@@ -614,12 +626,13 @@ static int conn_roundtrip(vk_store *v, vk_node *n, vk_conn *c, vk_request *e)
  * (possibly an error reply) is the caller's. 'asking' sends ASKING first,
  * on the same connection, as one request.
  */
-int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking,
-                            uint64_t deadline_ms, int argc, const char **argv,
-                            const size_t *lens, redisReply **out)
+int sluice__vk_node_command(sluice__vk_store *v, sluice__vk_node *n,
+                            bool asking, uint64_t deadline_ms, int argc,
+                            const char **argv, const size_t *lens,
+                            redisReply **out)
 {
     static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
-    vk_request e;
+    sluice__vk_request e;
     char *cmd = NULL, *both = NULL;
     long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
     int err;

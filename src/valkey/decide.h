@@ -24,7 +24,7 @@
  * The most requests one call decides: a larger batch is sent as several
  * calls. The arguments of one call stay under a few MB.
  */
-#define VK_GROUP_MAX 512
+#define SLUICE__VK_GROUP_MAX 512
 
 /*
  * The arguments of one call for 'n' requests. To a script: EVALSHA, the
@@ -32,30 +32,30 @@
  * the n costs, then the burst (src/algo/prelude.lua). To the module:
  * SLUICE.HITMANY algo max window [BURST b] [PEEK] [NOW ms] KEYS, then each
  * key and its cost. One block holds them (the caller's 'stack' when they
- * fit), unless a key is too long for its VK_KEY_BUF slot.
+ * fit), unless a key is too long for its SLUICE__VK_KEY_BUF slot.
  */
-typedef struct vk_args {
+typedef struct sluice__vk_args {
     int argc;
     size_t key0, kstep; /* key i is argv[key0 + kstep * i] */
     const char **argv;
     size_t *lens;
-    char (*keys)[VK_KEY_BUF];
+    char (*keys)[SLUICE__VK_KEY_BUF];
     char (*nums)[24]; /* numkeys, max, window, now, burst, then the costs */
     char token[40];   /* the store's seed and a count, in hex */
     void *block;
     bool on_heap;
-} vk_args;
+} sluice__vk_args;
 
 /* Builds 'g' for requests reqs[todo[0..n)] under 'limit': to the module
    when 'module', else to the algorithm's script. 'stack' ('stack_cap'
    bytes; NULL, 0 for none) holds them when they fit. */
-int sluice__vk_args_build(vk_args *g, void *stack, size_t stack_cap,
-                          vk_store *v, const sluice_limit *limit,
+int sluice__vk_args_build(sluice__vk_args *g, void *stack, size_t stack_cap,
+                          sluice__vk_store *v, const sluice_limit *limit,
                           bool consume, const sluice_request *reqs,
                           const size_t *todo, size_t n, bool module);
 /* Frees what sluice__vk_args_build() took for 'n' requests (nothing for a
    zeroed 'g'); 'g' is zeroed again. */
-void sluice__vk_args_free(vk_args *g, size_t n);
+void sluice__vk_args_free(sluice__vk_args *g, size_t n);
 
 /*
  * Hands out a call's answer to its requests reqs[todo[0..n)]: the reply
@@ -64,7 +64,7 @@ void sluice__vk_args_free(vk_args *g, size_t n);
  * message goes to msgs[todo[i]] when 'msgs' is not NULL.
  */
 void sluice__vk_answer(const sluice_limit *limit, sluice_request *reqs,
-                       const size_t *todo, size_t n, vk_msg *msgs,
-                       const vk_args *g, int err, redisReply *r);
+                       const size_t *todo, size_t n, sluice__vk_msg *msgs,
+                       const sluice__vk_args *g, int err, redisReply *r);
 
 #endif /* SLUICE_VALKEY_DECIDE_H */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sluice__vk_args_free(vk_args *g, size_t n)
+void sluice__vk_args_free(sluice__vk_args *g, size_t n)
 {
     for (size_t i = 0; i < n && g->block != NULL; i++) {
         const char *k = g->argv[g->key0 + g->kstep * i];
@@ -29,11 +29,12 @@ void sluice__vk_args_free(vk_args *g, size_t n)
 
 /* Lays out the block of 'g' for 'n' requests: every pointer, then the
    keys' and numbers' room. */
-static int args_alloc(vk_args *g, void *stack, size_t stack_cap, size_t n)
+static int args_alloc(sluice__vk_args *g, void *stack, size_t stack_cap,
+                      size_t n)
 {
     size_t argc = 10 + 2 * n; /* the module's, at most; a script's 9 + 2n */
     size_t need = argc * (sizeof(char *) + sizeof(size_t)) +
-                  n * VK_KEY_BUF + (5 + n) * 24;
+                  n * SLUICE__VK_KEY_BUF + (5 + n) * 24;
 
     g->argc = (int)argc;
     g->key0 = 3;
@@ -44,42 +45,43 @@ static int args_alloc(vk_args *g, void *stack, size_t stack_cap, size_t n)
         return sluice__error(SLUICE_ENOMEM, "no memory for a batch of %zu", n);
     g->argv = g->block;
     g->lens = (size_t *)(g->argv + argc);
-    g->keys = (char (*)[VK_KEY_BUF])(g->lens + argc);
+    g->keys = (char (*)[SLUICE__VK_KEY_BUF])(g->lens + argc);
     g->nums = (char (*)[24])(g->keys + n);
     return SLUICE_OK;
 }
 
 /* Sets argument 'j' of 'g' to the number 'v', written into 'buf'. */
-static void arg_u64(vk_args *g, size_t j, char *buf, uint64_t v)
+static void arg_u64(sluice__vk_args *g, size_t j, char *buf, uint64_t v)
 {
     g->argv[j] = buf;
     g->lens[j] = sluice__u64_text(buf, v);
 }
 
 /* Sets argument 'j' of 'g' to the literal 'text'. */
-static void arg_text(vk_args *g, size_t j, const char *text)
+static void arg_text(sluice__vk_args *g, size_t j, const char *text)
 {
     g->argv[j] = text;
     g->lens[j] = strlen(text);
 }
 
 /* Sets key i of 'g' to request q's key name. */
-static int arg_key(vk_args *g, size_t i, vk_store *v,
+static int arg_key(sluice__vk_args *g, size_t i, sluice__vk_store *v,
                    const sluice__algo *algo, const sluice_request *q)
 {
     size_t j = g->key0 + g->kstep * i;
 
-    g->argv[j] = sluice__key_build(g->keys[i], VK_KEY_BUF, &g->lens[j],
+    g->argv[j] = sluice__key_build(g->keys[i], SLUICE__VK_KEY_BUF, &g->lens[j],
                                    v->prefix, q->key, q->key_len, algo->name);
     if (g->argv[j] == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
     return SLUICE_OK;
 }
 
-/* The arguments of SLUICE.HITMANY (see vk_args), in the laid out 'g'. */
-static int args_module(vk_args *g, vk_store *v, const sluice_limit *limit,
-                       bool consume, const sluice_request *reqs,
-                       const size_t *todo, size_t n)
+/* The arguments of SLUICE.HITMANY (see sluice__vk_args), in the laid out
+   'g'. */
+static int args_module(sluice__vk_args *g, sluice__vk_store *v,
+                       const sluice_limit *limit, bool consume,
+                       const sluice_request *reqs, const size_t *todo, size_t n)
 {
     const sluice__algo *algo = sluice__algos[limit->algo];
     size_t j = 0, now_len = 0, token_len = 0;
@@ -115,8 +117,8 @@ static int args_module(vk_args *g, vk_store *v, const sluice_limit *limit,
     return SLUICE_OK;
 }
 
-int sluice__vk_args_build(vk_args *g, void *stack, size_t stack_cap,
-                          vk_store *v, const sluice_limit *limit,
+int sluice__vk_args_build(sluice__vk_args *g, void *stack, size_t stack_cap,
+                          sluice__vk_store *v, const sluice_limit *limit,
                           bool consume, const sluice_request *reqs,
                           const size_t *todo, size_t n, bool module)
 {
@@ -153,8 +155,8 @@ int sluice__vk_args_build(vk_args *g, void *stack, size_t stack_cap,
     return SLUICE_OK;
 }
 
-int sluice__vk_now_token(vk_store *v, char *now, size_t *now_len, char *token,
-                         size_t *token_len)
+int sluice__vk_now_token(sluice__vk_store *v, char *now, size_t *now_len,
+                         char *token, size_t *token_len)
 {
     *now_len = 0; /* "": the server's clock */
     if (v->caller_clock) {

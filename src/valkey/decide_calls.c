@@ -5,8 +5,8 @@
  * A decision call decides any number of keys of one limit (decide_args.c),
  * and most of a call's cost on the server is the call itself, not the
  * commands it runs. So a batch (sluice_hit_many()) is one call per slot
- * among its keys (in a cluster) and per VK_GROUP_MAX requests. The calls
- * of a set are queued on their nodes' connections together, written to
+ * among its keys (in a cluster) and per SLUICE__VK_GROUP_MAX requests. The
+ * calls of a set are queued on their nodes' connections together, written to
  * every node before any reply is read, and only then awaited, so the nodes
  * work at once. A single sluice_hit() is a set of one call, on every kind
  * of store: one server (combine.c makes a set of the threads deciding at
@@ -39,30 +39,30 @@ static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
 /* ---- A call's sends ------------------------------------------------------------ */
 
 /* One call of a set: its requests, its route, and its send in flight. */
-typedef struct slot_call {
-    struct slot_call *next;
+typedef struct sluice__slot_call {
+    struct sluice__slot_call *next;
     const sluice_limit *limit;
     bool consume;
     const size_t *todo; /* its requests: reqs[todo[0..n)] */
     size_t n;
-    vk_route rt;        /* its slot, its sends, an ASK's node */
+    sluice__vk_route rt;        /* its slot, its sends, an ASK's node */
     bool lua_only;      /* the module lost the algorithm: the script */
     bool script_given;  /* a NOSCRIPT was answered with the script once */
     bool again;         /* to be sent again in the set's next round */
-    vk_node *node;      /* the send in flight went there; NULL: none */
-    vk_conn *conn;
-    vk_request *led;    /* the batch this call's set wrote on 'conn' */
+    sluice__vk_node *node;      /* the send in flight went there; NULL: none */
+    sluice__vk_conn *conn;
+    sluice__vk_request *led;    /* the batch this call's set wrote on 'conn' */
     int led_err;        /* and what writing it answered */
     bool module;        /* sent to the module, not to the script */
-    vk_args g;
+    sluice__vk_args g;
     char *cmd;          /* the formatted call, after ASKING if 'asking' */
     bool asking;
-    vk_request e;
+    sluice__vk_request e;
     _Alignas(max_align_t) char args_room[CALL_ARGS_ROOM];
-} slot_call;
+} sluice__slot_call;
 
 /* Frees what the last send of 'c' took. */
-static void call_clear(slot_call *c)
+static void call_clear(sluice__slot_call *c)
 {
     if (c->cmd != NULL && c->asking)
         free(c->cmd);
@@ -73,7 +73,7 @@ static void call_clear(slot_call *c)
 }
 
 /* Answers every request of 'c' with the error 'err', sent or not. */
-static void call_fail(vk_calls *cs, slot_call *c, int err)
+static void call_fail(sluice__vk_calls *cs, sluice__slot_call *c, int err)
 {
     sluice__vk_answer(c->limit, cs->reqs, c->todo, c->n, cs->msgs, &c->g, err,
                       NULL);
@@ -82,16 +82,17 @@ static void call_fail(vk_calls *cs, slot_call *c, int err)
 
 /* The connection a call to 'node' queues on: the set's own, if another of
    its calls in flight goes there already, so they leave in one write. */
-static vk_conn *set_conn(const vk_calls *cs, const slot_call *c)
+static sluice__vk_conn *set_conn(const sluice__vk_calls *cs,
+                                 const sluice__slot_call *c)
 {
-    for (const slot_call *o = cs->head; o != c; o = o->next)
+    for (const sluice__slot_call *o = cs->head; o != c; o = o->next)
         if (o->node == c->node)
             return o->conn;
     return sluice__vk_node_pick(c->node);
 }
 
 /* Formats the arguments of 'c' into c->cmd, after ASKING when 'asking'. */
-static int call_format(slot_call *c, bool asking)
+static int call_format(sluice__slot_call *c, bool asking)
 {
     size_t alen = sizeof(asking_cmd) - 1;
     long long len = redisFormatCommandArgv(&c->cmd, c->g.argc, c->g.argv,
@@ -123,9 +124,9 @@ static int call_format(slot_call *c, bool asking)
  * that node's module decides the algorithm (never once it lost it). A step
  * that fails answers the call with its error, unsent.
  */
-static void call_send(vk_calls *cs, slot_call *c)
+static void call_send(sluice__vk_calls *cs, sluice__slot_call *c)
 {
-    vk_store *v = cs->v;
+    sluice__vk_store *v = cs->v;
     bool asking = c->rt.ask != NULL;
     int err = SLUICE_OK;
 
@@ -162,9 +163,10 @@ static void call_send(vk_calls *cs, slot_call *c)
  * engine=auto, the script for a module that lost the algorithm); else the
  * error to answer it with.
  */
-static int call_refused(vk_calls *cs, slot_call *c, const redisReply *r)
+static int call_refused(sluice__vk_calls *cs, sluice__slot_call *c,
+                        const redisReply *r)
 {
-    vk_store *v = cs->v;
+    sluice__vk_store *v = cs->v;
     int again, err;
 
     if (!c->module && !c->script_given && sluice__vk_noscript(r)) {
@@ -179,8 +181,8 @@ static int call_refused(vk_calls *cs, slot_call *c, const redisReply *r)
     }
     if ((again = sluice__vk_follow(v, &c->rt, r)) != 0)
         return again;
-    if (sluice__vk_reply_noted(c->node, r) != VK_LACK_NONE && c->module &&
-        v->engine == SLUICE_ENGINE_AUTO) {
+    if (sluice__vk_reply_noted(c->node, r) != SLUICE__VK_LACK_NONE &&
+        c->module && v->engine == SLUICE_ENGINE_AUTO) {
         c->lua_only = true;
         return 1;
     }
@@ -188,9 +190,9 @@ static int call_refused(vk_calls *cs, slot_call *c, const redisReply *r)
 }
 
 /* Answers call 'c' from the reply to its send, or marks it to go again. */
-static void call_answer(vk_calls *cs, slot_call *c)
+static void call_answer(sluice__vk_calls *cs, sluice__slot_call *c)
 {
-    vk_store *v = cs->v;
+    sluice__vk_store *v = cs->v;
     int err = sluice__vk_conn_await(v, c->node, c->conn, &c->e);
     redisReply *r = c->e.reply;
 
@@ -233,11 +235,11 @@ static int slot_place_cmp(const void *a, const void *b)
  * Adds the call for requests reqs[todo[0..n)], whose keys are in 'slot', and
  * queues it on its node's connection. Out of memory, its requests fail.
  */
-static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
+static void calls_add_one(sluice__vk_calls *cs, const sluice_limit *limit,
                           bool consume, const size_t *todo, size_t n,
                           unsigned slot)
 {
-    slot_call *c = calloc(1, sizeof(*c));
+    sluice__slot_call *c = calloc(1, sizeof(*c));
 
     if (c == NULL) {
         sluice__vk_answer(limit, cs->reqs, todo, n, cs->msgs, NULL,
@@ -259,10 +261,10 @@ static void calls_add_one(vk_calls *cs, const sluice_limit *limit,
 
 /* The cluster slot of request q's key under 'limit' (0 for one server;
    out of memory, 0 too, and the call itself will say so). */
-static unsigned request_slot(vk_store *v, const sluice_limit *limit,
+static unsigned request_slot(sluice__vk_store *v, const sluice_limit *limit,
                              const sluice_request *q)
 {
-    char kbuf[VK_KEY_BUF];
+    char kbuf[SLUICE__VK_KEY_BUF];
     size_t klen = 0;
     char *k;
     unsigned slot;
@@ -279,8 +281,8 @@ static unsigned request_slot(vk_store *v, const sluice_limit *limit,
 
 /* Orders reqs[send[0..m)] by their keys' slots; answers the slots, in the
    new order, or NULL when out of memory. */
-static slot_place *by_slot(const vk_calls *cs, const sluice_limit *limit,
-                           size_t *send, size_t m)
+static slot_place *by_slot(const sluice__vk_calls *cs,
+                           const sluice_limit *limit, size_t *send, size_t m)
 {
     slot_place *sp = malloc(m * sizeof(*sp));
 
@@ -296,15 +298,16 @@ static slot_place *by_slot(const vk_calls *cs, const sluice_limit *limit,
     return sp;
 }
 
-int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
+int sluice__vk_calls_add(sluice__vk_calls *cs, const sluice_limit *limit,
                          bool consume, size_t *send, size_t m)
 {
     slot_place *sp, one;
 
     if (!cs->v->cluster) {
-        for (size_t s = 0; s < m; s += VK_GROUP_MAX)
-            calls_add_one(cs, limit, consume, send + s,
-                          m - s < VK_GROUP_MAX ? m - s : VK_GROUP_MAX, 0);
+        for (size_t s = 0; s < m; s += SLUICE__VK_GROUP_MAX)
+            calls_add_one(
+                cs, limit, consume, send + s,
+                m - s < SLUICE__VK_GROUP_MAX ? m - s : SLUICE__VK_GROUP_MAX, 0);
         return SLUICE_OK;
     }
     if (m == 1) { /* a single hit: no order to make */
@@ -316,7 +319,8 @@ int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
     }
     sluice__vk_map_refresh(cs->v, false); /* a failed reread keeps the map */
     for (size_t s = 0, e; s < m; s = e) {
-        for (e = s; e < m && e - s < VK_GROUP_MAX && sp[e].slot == sp[s].slot;)
+        for (e = s;
+             e < m && e - s < SLUICE__VK_GROUP_MAX && sp[e].slot == sp[s].slot;)
             e++;
         calls_add_one(cs, limit, consume, send + s, e - s, sp[s].slot);
     }
@@ -329,11 +333,11 @@ int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
  * Reads what the set's leads wrote, each connection as its replies arrive
  * (one at a time, in order, should there be no memory for the list).
  */
-static void leads_end(vk_calls *cs)
+static void leads_end(sluice__vk_calls *cs)
 {
-    vk_lead stack[16], *leads = stack;
+    sluice__vk_lead stack[16], *leads = stack;
     size_t n = 0, i = 0;
-    slot_call *c;
+    sluice__slot_call *c;
 
     for (c = cs->head; c != NULL; c = c->next)
         n += c->led != NULL;
@@ -347,7 +351,8 @@ static void leads_end(vk_calls *cs)
     }
     for (c = cs->head; c != NULL; c = c->next)
         if (c->led != NULL)
-            leads[i++] = (vk_lead){c->node, c->conn, c->led, c->led_err};
+            leads[i++] =
+                (sluice__vk_lead){c->node, c->conn, c->led, c->led_err};
     sluice__vk_conn_lead_end_all(cs->v, leads, n);
     if (leads != stack)
         free(leads);
@@ -361,15 +366,15 @@ static void leads_end(vk_calls *cs)
  * it holds a connection that it wrote to, and a stalled node holds up
  * only its own connection.
  */
-static void calls_write_all(vk_calls *cs)
+static void calls_write_all(sluice__vk_calls *cs)
 {
-    slot_call *c;
+    sluice__slot_call *c;
 
     for (c = cs->head; c != NULL; c = c->next) {
         bool first = c->node != NULL;
 
         c->led = NULL;
-        for (slot_call *o = cs->head; o != c && first; o = o->next)
+        for (sluice__slot_call *o = cs->head; o != c && first; o = o->next)
             first = o->node == NULL || o->conn != c->conn;
         if (first)
             c->led = sluice__vk_conn_lead(cs->v, c->node, c->conn,
@@ -382,9 +387,9 @@ static void calls_write_all(vk_calls *cs)
  * Rounds: writes every call in flight, answers each from its reply, then
  * sends again, together, those that did not run; until none is left.
  */
-void sluice__vk_calls_finish(vk_calls *cs)
+void sluice__vk_calls_finish(sluice__vk_calls *cs)
 {
-    slot_call *c, *next;
+    sluice__slot_call *c, *next;
     bool in_flight = true;
 
     while (in_flight) {
@@ -414,9 +419,9 @@ void sluice__vk_calls_finish(vk_calls *cs)
 int sluice__vk_decide_many(void *impl, const sluice_limit *limit,
                            sluice_request *reqs, const size_t *todo, size_t n)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
     size_t *send = malloc(n * sizeof(*send));
-    vk_calls cs = VK_CALLS_INIT(v, reqs, NULL,
+    sluice__vk_calls cs = SLUICE__VK_CALLS_INIT(v, reqs, NULL,
                                 sluice__monotonic_ms() + v->command_timeout_ms);
     int err;
 
@@ -439,10 +444,10 @@ int sluice__vk_decide(void *impl, const sluice_limit *limit, const char *key,
                       size_t key_len, uint64_t cost, bool consume,
                       sluice_decision *out)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
     sluice_request q = {key, key_len, cost, 0, {0}};
     size_t only = 0;
-    vk_calls cs = VK_CALLS_INIT(v, &q, NULL,
+    sluice__vk_calls cs = SLUICE__VK_CALLS_INIT(v, &q, NULL,
                                 sluice__monotonic_ms() + v->command_timeout_ms);
     int err = sluice__vk_calls_add(&cs, limit, consume, &only, 1);
 

@@ -89,8 +89,8 @@ int sluice__vk_reply_decision(const redisReply *r, size_t i,
 }
 
 void sluice__vk_answer(const sluice_limit *limit, sluice_request *reqs,
-                       const size_t *todo, size_t n, vk_msg *msgs,
-                       const vk_args *g, int err, redisReply *r)
+                       const size_t *todo, size_t n, sluice__vk_msg *msgs,
+                       const sluice__vk_args *g, int err, redisReply *r)
 {
     if (err == 0 && (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n))
         err = sluice__error(SLUICE_EPROTO, "valkey: the %s script answered "
@@ -115,7 +115,8 @@ void sluice__vk_answer(const sluice_limit *limit, sluice_request *reqs,
                                    g->argv[g->key0 + g->kstep * i],
                                    sluice__algo_servers[limit->algo]->value);
         if (q->err < 0 && msgs != NULL)
-            snprintf(msgs[todo[i]], sizeof(vk_msg), "%s", sluice_last_error());
+            snprintf(msgs[todo[i]], sizeof(sluice__vk_msg), "%s",
+                     sluice_last_error());
     }
     if (r != NULL)
         freeReplyObject(r);

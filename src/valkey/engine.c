@@ -51,7 +51,8 @@
 #define NO_GLUE "ERR sluice: no module glue for algorithm "
 
 /* Every algorithm, as a node's note holds them. */
-#define ALGOS_ALL (VK_MODULE_ALGO(SLUICE__ALGO_N) - VK_MODULE_ALGO(0))
+#define ALGOS_ALL                                                              \
+    (SLUICE__VK_MODULE_ALGO(SLUICE__ALGO_N) - SLUICE__VK_MODULE_ALGO(0))
 _Static_assert(SLUICE__ALGO_N <= 29, "a node's note holds 29 algorithms");
 
 /* ---- Detection ------------------------------------------------------------------- */
@@ -93,20 +94,21 @@ static unsigned module_algos(const redisReply *r)
             p++;
         if (p > name && (a = algo_named(name, (size_t)(p - name))) <
                             SLUICE__ALGO_N)
-            algos |= VK_MODULE_ALGO(a);
+            algos |= SLUICE__VK_MODULE_ALGO(a);
     }
     return algos;
 }
 
 /* Notes on 'n' what SLUICE.VERSION answered ('r', an error reply too). */
-static unsigned module_note(vk_node *n, const redisReply *r)
+static unsigned module_note(sluice__vk_node *n, const redisReply *r)
 {
     bool yes = (r->type == REDIS_REPLY_STRING ||
                 r->type == REDIS_REPLY_STATUS) &&
                r->len > strlen(MODULE_VERSION_PREFIX) &&
                memcmp(r->str, MODULE_VERSION_PREFIX,
                       strlen(MODULE_VERSION_PREFIX)) == 0;
-    unsigned note = yes ? VK_MODULE_YES | module_algos(r) : VK_MODULE_NO;
+    unsigned note =
+        yes ? SLUICE__VK_MODULE_YES | module_algos(r) : SLUICE__VK_MODULE_NO;
 
     atomic_store(&n->module, note);
     return note;
@@ -114,7 +116,7 @@ static unsigned module_note(vk_node *n, const redisReply *r)
 
 /* The error of engine=module on node 'n', which has no module; 'why' says
    what SLUICE.VERSION answered. */
-static int module_refused(const vk_node *n, const char *why)
+static int module_refused(const sluice__vk_node *n, const char *why)
 {
     return sluice__error(SLUICE_ENOTSUP, "valkey %s: engine=module, but the "
                          "server has no sluice module %s (SLUICE.VERSION: "
@@ -135,8 +137,9 @@ static void version_shown(char *buf, size_t cap, const redisReply *r)
 
 /* Sends SLUICE.VERSION on the new connection 'c' and reads its reply
    (an error reply too) by 'deadline_ms'. */
-static int version_ask(vk_store *v, vk_node *n, vk_conn *c,
-                       uint64_t deadline_ms, redisReply **out)
+static int version_ask(sluice__vk_store *v, sluice__vk_node *n,
+                       sluice__vk_conn *c, uint64_t deadline_ms,
+                       redisReply **out)
 {
     const char *argv[] = {"SLUICE.VERSION"};
     size_t lens[] = {14};
@@ -146,8 +149,8 @@ static int version_ask(vk_store *v, vk_node *n, vk_conn *c,
 }
 
 /* A connection that fails here is closed by the caller (conn.c). */
-int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
-                             uint64_t deadline_ms)
+int sluice__vk_engine_detect(sluice__vk_store *v, sluice__vk_node *n,
+                             sluice__vk_conn *c, uint64_t deadline_ms)
 {
     redisReply *r = NULL;
     char why[80];
@@ -165,7 +168,7 @@ int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
         return err;
     }
     err = SLUICE_OK;
-    if (module_note(n, r) == VK_MODULE_NO &&
+    if (module_note(n, r) == SLUICE__VK_MODULE_NO &&
         v->engine == SLUICE_ENGINE_MODULE) {
         version_shown(why, sizeof(why), r);
         err = module_refused(n, why);
@@ -176,31 +179,31 @@ int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
 
 /* ---- What a reply says of the module ------------------------------------------ */
 
-vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo)
+sluice__vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo)
 {
     size_t n = strlen(NO_GLUE);
 
     if (r->type != REDIS_REPLY_ERROR)
-        return VK_LACK_NONE;
+        return SLUICE__VK_LACK_NONE;
     if (r->len >= strlen(UNKNOWN_SLUICE) &&
         strncasecmp(r->str, UNKNOWN_SLUICE, strlen(UNKNOWN_SLUICE)) == 0)
-        return VK_LACK_MODULE;
+        return SLUICE__VK_LACK_MODULE;
     /* Exactly the module's words, then one name this library knows. */
     if (r->len <= n || memcmp(r->str, NO_GLUE, n) != 0 ||
         (*algo = algo_named(r->str + n, r->len - n)) == SLUICE__ALGO_N)
-        return VK_LACK_NONE;
-    return VK_LACK_ALGO;
+        return SLUICE__VK_LACK_NONE;
+    return SLUICE__VK_LACK_ALGO;
 }
 
-vk_lack sluice__vk_engine_lost(vk_node *n, const redisReply *r)
+sluice__vk_lack sluice__vk_engine_lost(sluice__vk_node *n, const redisReply *r)
 {
     unsigned algo = 0;
-    vk_lack lack = sluice__vk_module_lack(r, &algo);
+    sluice__vk_lack lack = sluice__vk_module_lack(r, &algo);
 
-    if (lack == VK_LACK_MODULE)
-        atomic_store(&n->module, VK_MODULE_NO);
-    else if (lack == VK_LACK_ALGO)
-        atomic_fetch_and(&n->module, ~VK_MODULE_ALGO(algo));
+    if (lack == SLUICE__VK_LACK_MODULE)
+        atomic_store(&n->module, SLUICE__VK_MODULE_NO);
+    else if (lack == SLUICE__VK_LACK_ALGO)
+        atomic_fetch_and(&n->module, ~SLUICE__VK_MODULE_ALGO(algo));
     return lack;
 }
 
@@ -213,30 +216,31 @@ vk_lack sluice__vk_engine_lost(vk_node *n, const redisReply *r)
  * the module, so that a server without it answers SLUICE_ENOTSUP from the
  * connect (or the command) each time, until it has it.
  */
-bool sluice__vk_engine_module(const vk_store *v, vk_node *n)
+bool sluice__vk_engine_module(const sluice__vk_store *v, sluice__vk_node *n)
 {
     switch (v->engine) {
     case SLUICE_ENGINE_MODULE:
         return true;
     case SLUICE_ENGINE_AUTO:
-        return n != NULL &&
-               (atomic_load(&n->module) & VK_MODULE_STATE) == VK_MODULE_YES;
+        return n != NULL && (atomic_load(&n->module) &
+                             SLUICE__VK_MODULE_STATE) == SLUICE__VK_MODULE_YES;
     default:
         return false;
     }
 }
 
-int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
-                           bool *module)
+int sluice__vk_engine_pick(const sluice__vk_store *v, sluice__vk_node *n,
+                           sluice_algo algo, bool *module)
 {
-    unsigned note = n != NULL ? atomic_load(&n->module) : VK_MODULE_UNKNOWN;
-    bool yes = (note & VK_MODULE_STATE) == VK_MODULE_YES;
+    unsigned note =
+        n != NULL ? atomic_load(&n->module) : SLUICE__VK_MODULE_UNKNOWN;
+    bool yes = (note & SLUICE__VK_MODULE_STATE) == SLUICE__VK_MODULE_YES;
 
     *module = false;
     switch (v->engine) {
     case SLUICE_ENGINE_MODULE:
         /* Not asked yet: the connect, or the module's reply, says. */
-        if (yes && (note & VK_MODULE_ALGO(algo)) == 0)
+        if (yes && (note & SLUICE__VK_MODULE_ALGO(algo)) == 0)
             return sluice__error(SLUICE_ENOTSUP, "valkey %s: engine=module, "
                                  "but the server's sluice module does not "
                                  "decide %s; load a sluice.so that does, or "
@@ -245,7 +249,7 @@ int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
         *module = true;
         return SLUICE_OK;
     case SLUICE_ENGINE_AUTO:
-        *module = yes && (note & VK_MODULE_ALGO(algo)) != 0;
+        *module = yes && (note & SLUICE__VK_MODULE_ALGO(algo)) != 0;
         return SLUICE_OK;
     default:
         return SLUICE_OK;
@@ -256,7 +260,7 @@ int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
 
 #define TWIN_ARGS_MAX 8
 
-int sluice__vk_engine_eval(vk_store *v, const char *command, int argc,
+int sluice__vk_engine_eval(sluice__vk_store *v, const char *command, int argc,
                            const char *const *args, const size_t *arglens,
                            redisReply **out, bool *done)
 {

@@ -23,7 +23,7 @@ typedef struct all_args {
     int argc;
     const char *argv[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
     size_t lens[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
-    char keys[SLUICE_HIT_ALL_MAX][VK_KEY_BUF];
+    char keys[SLUICE_HIT_ALL_MAX][SLUICE__VK_KEY_BUF];
     char nums[4 * SLUICE_HIT_ALL_MAX + 3][24]; /* numkeys, now, cost, ... */
     char token[40];
 } all_args;
@@ -43,7 +43,7 @@ static void arg_u64(all_args *a, int j, size_t k, uint64_t v)
 }
 
 /* The keys of limits[0..n) for 'id', at argv[3..3 + n). */
-static int args_keys(all_args *a, const vk_store *v,
+static int args_keys(all_args *a, const sluice__vk_store *v,
                      const sluice_limit *limits, size_t n, const char *id,
                      size_t id_len)
 {
@@ -53,7 +53,7 @@ static int args_keys(all_args *a, const vk_store *v,
         snprintf(suffix, sizeof(suffix), "%s:%llums",
                  sluice_algo_name(limits[i].algo),
                  (unsigned long long)limits[i].window_ms);
-        a->argv[3 + i] = sluice__key_build(a->keys[i], VK_KEY_BUF,
+        a->argv[3 + i] = sluice__key_build(a->keys[i], SLUICE__VK_KEY_BUF,
                                            &a->lens[3 + i], v->prefix, id,
                                            id_len, suffix);
         if (a->argv[3 + i] == NULL)
@@ -63,8 +63,9 @@ static int args_keys(all_args *a, const vk_store *v,
 }
 
 /* Everything after the keys (all_prelude.lua). */
-static int args_rest(all_args *a, vk_store *v, const sluice_limit *limits,
-                     size_t n, uint64_t cost, bool consume)
+static int args_rest(all_args *a, sluice__vk_store *v,
+                     const sluice_limit *limits, size_t n, uint64_t cost,
+                     bool consume)
 {
     int j = 3 + (int)n, err;
 
@@ -121,7 +122,7 @@ int sluice__vk_decide_all(void *impl, const sluice_limit *limits, size_t n,
                           const char *key, size_t key_len, uint64_t cost,
                           sluice__all how, sluice_decision *each)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
     all_args *a = calloc(1, sizeof(*a));
     redisReply *r = NULL;
     int err;

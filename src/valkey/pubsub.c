@@ -12,14 +12,14 @@
 #include <string.h>
 
 struct sluice__sub {
-    vk_store *v;
-    vk_node *node;
-    vk_conn conn; /* not shared: only the subscriber uses it */
+    sluice__vk_store *v;
+    sluice__vk_node *node;
+    sluice__vk_conn conn; /* not shared: only the subscriber uses it */
 };
 
 int sluice__vk_subscribe(void *impl, const char *channel, sluice__sub **out)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
     const char *argv[] = {"SUBSCRIBE", channel};
     size_t lens[] = {9, strlen(channel)};
     redisReply *r = NULL;

@@ -18,7 +18,7 @@
  * Checks SCRIPT LOAD's reply 'r' for 'script': the SHA1 the server
  * computed must be the one built in, or every EVALSHA would miss.
  */
-static int load_reply(vk_node *n, const sluice__script *script,
+static int load_reply(sluice__vk_node *n, const sluice__script *script,
                       const redisReply *r)
 {
     if (r->type == REDIS_REPLY_ERROR)
@@ -33,8 +33,8 @@ static int load_reply(vk_node *n, const sluice__script *script,
     return SLUICE_OK;
 }
 
-int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
-                            uint64_t deadline_ms)
+int sluice__vk_scripts_load(sluice__vk_store *v, sluice__vk_node *n,
+                            sluice__vk_conn *c, uint64_t deadline_ms)
 {
     for (size_t i = 0; sluice__scripts[i] != NULL; i++) {
         const sluice__script *s = sluice__scripts[i];
@@ -60,8 +60,8 @@ bool sluice__vk_noscript(const redisReply *r)
            strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
-                       const sluice__script *script)
+int sluice__vk_script_give(sluice__vk_store *v, sluice__vk_node *n,
+                           uint64_t deadline_ms, const sluice__script *script)
 {
     const char *argv[] = {"SCRIPT", "LOAD", script->text};
     size_t lens[] = {6, 4, script->len};
@@ -76,7 +76,7 @@ int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
     return err;
 }
 
-int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
+int sluice__vk_node_send(sluice__vk_store *v, sluice__vk_node *n, bool asking,
                          uint64_t deadline_ms, const sluice__script *script,
                          int argc, const char **argv, const size_t *lens,
                          redisReply **out)

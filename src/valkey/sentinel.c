@@ -40,8 +40,8 @@
 
 /* Sentinel 's's address of the master: host into 'host' (of 'cap'), and
    its port. */
-static int ask_sentinel(vk_store *v, vk_node *s, uint64_t deadline_ms,
-                        char *host, size_t cap, int *port)
+static int ask_sentinel(sluice__vk_store *v, sluice__vk_node *s,
+                        uint64_t deadline_ms, char *host, size_t cap, int *port)
 {
     static const char what[] = "SENTINEL GET-MASTER-ADDR-BY-NAME";
     const char *argv[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
@@ -79,7 +79,8 @@ static int ask_sentinel(vk_store *v, vk_node *s, uint64_t deadline_ms,
 
 /* Whether node 'n' says it is a master (ROLE); SLUICE_ECONN when it is a
    replica, as a sentinel may still name one during a failover. */
-static int confirm_master(vk_store *v, vk_node *n, uint64_t deadline_ms)
+static int confirm_master(sluice__vk_store *v, sluice__vk_node *n,
+                          uint64_t deadline_ms)
 {
     const char *argv[] = {"ROLE"};
     size_t lens[] = {4};
@@ -105,7 +106,8 @@ static int confirm_master(vk_store *v, vk_node *n, uint64_t deadline_ms)
 }
 
 /* One round: each sentinel in turn, until one names a confirmed master. */
-static int ask_round(vk_store *v, uint64_t deadline_ms, vk_node **out)
+static int ask_round(sluice__vk_store *v, uint64_t deadline_ms,
+                     sluice__vk_node **out)
 {
     unsigned first = atomic_load(&v->sentinel_next);
     int err = SLUICE_OK;
@@ -114,7 +116,7 @@ static int ask_round(vk_store *v, uint64_t deadline_ms, vk_node **out)
         unsigned at = (unsigned)((first + i) % v->nsentinels);
         char host[256];
         int port = 0;
-        vk_node *n;
+        sluice__vk_node *n;
 
         if ((err = ask_sentinel(v, v->sentinels[at], deadline_ms, host,
                                 sizeof(host), &port)) < 0)
@@ -151,10 +153,11 @@ static bool lock_by(pthread_mutex_t *lock, uint64_t deadline_ms)
     return pthread_mutex_timedlock(lock, &at) == 0;
 }
 
-int sluice__vk_sentinel_node(vk_store *v, uint64_t deadline_ms, vk_node **out)
+int sluice__vk_sentinel_node(sluice__vk_store *v, uint64_t deadline_ms,
+                             sluice__vk_node **out)
 {
     uint64_t pause = BACKOFF_FIRST_MS;
-    vk_node *n = atomic_load(&v->master);
+    sluice__vk_node *n = atomic_load(&v->master);
     int err;
 
     *out = NULL;

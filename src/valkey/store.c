@@ -59,8 +59,8 @@ static void reply_shown(char *out, size_t cap, const redisReply *r)
 static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
                     size_t key_len)
 {
-    vk_store *v = impl;
-    char kbuf[VK_KEY_BUF];
+    sluice__vk_store *v = impl;
+    char kbuf[SLUICE__VK_KEY_BUF];
     size_t klen;
     char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, v->prefix, key,
                                 key_len, sluice__algos[limit->algo]->name);
@@ -89,7 +89,7 @@ static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
 
 static int vk_stats(void *impl, sluice_store_stats *out)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
 
     out->redirects = atomic_load(&v->redirects);
     out->module_calls = atomic_load(&v->module_calls);
@@ -98,7 +98,7 @@ static int vk_stats(void *impl, sluice_store_stats *out)
 
 static void vk_free(void *impl)
 {
-    vk_store *v = impl;
+    sluice__vk_store *v = impl;
 
     for (size_t i = 0; i < v->nnodes; i++)
         sluice__vk_node_free(v->nodes[i]);
@@ -204,8 +204,8 @@ static int vk_command(void *impl, const char *key, size_t key_len, int argc,
 }
 
 /* Sends one command to 'n'; an error reply is an error naming 'n'. */
-static int node_command(vk_store *v, vk_node *n, int argc, const char **argv,
-                        const size_t *lens)
+static int node_command(sluice__vk_store *v, sluice__vk_node *n, int argc,
+                        const char **argv, const size_t *lens)
 {
     uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
     redisReply *r = NULL;
@@ -228,8 +228,8 @@ static int node_command(vk_store *v, vk_node *n, int argc, const char **argv,
 static int vk_command_primaries(void *impl, int argc, const char **argv,
                                 const size_t *lens, size_t *done)
 {
-    vk_store *v = impl;
-    vk_node **todo;
+    sluice__vk_store *v = impl;
+    sluice__vk_node **todo;
     size_t n = 0;
     int err;
 
@@ -298,9 +298,10 @@ static int prefix_check(const char *prefix, const char *what)
 
 /* A store for the parsed URL 'u' (whose strings it takes) and options 'o';
    NULL when out of memory. */
-static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
+static sluice__vk_store *store_new(sluice__vk_url *u,
+                                   const sluice_store_opts *o)
 {
-    vk_store *v = calloc(1, sizeof(*v));
+    sluice__vk_store *v = calloc(1, sizeof(*v));
 
     if (v == NULL)
         return NULL;
@@ -323,7 +324,7 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
     v->clock_payload = o->clock_payload;
     v->token_seed = sluice__random_seed();
     v->cluster = u->cluster;
-    v->sentinel = u->kind == VK_URL_SENTINEL;
+    v->sentinel = u->kind == SLUICE__VK_URL_SENTINEL;
     pthread_mutex_init(&v->combine_lock, NULL);
     v->waiting_tail = &v->waiting;
     pthread_mutex_init(&v->refresh_lock, NULL);
@@ -340,9 +341,10 @@ static vk_store *store_new(vk_url *u, const sluice_store_opts *o)
  * are an error: a URL that lost its 's' must not send in plaintext what
  * its caller meant to encrypt.
  */
-static int store_tls(vk_store *v, const vk_url *u, const sluice_store_opts *o)
+static int store_tls(sluice__vk_store *v, const sluice__vk_url *u,
+                     const sluice_store_opts *o)
 {
-    vk_tls_opts t = {
+    sluice__vk_tls_opts t = {
         .ca_file = u->tls_ca ? u->tls_ca : o->tls_ca_file,
         .ca_dir = u->tls_ca_dir ? u->tls_ca_dir : o->tls_ca_dir,
         .cert_file = u->tls_cert ? u->tls_cert : o->tls_cert_file,
@@ -365,7 +367,8 @@ static int store_tls(vk_store *v, const vk_url *u, const sluice_store_opts *o)
 
 /* A sentinel store's sentinels (the URL's hosts), its master's name and
    the sentinels' credentials. */
-static int store_sentinels(vk_store *v, vk_url *u, const sluice_store_opts *o)
+static int store_sentinels(sluice__vk_store *v, sluice__vk_url *u,
+                           const sluice_store_opts *o)
 {
     const char *user = u->sentinel_user ? u->sentinel_user : o->sentinel_user;
     const char *password = u->sentinel_password ? u->sentinel_password
@@ -378,8 +381,8 @@ static int store_sentinels(vk_store *v, vk_url *u, const sluice_store_opts *o)
          (v->sentinel_password = strdup(password)) == NULL))
         return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
     for (size_t i = 0; i < u->nhosts; i++) {
-        vk_node *n = sluice__vk_node_new(u->hosts[i], strlen(u->hosts[i]),
-                                         u->ports[i], v->transport, 1);
+        sluice__vk_node *n = sluice__vk_node_new(
+            u->hosts[i], strlen(u->hosts[i]), u->ports[i], v->transport, 1);
 
         if (n == NULL)
             return sluice__error(SLUICE_ENOMEM, "cannot allocate the store");
@@ -404,21 +407,24 @@ static int opts_settle(sluice_store_opts *o)
     int err;
 
     if ((err = opt_at_most("connect_timeout_ms", o->connect_timeout_ms,
-                           VK_MAX_TIMEOUT_MS)) < 0 ||
+                           SLUICE__VK_MAX_TIMEOUT_MS)) < 0 ||
         (err = opt_at_most("command_timeout_ms", o->command_timeout_ms,
-                           VK_MAX_TIMEOUT_MS)) < 0 ||
-        (err = opt_at_most("pool_size", o->pool_size, VK_MAX_POOL)) < 0 ||
+                           SLUICE__VK_MAX_TIMEOUT_MS)) < 0 ||
+        (err = opt_at_most("pool_size", o->pool_size, SLUICE__VK_MAX_POOL)) <
+            0 ||
         (err = opt_at_most("max_reply_bytes", o->max_reply_bytes,
-                           VK_MAX_REPLY_BYTES)) < 0 ||
+                           SLUICE__VK_MAX_REPLY_BYTES)) < 0 ||
         (o->max_reply_bytes != 0 && o->max_reply_bytes < 2 * VK_REPLY_ROOM &&
-         (err = sluice__error(SLUICE_EINVAL, "max_reply_bytes %llu is below "
-                              "%u", (unsigned long long)o->max_reply_bytes,
+         (err = sluice__error(SLUICE_EINVAL,
+                              "max_reply_bytes %llu is below "
+                              "%u",
+                              (unsigned long long)o->max_reply_bytes,
                               2 * VK_REPLY_ROOM)) < 0) ||
         (err = opt_at_most("max_reply_elements", o->max_reply_elements,
-                           VK_MAX_REPLY_ELEMENTS)) < 0 ||
+                           SLUICE__VK_MAX_REPLY_ELEMENTS)) < 0 ||
         (err = opt_at_most("caller_clock", (uint64_t)o->caller_clock, 1)) < 0 ||
-        (err = opt_at_most("engine", (uint64_t)o->engine,
-                           SLUICE_ENGINE_LUA)) < 0 ||
+        (err = opt_at_most("engine", (uint64_t)o->engine, SLUICE_ENGINE_LUA)) <
+            0 ||
         (err = opt_at_most("tls_insecure", (uint64_t)o->tls_insecure, 1)) < 0)
         return err;
     if (o->clock_ms == NULL) { /* clock=caller: the wall clock, which
@@ -442,8 +448,8 @@ static int opts_settle(sluice_store_opts *o)
 int sluice__valkey_open(sluice__opened *out, sluice_store_opts *o,
                         const char *url)
 {
-    vk_url u;
-    vk_store *v = NULL;
+    sluice__vk_url u;
+    sluice__vk_store *v = NULL;
     int err;
 
     memset(&u, 0, sizeof(u));

@@ -49,14 +49,15 @@ int sluice__vk_fd_wait(int fd, short events, uint64_t deadline_ms)
     }
 }
 
-int sluice__vk_timed_out(const vk_node *n, const char *doing, uint64_t ms)
+int sluice__vk_timed_out(const sluice__vk_node *n, const char *doing,
+                         uint64_t ms)
 {
     return sluice__error(SLUICE_ETIMEDOUT, "valkey %s: %s: timed out (no "
                          "answer within %llu ms)", n->name, doing,
                          (unsigned long long)ms);
 }
 
-int sluice__vk_fd_wait_connected(int fd, const vk_node *n,
+int sluice__vk_fd_wait_connected(int fd, const sluice__vk_node *n,
                                  uint64_t deadline_ms, uint64_t shown_ms)
 {
     int soerr = 0;
@@ -77,7 +78,7 @@ int sluice__vk_fd_wait_connected(int fd, const vk_node *n,
 /* One address: a non-blocking socket connected by the deadline, or -1
    and the error in '*err'. */
 static int connect_one(const struct sockaddr *sa, socklen_t salen,
-                       const vk_node *n, uint64_t deadline_ms,
+                       const sluice__vk_node *n, uint64_t deadline_ms,
                        uint64_t shown_ms, int *err)
 {
     int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -172,7 +173,7 @@ static void *lookup_run(void *arg)
  * deadline, and left to finish by itself after it. '*out' is then the
  * caller's to freeaddrinfo().
  */
-static int resolve(struct addrinfo **out, const vk_node *n,
+static int resolve(struct addrinfo **out, const sluice__vk_node *n,
                    uint64_t deadline_ms, uint64_t shown_ms)
 {
     size_t len = strlen(n->host);
@@ -221,8 +222,8 @@ static int resolve(struct addrinfo **out, const vk_node *n,
     return err;
 }
 
-int sluice__vk_tcp_connect(int *fd, const vk_node *n, uint64_t deadline_ms,
-                           uint64_t shown_ms)
+int sluice__vk_tcp_connect(int *fd, const sluice__vk_node *n,
+                           uint64_t deadline_ms, uint64_t shown_ms)
 {
     struct sockaddr_in a4 = {.sin_family = AF_INET};
     struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
@@ -249,8 +250,8 @@ int sluice__vk_tcp_connect(int *fd, const vk_node *n, uint64_t deadline_ms,
 
 /* ---- Moving bytes ------------------------------------------------------------------- */
 
-ssize_t sluice__vk_fd_read(vk_wire *w, const vk_node *n, char *buf,
-                           size_t len, short *want)
+ssize_t sluice__vk_fd_read(sluice__vk_wire *w, const sluice__vk_node *n,
+                           char *buf, size_t len, short *want)
 {
     for (;;) {
         ssize_t got = recv(w->fd, buf, len, 0);
@@ -271,8 +272,8 @@ ssize_t sluice__vk_fd_read(vk_wire *w, const vk_node *n, char *buf,
     }
 }
 
-ssize_t sluice__vk_fd_write(vk_wire *w, const vk_node *n, const char *buf,
-                            size_t len, short *want)
+ssize_t sluice__vk_fd_write(sluice__vk_wire *w, const sluice__vk_node *n,
+                            const char *buf, size_t len, short *want)
 {
     for (;;) {
         ssize_t put = send(w->fd, buf, len, MSG_NOSIGNAL);
@@ -290,7 +291,7 @@ ssize_t sluice__vk_fd_write(vk_wire *w, const vk_node *n, const char *buf,
     }
 }
 
-void sluice__vk_fd_close(vk_wire *w)
+void sluice__vk_fd_close(sluice__vk_wire *w)
 {
     if (w->fd >= 0)
         close(w->fd);
@@ -299,20 +300,21 @@ void sluice__vk_fd_close(vk_wire *w)
 
 /* ---- The transport ------------------------------------------------------------------ */
 
-static int tcp_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
-                    uint64_t deadline_ms, uint64_t shown_ms)
+static int tcp_open(sluice__vk_wire *w, const sluice__vk_node *n,
+                    const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                    uint64_t shown_ms)
 {
     (void)tls;
     return sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms);
 }
 
-bool sluice__vk_fd_pending(const vk_wire *w)
+bool sluice__vk_fd_pending(const sluice__vk_wire *w)
 {
     (void)w;
     return false; /* a socket keeps what it read in the kernel: poll sees */
 }
 
-const vk_transport sluice__vk_transport_tcp = {
+const sluice__vk_transport sluice__vk_transport_tcp = {
     .name = "tcp",
     .open = tcp_open,
     .read = sluice__vk_fd_read,

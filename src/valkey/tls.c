@@ -2,8 +2,8 @@
  * tls.c - the TLS transport (valkeys://, rediss://, and their +cluster and
  * +sentinel forms), with OpenSSL.
  *
- * A store keeps one SSL_CTX (vk_tls), made at open from its settings: the
- * CA (a file, a directory, or the system's store), a client certificate and
+ * A store keeps one SSL_CTX (sluice__vk_tls), made at open from its settings:
+ * the CA (a file, a directory, or the system's store), a client certificate and
  * key for mutual TLS, TLS 1.2 at the least. Each connection is a TCP
  * connect (tcp.c) and then the handshake, both by the call's deadline: the
  * socket stays non-blocking, and SSL_ERROR_WANT_READ/WANT_WRITE become a
@@ -39,13 +39,13 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-struct vk_tls {
+struct sluice__vk_tls {
     SSL_CTX *ctx;
     char *server_name; /* NULL: each node's host */
     bool insecure;
 };
 
-static void tls_close(vk_wire *w);
+static void tls_close(sluice__vk_wire *w);
 
 /* ---- The socket under TLS ----------------------------------------------------------- */
 
@@ -115,9 +115,10 @@ static const char *ssl_reason(char *buf, size_t cap)
     return buf;
 }
 
-int sluice__vk_tls_new(struct vk_tls **out, const vk_tls_opts *o)
+int sluice__vk_tls_new(struct sluice__vk_tls **out,
+                       const sluice__vk_tls_opts *o)
 {
-    struct vk_tls *t = calloc(1, sizeof(*t));
+    struct sluice__vk_tls *t = calloc(1, sizeof(*t));
     char why[256];
     int err = SLUICE_OK;
 
@@ -182,7 +183,7 @@ fail:
     return err;
 }
 
-void sluice__vk_tls_free(struct vk_tls *t)
+void sluice__vk_tls_free(struct sluice__vk_tls *t)
 {
     if (t == NULL)
         return;
@@ -212,8 +213,8 @@ static bool eof_unnotified(unsigned long last)
 
 /* The error of a handshake that failed for a TLS reason: the certificate,
    its name ('expected'), or the peer's refusal; always SLUICE_EAUTH. */
-static int handshake_error(SSL *ssl, const vk_node *n, const char *expected,
-                           unsigned long last)
+static int handshake_error(SSL *ssl, const sluice__vk_node *n,
+                           const char *expected, unsigned long last)
 {
     long v = SSL_get_verify_result(ssl);
     char why[256];
@@ -245,8 +246,9 @@ static int handshake_error(SSL *ssl, const vk_node *n, const char *expected,
  * closed (with or without close_notify) SLUICE_ECONN, as on plain TCP, and
  * a record that fails SLUICE_EPROTO.
  */
-static int ssl_fail(SSL *ssl, int rc, const vk_node *n, const char *doing,
-                    const char *expected, bool fresh, short *want)
+static int ssl_fail(SSL *ssl, int rc, const sluice__vk_node *n,
+                    const char *doing, const char *expected, bool fresh,
+                    short *want)
 {
     int e = SSL_get_error(ssl, rc);
     unsigned long last = ERR_peek_last_error();
@@ -294,8 +296,9 @@ static bool is_address(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-static int tls_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
-                    uint64_t deadline_ms, uint64_t shown_ms)
+static int tls_open(sluice__vk_wire *w, const sluice__vk_node *n,
+                    const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                    uint64_t shown_ms)
 {
     const char *name = tls->server_name ? tls->server_name : n->host;
     X509_VERIFY_PARAM *param;
@@ -347,8 +350,8 @@ static int tls_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
     }
 }
 
-static ssize_t tls_read(vk_wire *w, const vk_node *n, char *buf, size_t len,
-                        short *want)
+static ssize_t tls_read(sluice__vk_wire *w, const sluice__vk_node *n, char *buf,
+                        size_t len, short *want)
 {
     int rc, cap = len > INT32_MAX ? INT32_MAX : (int)len;
 
@@ -361,8 +364,8 @@ static ssize_t tls_read(vk_wire *w, const vk_node *n, char *buf, size_t len,
     return ssl_fail(w->ssl, rc, n, "read", NULL, w->fresh, want);
 }
 
-static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
-                         size_t len, short *want)
+static ssize_t tls_write(sluice__vk_wire *w, const sluice__vk_node *n,
+                         const char *buf, size_t len, short *want)
 {
     int rc, cap = len > INT32_MAX ? INT32_MAX : (int)len;
 
@@ -373,14 +376,14 @@ static ssize_t tls_write(vk_wire *w, const vk_node *n, const char *buf,
     return ssl_fail(w->ssl, rc, n, "write", NULL, w->fresh, want);
 }
 
-static bool tls_pending(const vk_wire *w)
+static bool tls_pending(const sluice__vk_wire *w)
 {
     return w->ssl != NULL && SSL_has_pending(w->ssl);
 }
 
 /* Frees the connection's TLS and closes its socket; no close_notify is
    waited for (the socket is non-blocking: one try, then gone). */
-static void tls_close(vk_wire *w)
+static void tls_close(sluice__vk_wire *w)
 {
     if (w->ssl != NULL) {
         ERR_clear_error();
@@ -392,7 +395,7 @@ static void tls_close(vk_wire *w)
     sluice__vk_fd_close(w);
 }
 
-const vk_transport sluice__vk_transport_tls = {
+const sluice__vk_transport sluice__vk_transport_tls = {
     .name = "tls",
     .open = tls_open,
     .read = tls_read,

@@ -12,8 +12,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int unix_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
-                     uint64_t deadline_ms, uint64_t shown_ms)
+static int unix_open(sluice__vk_wire *w, const sluice__vk_node *n,
+                     const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                     uint64_t shown_ms)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     size_t len = strlen(n->host);
@@ -45,7 +46,7 @@ static int unix_open(vk_wire *w, const vk_node *n, const struct vk_tls *tls,
     return SLUICE_OK;
 }
 
-const vk_transport sluice__vk_transport_unix = {
+const sluice__vk_transport sluice__vk_transport_unix = {
     .name = "unix",
     .open = unix_open,
     .read = sluice__vk_fd_read,

@@ -79,17 +79,17 @@ static char *decode(const char *s, size_t n, const char *url, const char *what,
  * Parses one "host[:port]" or "[v6]:port" in [p, end) into 'u'. Host names
  * hold letters, digits and ".-_:%" only.
  */
-static int url_endpoint(vk_url *u, const char *p, const char *end,
+static int url_endpoint(sluice__vk_url *u, const char *p, const char *end,
                         const char *shown)
 {
     const char *host = p, *hend;
     uint64_t num;
-    int port = u->kind == VK_URL_SENTINEL ? DEFAULT_SENTINEL_PORT
+    int port = u->kind == SLUICE__VK_URL_SENTINEL ? DEFAULT_SENTINEL_PORT
                                           : DEFAULT_PORT;
 
-    if (u->nhosts == VK_MAX_SEEDS)
+    if (u->nhosts == SLUICE__VK_MAX_SEEDS)
         return sluice__error(SLUICE_EURL, "store URL '%s': more than %d "
-                             "hosts", shown, VK_MAX_SEEDS);
+                             "hosts", shown, SLUICE__VK_MAX_SEEDS);
     if (*host == '[') {
         hend = memchr(host, ']', (size_t)(end - host));
         if (hend == NULL)
@@ -159,12 +159,14 @@ static int url_word(int *out, const char *const *words, const opt_value *ov)
                          ov->url, (int)ov->nlen, ov->name, list);
 }
 
-static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_timeout(sluice__vk_url *u, sluice_store_opts *o,
+                       const opt_value *ov)
 {
     uint64_t num;
 
     (void)u;
-    if (sluice__parse_u64(ov->val, ov->vlen, 1, VK_MAX_TIMEOUT_MS, &num) < 0)
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, SLUICE__VK_MAX_TIMEOUT_MS,
+                          &num) < 0)
         return sluice__error(SLUICE_EURL, "store URL '%s': %.*s must be "
                              "1..3600000 ms", ov->url, (int)ov->nlen,
                              ov->name);
@@ -175,11 +177,13 @@ static int set_timeout(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return SLUICE_OK;
 }
 
-static int set_reply_cap(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_reply_cap(sluice__vk_url *u, sluice_store_opts *o,
+                         const opt_value *ov)
 {
     bool bytes = ov->nlen == 15; /* "max_reply_bytes" */
     uint64_t min = bytes ? 2048 : 1, num;
-    uint64_t max = bytes ? VK_MAX_REPLY_BYTES : VK_MAX_REPLY_ELEMENTS;
+    uint64_t max =
+        bytes ? SLUICE__VK_MAX_REPLY_BYTES : SLUICE__VK_MAX_REPLY_ELEMENTS;
 
     (void)u;
 
@@ -194,19 +198,21 @@ static int set_reply_cap(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return SLUICE_OK;
 }
 
-static int set_pool(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_pool(sluice__vk_url *u, sluice_store_opts *o,
+                    const opt_value *ov)
 {
     uint64_t num;
 
     (void)u;
-    if (sluice__parse_u64(ov->val, ov->vlen, 1, VK_MAX_POOL, &num) < 0)
+    if (sluice__parse_u64(ov->val, ov->vlen, 1, SLUICE__VK_MAX_POOL, &num) < 0)
         return sluice__error(SLUICE_EURL, "store URL '%s': pool must be "
-                             "1..%d", ov->url, VK_MAX_POOL);
+                             "1..%d", ov->url, SLUICE__VK_MAX_POOL);
     o->pool_size = (unsigned)num;
     return SLUICE_OK;
 }
 
-static int set_clock(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_clock(sluice__vk_url *u, sluice_store_opts *o,
+                     const opt_value *ov)
 {
     static const char *const words[] = {"server", "caller", NULL};
 
@@ -214,7 +220,8 @@ static int set_clock(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return url_word(&o->caller_clock, words, ov);
 }
 
-static int set_engine(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_engine(sluice__vk_url *u, sluice_store_opts *o,
+                      const opt_value *ov)
 {
     /* In the order of SLUICE_ENGINE_AUTO, _MODULE, _LUA. */
     static const char *const words[] = {"auto", "module", "lua", NULL};
@@ -226,7 +233,8 @@ static int set_engine(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return err;
 }
 
-static int set_on_error(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_on_error(sluice__vk_url *u, sluice_store_opts *o,
+                        const opt_value *ov)
 {
     /* In the order of SLUICE_ON_ERROR_FAIL, _OPEN, _CLOSED. */
     static const char *const words[] = {"error", "open", "closed", NULL};
@@ -238,7 +246,7 @@ static int set_on_error(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return err;
 }
 
-static int set_refused_cache(vk_url *u, sluice_store_opts *o,
+static int set_refused_cache(sluice__vk_url *u, sluice_store_opts *o,
                              const opt_value *ov)
 {
     /* In the order of SLUICE_REFUSED_CACHE_DEFAULT, _OFF, _ALL. */
@@ -251,7 +259,8 @@ static int set_refused_cache(vk_url *u, sluice_store_opts *o,
     return err;
 }
 
-static int set_prefix(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_prefix(sluice__vk_url *u, sluice_store_opts *o,
+                      const opt_value *ov)
 {
     char **slot = ov->nlen == 6 ? &u->prefix : &u->emq_prefix; /* "prefix" */
     int err = SLUICE_OK;
@@ -278,19 +287,20 @@ static int set_prefix(vk_url *u, sluice_store_opts *o, const opt_value *ov)
 
 /* A string option of the TLS settings or the sentinels' credentials,
    percent-decoded into its place in 'u'. */
-static int set_text(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_text(sluice__vk_url *u, sluice_store_opts *o,
+                    const opt_value *ov)
 {
     static const struct {
         const char *name;
         size_t at;
     } fields[] = {
-        {"tls_ca", offsetof(vk_url, tls_ca)},
-        {"tls_ca_dir", offsetof(vk_url, tls_ca_dir)},
-        {"tls_cert", offsetof(vk_url, tls_cert)},
-        {"tls_key", offsetof(vk_url, tls_key)},
-        {"tls_server_name", offsetof(vk_url, tls_server_name)},
-        {"sentinel_user", offsetof(vk_url, sentinel_user)},
-        {"sentinel_password", offsetof(vk_url, sentinel_password)},
+        {"tls_ca", offsetof(sluice__vk_url, tls_ca)},
+        {"tls_ca_dir", offsetof(sluice__vk_url, tls_ca_dir)},
+        {"tls_cert", offsetof(sluice__vk_url, tls_cert)},
+        {"tls_key", offsetof(sluice__vk_url, tls_key)},
+        {"tls_server_name", offsetof(sluice__vk_url, tls_server_name)},
+        {"sentinel_user", offsetof(sluice__vk_url, sentinel_user)},
+        {"sentinel_password", offsetof(sluice__vk_url, sentinel_password)},
     };
     int err = SLUICE_OK;
 
@@ -318,7 +328,8 @@ static int set_text(vk_url *u, sluice_store_opts *o, const opt_value *ov)
                          ov->url);
 }
 
-static int set_insecure(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_insecure(sluice__vk_url *u, sluice_store_opts *o,
+                        const opt_value *ov)
 {
     static const char *const words[] = {"0", "1", NULL};
 
@@ -326,7 +337,7 @@ static int set_insecure(vk_url *u, sluice_store_opts *o, const opt_value *ov)
     return url_word(&u->tls_insecure, words, ov);
 }
 
-static int set_db(vk_url *u, sluice_store_opts *o, const opt_value *ov)
+static int set_db(sluice__vk_url *u, sluice_store_opts *o, const opt_value *ov)
 {
     uint64_t num;
 
@@ -342,7 +353,7 @@ static int set_db(vk_url *u, sluice_store_opts *o, const opt_value *ov)
    sluice_store_opts. */
 static const struct url_option {
     const char *name;
-    int (*set)(vk_url *u, sluice_store_opts *o, const opt_value *ov);
+    int (*set)(sluice__vk_url *u, sluice_store_opts *o, const opt_value *ov);
 } options[] = {
     {"timeout", set_timeout},
     {"connect_timeout", set_timeout},
@@ -385,7 +396,7 @@ const char *sluice_store_url_options(void)
     return options_text;
 }
 
-static int url_query(vk_url *u, sluice_store_opts *o, const char *q,
+static int url_query(sluice__vk_url *u, sluice_store_opts *o, const char *q,
                      const char *url)
 {
     while (*q != '\0') {
@@ -423,28 +434,35 @@ static int url_query(vk_url *u, sluice_store_opts *o, const char *q,
 
 /* Where the host part starts, past the scheme (in any case: RFC 3986's
    schemes are case-insensitive); sets the URL's kind and transport. */
-static const char *url_scheme(vk_url *u, const char *url)
+static const char *url_scheme(sluice__vk_url *u, const char *url)
 {
     static const struct {
         const char *scheme;
-        vk_url_kind kind;
-        const vk_transport *transport;
+        sluice__vk_url_kind kind;
+        const sluice__vk_transport *transport;
     } schemes[] = {
-        {"valkey://", VK_URL_ONE, &sluice__vk_transport_tcp},
-        {"redis://", VK_URL_ONE, &sluice__vk_transport_tcp},
-        {"valkeys://", VK_URL_ONE, &sluice__vk_transport_tls},
-        {"rediss://", VK_URL_ONE, &sluice__vk_transport_tls},
-        {"valkey+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tcp},
-        {"redis+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tcp},
-        {"valkeys+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tls},
-        {"rediss+cluster://", VK_URL_CLUSTER, &sluice__vk_transport_tls},
-        {"unix://", VK_URL_ONE, &sluice__vk_transport_unix},
-        {"valkey+unix://", VK_URL_ONE, &sluice__vk_transport_unix},
-        {"redis+unix://", VK_URL_ONE, &sluice__vk_transport_unix},
-        {"valkey+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tcp},
-        {"redis+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tcp},
-        {"valkeys+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tls},
-        {"rediss+sentinel://", VK_URL_SENTINEL, &sluice__vk_transport_tls},
+        {"valkey://", SLUICE__VK_URL_ONE, &sluice__vk_transport_tcp},
+        {"redis://", SLUICE__VK_URL_ONE, &sluice__vk_transport_tcp},
+        {"valkeys://", SLUICE__VK_URL_ONE, &sluice__vk_transport_tls},
+        {"rediss://", SLUICE__VK_URL_ONE, &sluice__vk_transport_tls},
+        {"valkey+cluster://", SLUICE__VK_URL_CLUSTER,
+         &sluice__vk_transport_tcp},
+        {"redis+cluster://", SLUICE__VK_URL_CLUSTER, &sluice__vk_transport_tcp},
+        {"valkeys+cluster://", SLUICE__VK_URL_CLUSTER,
+         &sluice__vk_transport_tls},
+        {"rediss+cluster://", SLUICE__VK_URL_CLUSTER,
+         &sluice__vk_transport_tls},
+        {"unix://", SLUICE__VK_URL_ONE, &sluice__vk_transport_unix},
+        {"valkey+unix://", SLUICE__VK_URL_ONE, &sluice__vk_transport_unix},
+        {"redis+unix://", SLUICE__VK_URL_ONE, &sluice__vk_transport_unix},
+        {"valkey+sentinel://", SLUICE__VK_URL_SENTINEL,
+         &sluice__vk_transport_tcp},
+        {"redis+sentinel://", SLUICE__VK_URL_SENTINEL,
+         &sluice__vk_transport_tcp},
+        {"valkeys+sentinel://", SLUICE__VK_URL_SENTINEL,
+         &sluice__vk_transport_tls},
+        {"rediss+sentinel://", SLUICE__VK_URL_SENTINEL,
+         &sluice__vk_transport_tls},
     };
 
     for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
@@ -452,7 +470,7 @@ static const char *url_scheme(vk_url *u, const char *url)
 
         if (strncasecmp(url, schemes[i].scheme, n) == 0) {
             u->kind = schemes[i].kind;
-            u->cluster = u->kind == VK_URL_CLUSTER;
+            u->cluster = u->kind == SLUICE__VK_URL_CLUSTER;
             u->transport = schemes[i].transport;
             return url + n;
         }
@@ -461,7 +479,7 @@ static const char *url_scheme(vk_url *u, const char *url)
 }
 
 /* The userinfo in [p, at): user and password, percent-decoded. */
-static int url_userinfo(vk_url *u, const char *p, const char *at,
+static int url_userinfo(sluice__vk_url *u, const char *p, const char *at,
                         const char *shown)
 {
     const char *colon = memchr(p, ':', (size_t)(at - p));
@@ -480,7 +498,7 @@ static int url_userinfo(vk_url *u, const char *p, const char *at,
 }
 
 /* The hosts in [p, end): one, or for a cluster a comma-separated list. */
-static int url_hosts(vk_url *u, const char *p, const char *end,
+static int url_hosts(sluice__vk_url *u, const char *p, const char *end,
                      const char *shown)
 {
     for (;;) {
@@ -488,7 +506,7 @@ static int url_hosts(vk_url *u, const char *p, const char *end,
         const char *stop = comma ? comma : end;
         int err;
 
-        if (comma != NULL && u->kind == VK_URL_ONE)
+        if (comma != NULL && u->kind == SLUICE__VK_URL_ONE)
             return sluice__error(SLUICE_EURL, "store URL '%s': several hosts "
                                  "need valkey+cluster:// (or "
                                  "valkey+sentinel://)", shown);
@@ -501,7 +519,7 @@ static int url_hosts(vk_url *u, const char *p, const char *end,
 }
 
 /* The database in [p, end), after the path's '/'. */
-static int url_db(vk_url *u, const char *p, const char *end,
+static int url_db(sluice__vk_url *u, const char *p, const char *end,
                   const char *shown)
 {
     uint64_t num;
@@ -533,7 +551,7 @@ static int at_after_host(const char *shown)
  * A Unix socket's URL past its scheme, [p, end): an optional userinfo and
  * '@', then the socket's absolute path (percent-decoded).
  */
-static int url_unix(vk_url *u, const char *p, const char *end,
+static int url_unix(sluice__vk_url *u, const char *p, const char *end,
                     const char *shown)
 {
     const char *at = p[0] == '/' ? NULL : strstr(p, "@/");
@@ -557,7 +575,7 @@ static int url_unix(vk_url *u, const char *p, const char *end,
 }
 
 /* The sentinels' name of the master, in [p, end) after the path's '/'. */
-static int url_master(vk_url *u, const char *p, const char *end,
+static int url_master(sluice__vk_url *u, const char *p, const char *end,
                       const char *shown)
 {
     int err = SLUICE_OK;
@@ -573,7 +591,7 @@ static int url_master(vk_url *u, const char *p, const char *end,
 }
 
 /* What a URL's kind and transport rule out, once it is read whole. */
-static int url_check(const vk_url *u, const char *shown)
+static int url_check(const sluice__vk_url *u, const char *shown)
 {
     bool tls = u->transport == &sluice__vk_transport_tls;
 
@@ -582,7 +600,7 @@ static int url_check(const vk_url *u, const char *shown)
         return sluice__error(SLUICE_EURL, "store URL '%s': the tls_* options "
                              "need TLS: valkeys://, rediss:// (or their "
                              "+cluster and +sentinel forms)", shown);
-    if (u->kind != VK_URL_SENTINEL &&
+    if (u->kind != SLUICE__VK_URL_SENTINEL &&
         (u->sentinel_user != NULL || u->sentinel_password != NULL))
         return sluice__error(SLUICE_EURL, "store URL '%s': sentinel_user and "
                              "sentinel_password need valkey+sentinel://",
@@ -593,7 +611,8 @@ static int url_check(const vk_url *u, const char *shown)
     return SLUICE_OK;
 }
 
-int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
+int sluice__vk_url_parse(sluice__vk_url *u, sluice_store_opts *o,
+                         const char *url)
 {
     const char *p, *end, *at = NULL, *query, *slash, *auth_end;
     char shown[SLUICE__SHOWN_MAX];
@@ -631,7 +650,7 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
     }
     if ((err = url_hosts(u, p, auth_end, shown)) < 0)
         return strchr(auth_end, '@') == NULL ? err : at_after_host(shown);
-    if (u->kind == VK_URL_SENTINEL)
+    if (u->kind == SLUICE__VK_URL_SENTINEL)
         err = url_master(u, slash != NULL ? slash + 1 : end, end, shown);
     else if (slash != NULL && slash + 1 < end)
         err = url_db(u, slash + 1, end, shown);
@@ -641,7 +660,7 @@ int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url)
     return url_check(u, shown);
 }
 
-void sluice__vk_url_free(vk_url *u)
+void sluice__vk_url_free(sluice__vk_url *u)
 {
     for (size_t i = 0; i < u->nhosts; i++)
         free(u->hosts[i]);

@@ -49,12 +49,16 @@
 
 #include <pthread.h>
 
-#define VK_MAX_SEEDS 64    /* hosts in a cluster URL */
-#define VK_MAX_POOL 1024   /* connections per node */
-#define VK_MAX_TIMEOUT_MS 3600000u           /* timeouts: at most an hour */
-#define VK_MAX_REPLY_BYTES ((uint64_t)1 << 32) /* the largest cap: 4 GB */
-#define VK_MAX_REPLY_ELEMENTS ((uint64_t)INT32_MAX) /* hiredis counts in int */
-#define VK_KEY_BUF 256     /* a key name that fits this is built in place */
+/* Hosts in a cluster URL, and connections per node. */
+#define SLUICE__VK_MAX_SEEDS 64
+#define SLUICE__VK_MAX_POOL 1024
+/* Timeouts: at most an hour. */
+#define SLUICE__VK_MAX_TIMEOUT_MS 3600000u
+/* The largest reply caps: 4 GB, and what hiredis counts in an int. */
+#define SLUICE__VK_MAX_REPLY_BYTES ((uint64_t)1 << 32)
+#define SLUICE__VK_MAX_REPLY_ELEMENTS ((uint64_t)INT32_MAX)
+/* A key name that fits this is built in place. */
+#define SLUICE__VK_KEY_BUF 256
 
 /* ---- Slots (slot.c) ------------------------------------------------------------ */
 
@@ -66,16 +70,16 @@ unsigned sluice__key_slot(const char *key, size_t len);
 
 /* What one reply read on a connection may hold, and holds so far; the
    connection's reader counts into it. */
-typedef struct vk_caps {
+typedef struct sluice__vk_caps {
     uint64_t max_bytes, max_elements;
     uint64_t bytes, elements;
     bool over;                 /* a cap was passed */
     const char *bad;           /* what hiredis would have taken wrongly */
     const struct redisReader *reader;
-} vk_caps;
+} sluice__vk_caps;
 
-struct vk_node;
-struct vk_tls;
+struct sluice__vk_node;
+struct sluice__vk_tls;
 
 /*
  * A connection's bytes: the transport that moves them (tcp.c, unix.c,
@@ -84,60 +88,61 @@ struct vk_tls;
  * its own (nor TLS), so its context is not used: only its reader and its
  * command formatting.
  */
-typedef struct vk_wire {
-    const struct vk_transport *t;
+typedef struct sluice__vk_wire {
+    const struct sluice__vk_transport *t;
     int fd;
     void *ssl;            /* the TLS transport's SSL; NULL for the others */
     bool fresh;           /* TLS: no reply byte read since the handshake */
     redisReader *reader;
     char *obuf;           /* formatted commands, [opos, olen) not written */
     size_t olen, opos, ocap;
-} vk_wire;
+} sluice__vk_wire;
 
 /*
  * A transport: how a node is reached and its bytes moved, each in one file.
  * Every function returns at once (the socket is non-blocking); the waits
  * are wire.c's, in poll(), by the call's deadline.
  */
-typedef struct vk_transport {
+typedef struct sluice__vk_transport {
     const char *name; /* "tcp", "unix", "tls": for messages */
     /* Connects 'w' to 'n' by 'deadline_ms' (monotonic), the TLS handshake
        included; 'shown_ms' is the time a message says was allowed. Sets
        w->fd (non-blocking) and, for TLS, w->ssl. */
-    int (*open)(vk_wire *w, const struct vk_node *n, const struct vk_tls *tls,
-                uint64_t deadline_ms, uint64_t shown_ms);
+    int (*open)(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                uint64_t shown_ms);
     /* Moves up to 'len' bytes: how many (> 0); 0 when none can move now,
        '*want' then POLLIN or POLLOUT, what to wait for; or a negative
        SLUICE_E* (set with its message naming 'n'). */
-    ssize_t (*read)(vk_wire *w, const struct vk_node *n, char *buf,
-                    size_t len, short *want);
-    ssize_t (*write)(vk_wire *w, const struct vk_node *n, const char *buf,
-                     size_t len, short *want);
+    ssize_t (*read)(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                    char *buf, size_t len, short *want);
+    ssize_t (*write)(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                     const char *buf, size_t len, short *want);
     /* Whether it holds bytes already taken from the socket and not yet
        read (TLS: a record decrypted in part): poll() would not see them. */
-    bool (*pending)(const vk_wire *w);
+    bool (*pending)(const sluice__vk_wire *w);
     /* Closes the socket and frees what the transport keeps. */
-    void (*close)(vk_wire *w);
-} vk_transport;
+    void (*close)(sluice__vk_wire *w);
+} sluice__vk_transport;
 
-extern const vk_transport sluice__vk_transport_tcp;
-extern const vk_transport sluice__vk_transport_unix;
-extern const vk_transport sluice__vk_transport_tls;
+extern const sluice__vk_transport sluice__vk_transport_tcp;
+extern const sluice__vk_transport sluice__vk_transport_unix;
+extern const sluice__vk_transport sluice__vk_transport_tls;
 
 /* Plain sockets (tcp.c): connect to 'n' (a TCP host and port) by the
    deadline, and the reads and writes that TCP and Unix sockets share. */
-int sluice__vk_tcp_connect(int *fd, const struct vk_node *n,
+int sluice__vk_tcp_connect(int *fd, const struct sluice__vk_node *n,
                            uint64_t deadline_ms, uint64_t shown_ms);
-int sluice__vk_fd_wait_connected(int fd, const struct vk_node *n,
+int sluice__vk_fd_wait_connected(int fd, const struct sluice__vk_node *n,
                                  uint64_t deadline_ms, uint64_t shown_ms);
-ssize_t sluice__vk_fd_read(vk_wire *w, const struct vk_node *n, char *buf,
-                           size_t len, short *want);
-ssize_t sluice__vk_fd_write(vk_wire *w, const struct vk_node *n,
+ssize_t sluice__vk_fd_read(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                           char *buf, size_t len, short *want);
+ssize_t sluice__vk_fd_write(sluice__vk_wire *w, const struct sluice__vk_node *n,
                             const char *buf, size_t len, short *want);
-bool sluice__vk_fd_pending(const vk_wire *w);
-void sluice__vk_fd_close(vk_wire *w);
+bool sluice__vk_fd_pending(const sluice__vk_wire *w);
+void sluice__vk_fd_close(sluice__vk_wire *w);
 /* ETIMEDOUT for 'doing' on 'n', 'ms' allowed. */
-int sluice__vk_timed_out(const struct vk_node *n, const char *doing,
+int sluice__vk_timed_out(const struct sluice__vk_node *n, const char *doing,
                          uint64_t ms);
 /* Waits until 'fd' is ready for 'events', by 'deadline_ms': 1 ready before
    it, 0 the deadline came first (ready only at or after it counts as the
@@ -146,12 +151,13 @@ int sluice__vk_fd_wait(int fd, short events, uint64_t deadline_ms);
 
 /* TLS (tls.c): a store's settings and OpenSSL context, shared by its
    connections. */
-typedef struct vk_tls_opts {
+typedef struct sluice__vk_tls_opts {
     const char *ca_file, *ca_dir, *cert_file, *key_file, *server_name;
     bool insecure;
-} vk_tls_opts;
-int sluice__vk_tls_new(struct vk_tls **out, const vk_tls_opts *o);
-void sluice__vk_tls_free(struct vk_tls *t);
+} sluice__vk_tls_opts;
+int sluice__vk_tls_new(struct sluice__vk_tls **out,
+                       const sluice__vk_tls_opts *o);
+void sluice__vk_tls_free(struct sluice__vk_tls *t);
 
 /*
  * Connects to node 'n' by its transport within 'connect_timeout_ms' and by
@@ -159,37 +165,39 @@ void sluice__vk_tls_free(struct vk_tls *t);
  * is what the message says the call was allowed), and has its reader count
  * into 'caps' (which must outlive the connection) with these caps.
  */
-int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const struct vk_node *n,
-                         const struct vk_tls *tls, uint64_t connect_timeout_ms,
-                         uint64_t deadline_ms, uint64_t timeout_ms,
-                         uint64_t max_bytes, uint64_t max_elements);
+int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
+                         const struct sluice__vk_node *n,
+                         const struct sluice__vk_tls *tls,
+                         uint64_t connect_timeout_ms, uint64_t deadline_ms,
+                         uint64_t timeout_ms, uint64_t max_bytes,
+                         uint64_t max_elements);
 /* Closes 'w' (NULL: nothing) and frees it. */
-void sluice__vk_wire_close(vk_wire *w);
+void sluice__vk_wire_close(sluice__vk_wire *w);
 /* Adds a formatted command, or one made of 'argc' arguments, to what 'w'
    sends next; SLUICE_ENOMEM when it cannot. */
-int sluice__vk_wire_append(vk_wire *w, const char *cmd, size_t len);
-int sluice__vk_wire_append_argv(vk_wire *w, int argc, const char **argv,
+int sluice__vk_wire_append(sluice__vk_wire *w, const char *cmd, size_t len);
+int sluice__vk_wire_append_argv(sluice__vk_wire *w, int argc, const char **argv,
                                 const size_t *lens);
 /* Writes what 'w' holds to send, by 'deadline_ms' (monotonic);
    'timeout_ms' is what the message says was allowed. */
-int sluice__vk_wire_write(const struct vk_node *n, vk_wire *w,
+int sluice__vk_wire_write(const struct sluice__vk_node *n, sluice__vk_wire *w,
                           uint64_t deadline_ms, uint64_t timeout_ms);
 /* Reads one reply by 'deadline_ms', within the caps. Bytes that arrive
    after the deadline are a timeout, and a line ended by a bare LF is
    SLUICE_EPROTO at once. */
-int sluice__vk_wire_read(const struct vk_node *n, vk_wire *w, vk_caps *caps,
-                         uint64_t deadline_ms, uint64_t timeout_ms,
-                         redisReply **out);
+int sluice__vk_wire_read(const struct sluice__vk_node *n, sluice__vk_wire *w,
+                         sluice__vk_caps *caps, uint64_t deadline_ms,
+                         uint64_t timeout_ms, redisReply **out);
 /*
  * Looks, without waiting, for what arrived on 'w' that nobody asked for:
  * 0 nothing; 1 bytes (now in its reader); -1 the connection was closed or
  * failed. What a transport reads for itself (a TLS session ticket) is no
  * byte of a reply.
  */
-int sluice__vk_wire_peek(const struct vk_node *n, vk_wire *w);
+int sluice__vk_wire_peek(const struct sluice__vk_node *n, sluice__vk_wire *w);
 /* Whether 'w' holds read bytes not yet parsed (its reader's, or the
    transport's): a reply may be whole without the socket being readable. */
-bool sluice__vk_wire_buffered(const vk_wire *w);
+bool sluice__vk_wire_buffered(const sluice__vk_wire *w);
 
 /* ---- The store ------------------------------------------------------------------- */
 
@@ -198,8 +206,8 @@ bool sluice__vk_wire_buffered(const vk_wire *w);
  * (ASKING and the command) whose last reply is the answer. It lives on the
  * caller's stack; the leader fills 'reply' or 'err' and 'msg', then 'done'.
  */
-typedef struct vk_request {
-    struct vk_request *next;
+typedef struct sluice__vk_request {
+    struct sluice__vk_request *next;
     const char *cmd;
     size_t len;
     int ncmds;
@@ -209,7 +217,7 @@ typedef struct vk_request {
     char msg[256];
     bool done;
     pthread_cond_t cond;   /* its caller waits here: done, or to lead */
-} vk_request;
+} sluice__vk_request;
 
 /*
  * A connection, shared by every caller that is dealt it. Callers queue
@@ -218,20 +226,20 @@ typedef struct vk_request {
  * hands them out. So many threads share few connections, and no caller
  * waits longer than the batch in flight plus its own round trip.
  */
-typedef struct vk_conn {
+typedef struct sluice__vk_conn {
     pthread_mutex_t lock;  /* guards the queue, 'busy' and 'done' flags */
     bool busy;             /* a leader is doing I/O */
-    vk_request *head, **tail;
-    vk_wire *ctx;          /* NULL until connected; only the leader uses it */
-    vk_caps caps;          /* its reader's */
-} vk_conn;
+    sluice__vk_request *head, **tail;
+    sluice__vk_wire *ctx; /* NULL until connected; only the leader uses it */
+    sluice__vk_caps caps;          /* its reader's */
+} sluice__vk_conn;
 
 /* One server. Nodes are added, never removed before the store is freed, so
    a pointer to one stays valid without a lock. */
-typedef struct vk_node {
+typedef struct sluice__vk_node {
     char *host;                 /* a Unix socket's path for that transport */
     int port;                   /* 0 for a Unix socket */
-    const vk_transport *transport;
+    const sluice__vk_transport *transport;
     bool is_sentinel;           /* a sentinel: its own login, nothing else */
     /* For a master the sentinels named: the store's flag to set when it
        is a replica now (READONLY); NULL for other nodes. */
@@ -239,16 +247,16 @@ typedef struct vk_node {
     char name[80];              /* "host:port" for messages, cut to fit */
     _Atomic uint64_t failed_ms; /* when a call to it last failed; 0: fine */
     _Atomic unsigned next_conn;
-    _Atomic unsigned module;    /* VK_MODULE_*: what its connects found */
+    _Atomic unsigned module; /* SLUICE__VK_MODULE_*: what its connects found */
     unsigned nconns;
-    vk_conn conns[];
-} vk_node;
+    sluice__vk_conn conns[];
+} sluice__vk_node;
 
-struct vk_waiter;
+struct sluice__vk_waiter;
 
-typedef struct vk_store {
-    const vk_transport *transport; /* every node's: tcp, unix or tls */
-    struct vk_tls *tls;            /* NULL but for the tls transport */
+typedef struct sluice__vk_store {
+    const sluice__vk_transport *transport; /* every node's: tcp, unix or tls */
+    struct sluice__vk_tls *tls;            /* NULL but for the tls transport */
     char *user;
     char *password;
     long db;
@@ -270,13 +278,13 @@ typedef struct vk_store {
 
     /* Combining (combine.c): decisions waiting for a round. */
     pthread_mutex_t combine_lock;
-    struct vk_waiter *waiting, **waiting_tail;
+    struct sluice__vk_waiter *waiting, **waiting_tail;
     unsigned combining; /* callers deciding a round now, <= pool_size */
 
     /* One node (a single server), or a cluster's nodes and map. */
     bool cluster;
     pthread_rwlock_t map_lock; /* guards nodes[] and slots[] */
-    vk_node **nodes;
+    sluice__vk_node **nodes;
     size_t nnodes, nodes_cap;
     int32_t slots[SLUICE__SLOTS]; /* index into nodes[]; -1 unknown */
     pthread_mutex_t refresh_lock;
@@ -288,16 +296,16 @@ typedef struct vk_store {
     bool sentinel;
     char *master_name;
     char *sentinel_user, *sentinel_password;
-    vk_node **sentinels;
+    sluice__vk_node **sentinels;
     size_t nsentinels;
-    _Atomic(vk_node *) master;    /* NULL until asked */
+    _Atomic(sluice__vk_node *) master;    /* NULL until asked */
     _Atomic int master_stale;
     _Atomic unsigned sentinel_next; /* the one to ask first */
 
     uint64_t token_seed;          /* the sliding log's members: unique */
     _Atomic uint64_t token_next;
     _Atomic uint64_t redirects;
-} vk_store;
+} sluice__vk_store;
 
 /* ---- URLs (url.c) ------------------------------------------------------------ */
 
@@ -311,15 +319,19 @@ typedef struct vk_store {
  *   valkey+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[?...]
  *   redis+sentinel://  the same;  valkeys+sentinel://, rediss+sentinel://  TLS
  */
-typedef enum vk_url_kind { VK_URL_ONE, VK_URL_CLUSTER, VK_URL_SENTINEL } vk_url_kind;
+typedef enum sluice__vk_url_kind {
+    SLUICE__VK_URL_ONE,
+    SLUICE__VK_URL_CLUSTER,
+    SLUICE__VK_URL_SENTINEL
+} sluice__vk_url_kind;
 
-typedef struct vk_url {
-    vk_url_kind kind;
-    bool cluster;            /* kind == VK_URL_CLUSTER */
-    const vk_transport *transport;
+typedef struct sluice__vk_url {
+    sluice__vk_url_kind kind;
+    bool cluster;            /* kind == SLUICE__VK_URL_CLUSTER */
+    const sluice__vk_transport *transport;
     size_t nhosts;
-    char *hosts[VK_MAX_SEEDS]; /* a Unix socket: its path, port 0 */
-    int ports[VK_MAX_SEEDS];
+    char *hosts[SLUICE__VK_MAX_SEEDS]; /* a Unix socket: its path, port 0 */
+    int ports[SLUICE__VK_MAX_SEEDS];
     char *user, *password, *prefix, *emq_prefix; /* NULL: not given */
     char *master;            /* the sentinels' name for the master */
     char *sentinel_user, *sentinel_password;
@@ -327,14 +339,15 @@ typedef struct vk_url {
     char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_server_name;
     int tls_insecure;
     long db;
-} vk_url;
+} sluice__vk_url;
 
 /*
  * Parses 'url' into 'u' (zeroed by the caller) and applies its query's
  * options to 'o'. Messages quote the URL with its password masked.
  */
-int sluice__vk_url_parse(vk_url *u, sluice_store_opts *o, const char *url);
-void sluice__vk_url_free(vk_url *u);
+int sluice__vk_url_parse(sluice__vk_url *u, sluice_store_opts *o,
+                         const char *url);
+void sluice__vk_url_free(sluice__vk_url *u);
 
 /* ---- Sentinel (sentinel.c) ----------------------------------------------------- */
 
@@ -345,23 +358,25 @@ void sluice__vk_url_free(vk_url *u);
  * in turn, and all of them again after a pause that doubles (10 ms to
  * 200 ms), until one names a master that says it is one, or the deadline.
  */
-int sluice__vk_sentinel_node(vk_store *v, uint64_t deadline_ms, vk_node **out);
+int sluice__vk_sentinel_node(sluice__vk_store *v, uint64_t deadline_ms,
+                             sluice__vk_node **out);
 
 /* ---- Connections (conn.c) ------------------------------------------------------ */
 
-vk_node *sluice__vk_node_new(const char *host, size_t host_len, int port,
-                             const vk_transport *t, unsigned nconns);
-void sluice__vk_node_free(vk_node *n);
+sluice__vk_node *sluice__vk_node_new(const char *host, size_t host_len,
+                                     int port, const sluice__vk_transport *t,
+                                     unsigned nconns);
+void sluice__vk_node_free(sluice__vk_node *n);
 /* The connection of 'n' that this call is dealt, in turn. */
-vk_conn *sluice__vk_node_pick(vk_node *n);
+sluice__vk_conn *sluice__vk_node_pick(sluice__vk_node *n);
 
 /*
  * Opens 'c' if it is closed: connect, AUTH, SELECT, the engine, scripts,
  * every step by the one 'deadline_ms' (monotonic) of the call that needs
  * the connection.
  */
-int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
-                          uint64_t deadline_ms);
+int sluice__vk_conn_ready(sluice__vk_store *v, sluice__vk_node *n,
+                          sluice__vk_conn *c, uint64_t deadline_ms);
 /*
  * Sends one command on the open connection 'c' alone and reads its reply
  * (an error reply too) by 'deadline_ms'. With 'alone', the reply must be
@@ -369,22 +384,23 @@ int sluice__vk_conn_ready(vk_store *v, vk_node *n, vk_conn *c,
  * nobody asked for would answer the next command). A connection that fails
  * is closed.
  */
-int sluice__vk_conn_exchange(vk_store *v, vk_node *n, vk_conn *c,
-                             uint64_t deadline_ms, bool alone,
-                             const char *doing, int argc, const char **argv,
-                             const size_t *lens, redisReply **out);
+int sluice__vk_conn_exchange(sluice__vk_store *v, sluice__vk_node *n,
+                             sluice__vk_conn *c, uint64_t deadline_ms,
+                             bool alone, const char *doing, int argc,
+                             const char **argv, const size_t *lens,
+                             redisReply **out);
 /* The same with 'alone', and an error reply an error; the reply is the
    caller's. */
-int sluice__vk_conn_command(vk_store *v, vk_node *n, vk_conn *c,
-                            uint64_t deadline_ms, redisReply **out,
-                            const char *doing, int argc, const char **argv,
-                            const size_t *lens);
+int sluice__vk_conn_command(sluice__vk_store *v, sluice__vk_node *n,
+                            sluice__vk_conn *c, uint64_t deadline_ms,
+                            redisReply **out, const char *doing, int argc,
+                            const char **argv, const size_t *lens);
 /* What an error reply says of the module a call was sent to. */
-typedef enum vk_lack {
-    VK_LACK_NONE,   /* nothing */
-    VK_LACK_MODULE, /* no SLUICE.* command: no module */
-    VK_LACK_ALGO    /* the module's "no module glue" for one algorithm */
-} vk_lack;
+typedef enum sluice__vk_lack {
+    SLUICE__VK_LACK_NONE,   /* nothing */
+    SLUICE__VK_LACK_MODULE, /* no SLUICE.* command: no module */
+    SLUICE__VK_LACK_ALGO /* the module's "no module glue" for one algorithm */
+} sluice__vk_lack;
 /* Maps an error reply 'r' of node 'n' to SLUICE_ECONN (the server cannot
    answer now, or a master the sentinels named is a replica now),
    SLUICE_ENOTSUP (no module, or none that decides the algorithm),
@@ -393,12 +409,13 @@ typedef enum vk_lack {
    message, which quotes all of the reply's bytes (a NUL or control byte as
    \xNN). It only formats: what the reply says of 'n' is noted by the
    caller that sent the call (sluice__vk_reply_noted()). */
-int sluice__vk_reply_error(vk_node *n, const redisReply *r, const char *doing);
+int sluice__vk_reply_error(sluice__vk_node *n, const redisReply *r,
+                           const char *doing);
 /* Notes on 'n' what error reply 'r', to a call sent to it, says of it: a
    master the sentinels named that is a replica now (READONLY: they are
    asked again), or a module gone, or an algorithm of it (answered, as
    sluice__vk_engine_lost() does). */
-vk_lack sluice__vk_reply_noted(vk_node *n, const redisReply *r);
+sluice__vk_lack sluice__vk_reply_noted(sluice__vk_node *n, const redisReply *r);
 /* True for an error reply 'r' that means "not now" (LOADING, BUSY, ...). */
 bool sluice__vk_unavailable(const redisReply *r);
 /* True for an error reply 'r' that is a redirection (MOVED, ASK). */
@@ -411,63 +428,68 @@ bool sluice__vk_redirection(const redisReply *r);
  * them into 'now' (24 bytes) and 'token' (40 bytes) with their lengths;
  * SLUICE_ERANGE if the caller's clock reads beyond 2^53.
  */
-int sluice__vk_now_token(vk_store *v, char *now, size_t *now_len, char *token,
-                         size_t *token_len);
+int sluice__vk_now_token(sluice__vk_store *v, char *now, size_t *now_len,
+                         char *token, size_t *token_len);
 
 /* Queues request 'e' on 'c'; sluice__vk_conn_await() then sends it, if no
    other caller has, and waits for its reply. */
-void sluice__vk_conn_submit(vk_conn *c, vk_request *e);
-int sluice__vk_conn_await(vk_store *v, vk_node *n, vk_conn *c, vk_request *e);
+void sluice__vk_conn_submit(sluice__vk_conn *c, sluice__vk_request *e);
+int sluice__vk_conn_await(sluice__vk_store *v, sluice__vk_node *n,
+                          sluice__vk_conn *c, sluice__vk_request *e);
 /*
  * Leads the I/O of 'c' for what is queued on it, unless another caller
  * leads it or nothing is queued (NULL): writes every queued request and
  * answers them, with '*err' what writing answered. The leader then calls
  * sluice__vk_conn_lead_end() to read their replies and hand them out.
  */
-vk_request *sluice__vk_conn_lead(vk_store *v, vk_node *n, vk_conn *c,
-                                 int *err);
-void sluice__vk_conn_lead_end(vk_store *v, vk_node *n, vk_conn *c,
-                              vk_request *batch, int err);
+sluice__vk_request *sluice__vk_conn_lead(sluice__vk_store *v,
+                                         sluice__vk_node *n, sluice__vk_conn *c,
+                                         int *err);
+void sluice__vk_conn_lead_end(sluice__vk_store *v, sluice__vk_node *n,
+                              sluice__vk_conn *c, sluice__vk_request *batch,
+                              int err);
 
 /* One lead of a set: where, what was written, what writing answered. */
-typedef struct vk_lead {
-    vk_node *node;
-    vk_conn *conn;
-    vk_request *batch;
+typedef struct sluice__vk_lead {
+    sluice__vk_node *node;
+    sluice__vk_conn *conn;
+    sluice__vk_request *batch;
     int err;
-} vk_lead;
+} sluice__vk_lead;
 
 /*
  * Ends leads[0..n) (reordering the array): reads each connection's replies
  * as they arrive, so that a slow or stalled node keeps neither the other
  * connections of the set nor the callers queued behind them waiting.
  */
-void sluice__vk_conn_lead_end_all(vk_store *v, vk_lead *leads, size_t n);
+void sluice__vk_conn_lead_end_all(sluice__vk_store *v, sluice__vk_lead *leads,
+                                  size_t n);
 
 /* Runs one command on node 'n' through its shared connections ('asking':
    ASKING first, on the same connection), answered by 'deadline_ms'; the
    reply, possibly an error reply, is the caller's. */
-int sluice__vk_node_command(vk_store *v, vk_node *n, bool asking,
-                            uint64_t deadline_ms, int argc, const char **argv,
-                            const size_t *lens, redisReply **out);
+int sluice__vk_node_command(sluice__vk_store *v, sluice__vk_node *n,
+                            bool asking, uint64_t deadline_ms, int argc,
+                            const char **argv, const size_t *lens,
+                            redisReply **out);
 
 /* ---- Scripts (scripts.c) ------------------------------------------------------- */
 
 /* SCRIPT LOAD of every script on the open connection 'c', all of them by
    'deadline_ms'. */
-int sluice__vk_scripts_load(vk_store *v, vk_node *n, vk_conn *c,
-                            uint64_t deadline_ms);
+int sluice__vk_scripts_load(sluice__vk_store *v, sluice__vk_node *n,
+                            sluice__vk_conn *c, uint64_t deadline_ms);
 /* True for a NOSCRIPT reply: the server lacks the script. */
 bool sluice__vk_noscript(const redisReply *r);
 /* Gives node 'n' the script it lacked (SCRIPT LOAD), by 'deadline_ms'. */
-int sluice__vk_script_give(vk_store *v, vk_node *n, uint64_t deadline_ms,
-                           const sluice__script *script);
+int sluice__vk_script_give(sluice__vk_store *v, sluice__vk_node *n,
+                           uint64_t deadline_ms, const sluice__script *script);
 /*
  * Sends one command to node 'n' (after ASKING when 'asking') and reads its
  * reply, which may be an error reply. For a script (not NULL), argv[1] is
  * set here to its SHA1, and NOSCRIPT loads it and sends it once more.
  */
-int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
+int sluice__vk_node_send(sluice__vk_store *v, sluice__vk_node *n, bool asking,
                          uint64_t deadline_ms, const sluice__script *script,
                          int argc, const char **argv, const size_t *lens,
                          redisReply **out);
@@ -477,11 +499,15 @@ int sluice__vk_node_send(vk_store *v, vk_node *n, bool asking,
 /*
  * What a node's connects found (its 'module'): not asked yet, the module of
  * this library's version, or none (no module, another version, an error);
- * with the module, VK_MODULE_ALGO(a) for each algorithm a it decides.
+ * with the module, SLUICE__VK_MODULE_ALGO(a) for each algorithm a it decides.
  */
-enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
-#define VK_MODULE_STATE 3u
-#define VK_MODULE_ALGO(a) (4u << (a))
+enum {
+    SLUICE__VK_MODULE_UNKNOWN = 0,
+    SLUICE__VK_MODULE_YES = 1,
+    SLUICE__VK_MODULE_NO = 2
+};
+#define SLUICE__VK_MODULE_STATE 3u
+#define SLUICE__VK_MODULE_ALGO(a) (4u << (a))
 
 /*
  * Asks the new connection 'c' of 'n' for the module (SLUICE.VERSION) and
@@ -489,34 +515,34 @@ enum { VK_MODULE_UNKNOWN = 0, VK_MODULE_YES = 1, VK_MODULE_NO = 2 };
  * Answers 0, a connection's error, or, for engine=module on a server
  * without the module, SLUICE_ENOTSUP.
  */
-int sluice__vk_engine_detect(vk_store *v, vk_node *n, vk_conn *c,
-                             uint64_t deadline_ms);
+int sluice__vk_engine_detect(sluice__vk_store *v, sluice__vk_node *n,
+                             sluice__vk_conn *c, uint64_t deadline_ms);
 /* Whether a call of one of the module's own commands (not a decision) to
    node 'n' (NULL: not known yet) is sent to the module rather than to its
    script. */
-bool sluice__vk_engine_module(const vk_store *v, vk_node *n);
+bool sluice__vk_engine_module(const sluice__vk_store *v, sluice__vk_node *n);
 /*
  * Whether a decision of 'algo' on node 'n' (NULL: not known yet) is sent
  * to the module ('*module') rather than to the algorithm's script.
  * Answers 0, or, for engine=module where the node's module does not
  * decide 'algo', SLUICE_ENOTSUP.
  */
-int sluice__vk_engine_pick(const vk_store *v, vk_node *n, sluice_algo algo,
-                           bool *module);
+int sluice__vk_engine_pick(const sluice__vk_store *v, sluice__vk_node *n,
+                           sluice_algo algo, bool *module);
 
-/* What reply 'r' says of the module, and for VK_LACK_ALGO the algorithm
+/* What reply 'r' says of the module, and for SLUICE__VK_LACK_ALGO the algorithm
    ('*algo'). It changes nothing. */
-vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo);
+sluice__vk_lack sluice__vk_module_lack(const redisReply *r, unsigned *algo);
 /* The same, for a reply of node 'n' to a call sent to it: a lack is noted
    on 'n', so the next calls go to the scripts (engine=auto). */
-vk_lack sluice__vk_engine_lost(vk_node *n, const redisReply *r);
+sluice__vk_lack sluice__vk_engine_lost(sluice__vk_node *n, const redisReply *r);
 /*
  * The server interface's eval_module: runs 'command', the module's twin of
  * a script, with the script's keys then arguments ('args', as vk_eval()
  * takes them), when node 'n' of args[0] has the module ('*done' set; the
  * reply is the caller's); else leaves '*done' false, for the script.
  */
-int sluice__vk_engine_eval(vk_store *v, const char *command, int argc,
+int sluice__vk_engine_eval(sluice__vk_store *v, const char *command, int argc,
                            const char *const *args, const size_t *arglens,
                            redisReply **out, bool *done);
 
@@ -530,40 +556,42 @@ void sluice__vk_sub_free(sluice__sub *s);
 /* ---- The cluster (cluster.c) ------------------------------------------------------ */
 
 /* The node at host:port, added if new; NULL when out of memory. */
-vk_node *sluice__vk_node_get(vk_store *v, const char *host, size_t host_len,
-                             int port);
+sluice__vk_node *sluice__vk_node_get(sluice__vk_store *v, const char *host,
+                                     size_t host_len, int port);
 /* The node serving 'slot' (a single server's one node; a sentinel store's
    master, asked for by 'deadline_ms'), or NULL. */
-vk_node *sluice__vk_node_for_slot(vk_store *v, unsigned slot,
+sluice__vk_node *sluice__vk_node_for_slot(sluice__vk_store *v, unsigned slot,
                                   uint64_t deadline_ms);
 /* Rereads the map if it is stale (or when 'force'); at most one reread per
    REFRESH_GAP_MS. */
-int sluice__vk_map_refresh(vk_store *v, bool force);
+int sluice__vk_map_refresh(sluice__vk_store *v, bool force);
 /* Whether a node whose last failed call was noted at 'failed_ms' (0: none)
    counts, at 'now_ms', as having failed lately (FAILED_FOR_MS). */
 bool sluice__vk_failed_recently(uint64_t failed_ms, uint64_t now_ms);
 /* Notes that a call to 'n' found no answer ('err' SLUICE_ECONN or
    SLUICE_ETIMEDOUT), or that 'n' answered (0). */
-void sluice__vk_node_noted(vk_store *v, vk_node *n, int err);
+void sluice__vk_node_noted(sluice__vk_store *v, sluice__vk_node *n, int err);
 
 /*
  * The route of one call: its slot, the sends made, and where the next one
  * goes when a redirection said so.
  */
-typedef struct vk_route {
+typedef struct sluice__vk_route {
     unsigned slot;
     int sends;
-    vk_node *ask;         /* the next send goes here, after ASKING */
+    sluice__vk_node *ask;         /* the next send goes here, after ASKING */
     long tryagain_ms;     /* the next pause after TRYAGAIN */
     uint64_t started_ms;  /* monotonic */
     uint64_t deadline_ms; /* the call is answered by then, or fails */
-} vk_route;
+} sluice__vk_route;
 
 /* The node that serves the route's slot: a sentinel store's master, asked
    for; in a cluster, the map's, reread if it names none. */
-int sluice__vk_route_node(vk_store *v, const vk_route *rt, vk_node **out);
+int sluice__vk_route_node(sluice__vk_store *v, const sluice__vk_route *rt,
+                          sluice__vk_node **out);
 /* A route for a call to 'slot' that must be answered by 'deadline_ms'. */
-void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
+void sluice__vk_route_init(sluice__vk_route *rt, unsigned slot,
+                           uint64_t deadline_ms);
 /*
  * Follows the error reply 'r' that a send on 'rt' got: MOVED mends the map,
  * ASK sends the next one to its node, TRYAGAIN pauses. Answers 1 when the
@@ -572,7 +600,8 @@ void sluice__vk_route_init(vk_route *rt, unsigned slot, uint64_t deadline_ms);
  * redirect loop), SLUICE_ECONN when mid-move for too long, SLUICE_EPROTO
  * for a redirection that does not parse.
  */
-int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r);
+int sluice__vk_follow(sluice__vk_store *v, sluice__vk_route *rt,
+                      const redisReply *r);
 /*
  * Runs a command on the node that serves its route, following the
  * cluster's redirections. For a script (not NULL), argv[1] is its SHA1.
@@ -580,21 +609,21 @@ int sluice__vk_follow(vk_store *v, vk_route *rt, const redisReply *r);
  * is noted on the node: sluice__vk_engine_lost()); the reply is the
  * caller's.
  */
-int sluice__vk_call_routed(vk_store *v, vk_route *rt,
+int sluice__vk_call_routed(sluice__vk_store *v, sluice__vk_route *rt,
                            const sluice__script *script, int argc,
                            const char **argv, const size_t *lens,
                            redisReply **out);
 /* The same for the route of the key 'key' (its first key). */
-int sluice__vk_call(vk_store *v, const char *key, size_t key_len,
+int sluice__vk_call(sluice__vk_store *v, const char *key, size_t key_len,
                     const sluice__script *script, int argc, const char **argv,
                     const size_t *lens, redisReply **out);
 
 /* ---- Decisions (decide_*.c, combine.c) -------------------------------------------- */
 
 /* An error's message, kept for a request decided on another thread. */
-typedef char vk_msg[256];
+typedef char sluice__vk_msg[256];
 
-struct slot_call;
+struct sluice__slot_call;
 
 /*
  * Script calls queued together, then awaited in turn (a call set). Every
@@ -602,29 +631,31 @@ struct slot_call;
  * the calls of a batch, or of a combining round with several limits, leave
  * in one write per node and cost about a round trip per node.
  */
-typedef struct vk_calls {
-    vk_store *v;
+typedef struct sluice__vk_calls {
+    sluice__vk_store *v;
     sluice_request *reqs;
-    vk_msg *msgs;       /* NULL, or a failed request's message by place */
+    sluice__vk_msg *msgs; /* NULL, or a failed request's message by place */
     uint64_t deadline_ms; /* every call of the set is answered by then */
-    struct slot_call *head, **tail; /* each call stays put: it may be queued */
-} vk_calls;
+    struct sluice__slot_call *head,
+        **tail; /* each call stays put: it may be queued */
+} sluice__vk_calls;
 
-#define VK_CALLS_INIT(v, reqs, msgs, deadline) \
+#define SLUICE__VK_CALLS_INIT(v, reqs, msgs, deadline) \
     {(v), (reqs), (msgs), (deadline), NULL, NULL}
 
 /*
  * Adds the calls for requests reqs[send[0..m)] against one limit: at most
- * VK_GROUP_MAX (decide.h) to a call; in a cluster, one call per slot among their keys
+ * SLUICE__VK_GROUP_MAX (decide.h) to a call; in a cluster, one call per slot
+ * among their keys
  * ('send' is reordered by slot). Answers an error only when none could be
  * added.
  */
-int sluice__vk_calls_add(vk_calls *cs, const sluice_limit *limit,
+int sluice__vk_calls_add(sluice__vk_calls *cs, const sluice_limit *limit,
                          bool consume, size_t *send, size_t m);
 /* Sends every call of 'cs', reads their replies, sends again those that
    did not run (a redirection, NOSCRIPT, a module that lost the algorithm),
    until each request is answered, and frees the set. */
-void sluice__vk_calls_finish(vk_calls *cs);
+void sluice__vk_calls_finish(sluice__vk_calls *cs);
 
 /*
  * Reads request 'i's four integers from a decision script's flat reply (a

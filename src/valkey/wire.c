@@ -37,7 +37,7 @@ static redisReplyObjectFunctions capped_fn;  /* the same, counted */
 
 /* Counts 'bytes' and 'elements' more of the reply being read; false when
    that takes it over a cap (the reader then fails, out of memory). */
-static bool caps_take(vk_caps *caps, uint64_t bytes, uint64_t elements)
+static bool caps_take(sluice__vk_caps *caps, uint64_t bytes, uint64_t elements)
 {
     caps->bytes += bytes;
     caps->elements += elements;
@@ -55,7 +55,7 @@ static void *capped_string(const redisReadTask *task, char *str, size_t len)
 
 static void *capped_array(const redisReadTask *task, int elements)
 {
-    vk_caps *caps = task->privdata;
+    sluice__vk_caps *caps = task->privdata;
 
     if (elements < 0) { /* "*-5": hiredis would build an array of 2^64 - 5 */
         caps->bad = "an array of negative length";
@@ -98,7 +98,7 @@ static bool integer_fits(const redisReader *r)
 
 static void *capped_integer(const redisReadTask *task, long long value)
 {
-    vk_caps *caps = task->privdata;
+    sluice__vk_caps *caps = task->privdata;
 
     if (!integer_fits(caps->reader)) {
         caps->bad = "an integer that is not one, or beyond 64 bits";
@@ -130,8 +130,8 @@ static void capped_make(const redisReplyObjectFunctions *fn)
 /* ---- Errors ------------------------------------------------------------------------ */
 
 /* The error of what the reader of 'w' refused, by its kind. */
-static int reader_fail(const vk_node *n, const vk_wire *w, const vk_caps *caps,
-                       const char *doing)
+static int reader_fail(const sluice__vk_node *n, const sluice__vk_wire *w,
+                       const sluice__vk_caps *caps, const char *doing)
 {
     const redisReader *r = w->reader;
 
@@ -156,10 +156,12 @@ static int reader_fail(const vk_node *n, const vk_wire *w, const vk_caps *caps,
 
 /* ---- Opening and closing ------------------------------------------------------------ */
 
-int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const vk_node *n,
-                         const struct vk_tls *tls, uint64_t connect_timeout_ms,
-                         uint64_t deadline_ms, uint64_t timeout_ms,
-                         uint64_t max_bytes, uint64_t max_elements)
+int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
+                         const sluice__vk_node *n,
+                         const struct sluice__vk_tls *tls,
+                         uint64_t connect_timeout_ms, uint64_t deadline_ms,
+                         uint64_t timeout_ms, uint64_t max_bytes,
+                         uint64_t max_elements)
 {
     uint64_t now = sluice__monotonic_ms();
     /* What is left of the call, or 'connect_timeout_ms' if that is less;
@@ -167,7 +169,7 @@ int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const vk_node *n,
     bool call_bound = deadline_ms < now + connect_timeout_ms;
     uint64_t until = call_bound ? deadline_ms : now + connect_timeout_ms;
     uint64_t shown = call_bound ? timeout_ms : connect_timeout_ms;
-    vk_wire *w = calloc(1, sizeof(*w));
+    sluice__vk_wire *w = calloc(1, sizeof(*w));
     int err;
 
     *out = NULL;
@@ -198,7 +200,7 @@ int sluice__vk_wire_open(vk_wire **out, vk_caps *caps, const vk_node *n,
     return SLUICE_OK;
 }
 
-void sluice__vk_wire_close(vk_wire *w)
+void sluice__vk_wire_close(sluice__vk_wire *w)
 {
     if (w == NULL)
         return;
@@ -212,7 +214,7 @@ void sluice__vk_wire_close(vk_wire *w)
 
 /* ---- Writing ------------------------------------------------------------------------ */
 
-int sluice__vk_wire_append(vk_wire *w, const char *cmd, size_t len)
+int sluice__vk_wire_append(sluice__vk_wire *w, const char *cmd, size_t len)
 {
     if (w->opos == w->olen)
         w->opos = w->olen = 0; /* all written: start over */
@@ -233,7 +235,7 @@ int sluice__vk_wire_append(vk_wire *w, const char *cmd, size_t len)
     return SLUICE_OK;
 }
 
-int sluice__vk_wire_append_argv(vk_wire *w, int argc, const char **argv,
+int sluice__vk_wire_append_argv(sluice__vk_wire *w, int argc, const char **argv,
                                 const size_t *lens)
 {
     char *cmd = NULL;
@@ -247,8 +249,8 @@ int sluice__vk_wire_append_argv(vk_wire *w, int argc, const char **argv,
     return err;
 }
 
-int sluice__vk_wire_write(const vk_node *n, vk_wire *w, uint64_t deadline_ms,
-                          uint64_t timeout_ms)
+int sluice__vk_wire_write(const sluice__vk_node *n, sluice__vk_wire *w,
+                          uint64_t deadline_ms, uint64_t timeout_ms)
 {
     while (w->opos < w->olen) {
         short want = 0;
@@ -286,7 +288,8 @@ static bool bare_lf(const redisReader *r)
  * Reads what the transport of 'w' has now into its reader: the bytes (> 0),
  * 0 with '*want' when there are none yet, or the error.
  */
-static ssize_t read_some(const vk_node *n, vk_wire *w, short *want)
+static ssize_t read_some(const sluice__vk_node *n, sluice__vk_wire *w,
+                         short *want)
 {
     char buf[16 * 1024];
     ssize_t got = w->t->read(w, n, buf, sizeof(buf), want);
@@ -297,9 +300,9 @@ static ssize_t read_some(const vk_node *n, vk_wire *w, short *want)
     return got;
 }
 
-int sluice__vk_wire_read(const vk_node *n, vk_wire *w, vk_caps *caps,
-                         uint64_t deadline_ms, uint64_t timeout_ms,
-                         redisReply **out)
+int sluice__vk_wire_read(const sluice__vk_node *n, sluice__vk_wire *w,
+                         sluice__vk_caps *caps, uint64_t deadline_ms,
+                         uint64_t timeout_ms, redisReply **out)
 {
     void *reply = NULL;
 
@@ -339,7 +342,7 @@ int sluice__vk_wire_read(const vk_node *n, vk_wire *w, vk_caps *caps,
     }
 }
 
-int sluice__vk_wire_peek(const vk_node *n, vk_wire *w)
+int sluice__vk_wire_peek(const sluice__vk_node *n, sluice__vk_wire *w)
 {
     struct pollfd p = {.fd = w->fd, .events = POLLIN};
     short want = 0;
@@ -355,7 +358,7 @@ int sluice__vk_wire_peek(const vk_node *n, vk_wire *w)
     return got > 0 ? 1 : got == 0 ? 0 : -1;
 }
 
-bool sluice__vk_wire_buffered(const vk_wire *w)
+bool sluice__vk_wire_buffered(const sluice__vk_wire *w)
 {
     return w->reader->len > w->reader->pos || w->t->pending(w);
 }
