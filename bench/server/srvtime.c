@@ -292,8 +292,8 @@ static double row_memory(report *rp, const srvtime_row *r)
 
     for (unsigned i = 0; i < SRV_KEYS && n < SRV_MEM_SAMPLE; i++) {
         int len = row_key(r, i, key, sizeof(key));
-        redisReply *reply = ctl_cmd(&rp->srv, "MEMORY USAGE %b", key,
-                                    (size_t)len);
+        redisReply *reply = ctl_cmd(&rp->srv, "MEMORY USAGE %b SAMPLES 0",
+                                    key, (size_t)len);
 
         if (reply == NULL)
             return -1;

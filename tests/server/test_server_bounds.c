@@ -161,7 +161,9 @@ static bool key_within(engine e, const sluice_limit *l, const char *id,
     long long bytes, members;
 
     key_name(key, sizeof(key), e, l, id);
-    bytes = rs_int(&server, "MEMORY USAGE %s", key);
+    /* SAMPLES 0: every element counted, not an estimate from five (a
+       sorted set's members differ in length, so the estimate varies). */
+    bytes = rs_int(&server, "MEMORY USAGE %s SAMPLES 0", key);
     switch (l->algo) {
     case SLUICE_SLIDING_LOG:
         /* One member a request, whatever its cost. */

@@ -233,8 +233,8 @@ static long long key_int(const char *cmd, const char *id, const char *algo)
     char kbuf[128];
     size_t kl = test_key_of(kbuf, sizeof(kbuf), "sluice", id, strlen(id),
                             algo);
-    const char *argv[3];
-    size_t lens[3];
+    const char *argv[5];
+    size_t lens[5];
     redisReply *r;
     long long n = -1;
 
@@ -242,11 +242,15 @@ static long long key_int(const char *cmd, const char *id, const char *algo)
         argv[0] = "MEMORY", lens[0] = 6;
         argv[1] = "USAGE", lens[1] = 5;
         argv[2] = kbuf, lens[2] = kl;
+        /* Every element counted: a sorted set's default is an estimate
+           from five, which varies with the members' lengths. */
+        argv[3] = "SAMPLES", lens[3] = 7;
+        argv[4] = "0", lens[4] = 1;
     } else {
         argv[0] = cmd, lens[0] = strlen(cmd);
         argv[1] = kbuf, lens[1] = kl;
     }
-    r = rs_cmdargv(&server, strcmp(cmd, "MEMORY") == 0 ? 3 : 2, argv, lens);
+    r = rs_cmdargv(&server, strcmp(cmd, "MEMORY") == 0 ? 5 : 2, argv, lens);
     if (CHECK(r != NULL && r->type == REDIS_REPLY_INTEGER))
         n = r->integer;
     if (r != NULL)
