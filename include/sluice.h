@@ -24,6 +24,8 @@
  *   sluice/functions.h  the Functions library (FCALL), for other languages
  *   sluice/queue.h      the queue limiter, the job queue and its workers
  *   sluice/telemetry.h  events and their handlers
+ *   sluice/async.h      the non-blocking API, for event loops, and the
+ *                       HTTP RateLimit header fields of a decision
  *
  * Conventions (after libgit2 and libuv):
  *   - functions return int: 0 (SLUICE_OK) on success, a negative SLUICE_E*
@@ -46,6 +48,7 @@
 #include "sluice/functions.h"
 #include "sluice/queue.h"
 #include "sluice/telemetry.h"
+#include "sluice/async.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -61,14 +61,15 @@ SLUICE_EXTERN int sluice_version_number(void);
     X(ENOTSUP, -10, "operation not supported by this store")                 \
     X(ELEASE,  -11, "the job's lease is no longer this worker's")            \
     X(ECONFIG, -12, "store misconfigured: its URL or its servers, no outage") \
-    X(EAUTH,   -13, "the server refused us: credentials or TLS verification")
+    X(EAUTH,   -13, "the server refused us: credentials or TLS verification") \
+    X(ECANCELED, -14, "the call was cancelled: its async handle was freed")
 
 typedef enum sluice_errno {
     SLUICE_OK = 0,
 #define SLUICE__ERRNO_ENUM(name, val, msg) SLUICE_##name = (val),
     SLUICE_ERRNO_MAP(SLUICE__ERRNO_ENUM)
 #undef SLUICE__ERRNO_ENUM
-    SLUICE__ERRNO_LAST = -14
+    SLUICE__ERRNO_LAST = -15
 } sluice_errno;
 
 /* A static sentence for 'err' ("unknown error" for a code not in the list). */
