@@ -365,7 +365,7 @@ void sluice__aconn_queue(sluice_async *a, sluice__vk_node *node,
         now = sluice__monotonic_ms();
         if (now < conn->retry_at_ms) {
             snprintf(c->msg, sizeof(c->msg), "valkey %s: reconnecting in "
-                     "%llu ms (%.150s)", node->name,
+                     "%llu ms (%.100s)", node->name,
                      (unsigned long long)(conn->retry_at_ms - now),
                      conn->last_msg);
             sluice__acall_fail(a, c, conn->last_err == SLUICE_ETIMEDOUT

@@ -178,6 +178,26 @@ static bool limit_same(const sluice_limit *x, const sluice_limit *y)
            x->window_ms == y->window_ms && x->burst == y->burst;
 }
 
+/*
+ * The group call 'c' joins, or 'ngroups' for a new one. Calls keep their
+ * order where it matters: one of an algorithm's keys (a hit, a peek; any
+ * limit of that algorithm names the same key) joins a group only when no
+ * later group holds calls of the same algorithm. Another algorithm's keys
+ * are other keys, so its groups are passed over.
+ */
+static size_t group_find(const group *groups, size_t ngroups,
+                         const sluice__acall *c)
+{
+    for (size_t i = ngroups; i-- > 0;) {
+        if (groups[i].consume == c->consume &&
+            limit_same(&groups[i].limit, &c->limit))
+            return i;
+        if (groups[i].limit.algo == c->limit.algo)
+            break;
+    }
+    return ngroups;
+}
+
 /* A batch of the next 'n' calls of group 'g'. */
 static sluice__abatch *group_batch(group *g, size_t n)
 {
@@ -260,13 +280,18 @@ void sluice__acalls_write(sluice__aconn *conn)
         next = c->qnext;
         c->qnext = NULL;
         if (c->kind != SLUICE__ACALL_DECIDE) {
-            cmd_batch(conn, c);
+            /* A command (a reset) may name a key decided before it: what
+               is grouped so far goes first, in order. */
+            for (i = 0; i < ngroups && conn->w != NULL; i++)
+                group_send(conn, &groups[i]);
+            ngroups = 0;
+            if (conn->w != NULL)
+                cmd_batch(conn, c);
+            else
+                sluice__acall_fail(conn->a, c, conn->last_err);
             continue;
         }
-        for (i = 0; i < ngroups; i++)
-            if (groups[i].consume == c->consume &&
-                limit_same(&groups[i].limit, &c->limit))
-                break;
+        i = group_find(groups, ngroups, c);
         if (i == ngroups && ngroups == cap) {
             group *grown = malloc(2 * cap * sizeof(*grown));
 

@@ -17,6 +17,7 @@
  */
 #include "async/async.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,12 +319,19 @@ void sluice_async_free(sluice_async *a)
     free(a->conns);
     a->conns = NULL;
     a->nconns = 0;
-    for (sluice__acall *c = a->calls; c != NULL; c = c->next)
-        if (!c->ready) {
-            snprintf(c->msg, sizeof(c->msg), "the async handle was freed "
-                     "with the call pending");
-            sluice__acall_ready(a, c, SLUICE_ECANCELED);
+    /* Answered or not, a call not yet called back is cancelled: what it
+       did on the store (an embedded decision, a server's count) stands. */
+    for (sluice__acall *c = a->calls; c != NULL; c = c->next) {
+        if (c->ready && c->parent == NULL) {
+            c->err = SLUICE_ECANCELED;
+            if (c->kind == SLUICE__ACALL_MANY)
+                for (size_t i = 0; i < c->n; i++)
+                    c->reqs[i].err = SLUICE_ECANCELED;
         }
+        snprintf(c->msg, sizeof(c->msg), "the async handle was freed with "
+                 "the call pending");
+        sluice__acall_ready(a, c, SLUICE_ECANCELED);
+    }
     while (a->ready != NULL) /* calls started from these answer ECANCELED */
         run_ready(a);
     a->hooks.timer(a->hooks.loop_data, -1);
