@@ -6,7 +6,6 @@
  * by the blocking path's own functions.
  */
 #include "async/async.h"
-#include "async/route.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +44,18 @@ static void all_reply(struct sluice_async *a, int err, redisReply *r,
     } else {
         sluice__error(err, "%s", msg != NULL ? msg : "no reply");
     }
+    /* A server that did not answer: the policy answers for every limit
+       alike, as the blocking guard does for sluice_hit_all() (its keys
+       are not sluice_hit()'s: the refused cache is not asked). */
+    if ((err == SLUICE_ECONN || err == SLUICE_ETIMEDOUT) && a->guard != NULL &&
+        (err = sluice__guard_settle(a->guard, &c->limits[0], c->key,
+                                    c->key_len, c->cost,
+                                    c->how == SLUICE__ALL_HIT, 0, err,
+                                    &each[0])) == 0)
+        for (size_t i = 1; i < c->n; i++)
+            each[i] = each[0];
     if (err == 0) {
-        sluice__all_finish(&out, each, sluice__async_store(a), c->limits,
+        sluice__all_finish(&out, each, a->store, c->limits,
                            c->n, c->key, c->key_len, c->cost, c->how);
         c->cb(a, 0, &out, each, c->n, c->user);
     } else {
@@ -60,13 +69,13 @@ int sluice__async_all(struct sluice_async *a, const sluice_limit *limits,
                       uint64_t cost, bool consume, sluice_async_all_cb cb,
                       void *user)
 {
-    sluice__vk_store *v = sluice__async_vk(a);
+    sluice__vk_store *v = a->v;
     all_call *c;
     int err;
 
     if (cb == NULL)
         return sluice__error(SLUICE_EINVAL, "the callback is NULL");
-    if ((err = sluice__all_check(sluice__async_store(a), limits, n, key,
+    if ((err = sluice__all_check(a->store, limits, n, key,
                                  key_len, cost, false)) < 0)
         return err;
     if ((c = calloc(1, sizeof(*c))) == NULL ||
