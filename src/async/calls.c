@@ -94,6 +94,19 @@ static int script_load(sluice__aconn *conn, const sluice__script *script,
 }
 
 /* Formats decision batch 'b' onto the wire: to the module or the script. */
+/* ASKING, when a cluster's ASK sent 'b' here: right before b's command
+   (after any SCRIPT LOAD), as it holds for the next command only; its
+   +OK is skipped before b's reply. */
+static int asking_write(sluice__aconn *conn, sluice__abatch *b)
+{
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+
+    b->skip = b->asking ? 1 : 0;
+    if (!b->asking)
+        return SLUICE_OK;
+    return sluice__vk_wire_append(conn->w, asking, sizeof(asking) - 1);
+}
+
 static int decide_send(sluice__aconn *conn, sluice__abatch *b)
 {
     sluice_async *a = conn->a;
@@ -115,6 +128,8 @@ static int decide_send(sluice__aconn *conn, sluice__abatch *b)
         err = script_load(conn, sluice__algo_scripts[b->limit.algo],
                           b->deadline_ms);
     if (err == 0)
+        err = asking_write(conn, b);
+    if (err == 0)
         err = sluice__vk_wire_append_argv(conn->w, b->g.argc, b->g.argv,
                                           b->g.lens);
     return err;
@@ -130,15 +145,14 @@ static int cmd_send(sluice__aconn *conn, sluice__abatch *b)
     int err = SLUICE_OK;
 
     b->module = module;
-    if (b->asking)
-        err = sluice__vk_wire_append(conn->w, "*1\r\n$6\r\nASKING\r\n", 15);
-    if (err == 0 && b->script_given && c->script != NULL && !module)
+    if (b->script_given && c->script != NULL && !module)
         err = script_load(conn, c->script, b->deadline_ms);
+    if (err == 0)
+        err = asking_write(conn, b);
     if (err == 0)
         err = module ? sluice__vk_wire_append(conn->w, c->module_cmd,
                                               c->module_len)
                      : sluice__vk_wire_append(conn->w, c->cmd, c->cmd_len);
-    b->skip = b->asking ? 1 : 0;
     return err;
 }
 
@@ -166,12 +180,15 @@ void sluice__aconn_resend(sluice__aconn *conn, sluice__abatch *b)
 
 /* One group of decisions queued: one limit, hit or peek; in a cluster,
    one slot (a script's keys must share one), and sent after ASKING or
-   not. */
+   not. A call that was redirected (or met TRYAGAIN) goes alone, as the
+   blocking path sends it again: a group's keys may be split by a slot's
+   move, and one key never is. */
 typedef struct group {
     sluice_limit limit;
     bool consume;
     unsigned slot;
     bool asking;
+    bool solo; /* a redirected call: alone, as the blocking path resends */
     sluice__acall *head, **tail;
     size_t n;
 } group;
@@ -274,7 +291,8 @@ void sluice__acalls_write(sluice__aconn *conn)
         for (i = 0; i < ngroups; i++)
             if (groups[i].consume == c->consume &&
                 limit_same(&groups[i].limit, &c->limit) &&
-                groups[i].asking == c->asking &&
+                groups[i].asking == c->asking && !groups[i].solo &&
+                c->redirects == 0 && c->tryagain_ms == 0 &&
                 (!conn->a->v->cluster || groups[i].slot == c->slot))
                 break;
         if (i == ngroups && ngroups == cap) {
@@ -293,6 +311,7 @@ void sluice__acalls_write(sluice__aconn *conn)
         }
         if (i == ngroups) {
             groups[i] = (group){c->limit, c->consume, c->slot, c->asking,
+                                c->redirects > 0 || c->tryagain_ms > 0,
                                 NULL, NULL, 0};
             groups[i].tail = &groups[i].head;
             ngroups++;

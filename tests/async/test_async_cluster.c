@@ -11,7 +11,8 @@
  *   1. Differential. A seeded trace of hits and peeks over thirty ids, ten
  *      served by each master, goes through the async API to the cluster and
  *      through the blocking calls to the embedded store, both on one
- *      virtual clock. Each batch holds every id once (so no two calls of a
+ *      virtual clock; each id has one limit, of an algorithm that runs on
+ *      the caller's clock. Each batch holds every id once (so no two calls of a
  *      batch on one key race each other) and leaves in one loop turn; the
  *      clock moves between batches. Every decision must be the embedded
  *      store's in every field, for the algorithms that run on the caller's
@@ -86,8 +87,11 @@ static int diff_batch(sluice_async *a, rl_loop *l, sluice_store *mem,
     for (int i = 0; i < DIFF_IDS; i++) {
         uint64_t cost = rng_range(1, 2);
 
-        lim[i] = SLUICE_LIMIT(exact[rng_below((uint64_t)nexact)],
-                              rng_range(3, 8), 60000 * rng_range(1, 3));
+        /* Each id keeps one limit, as the blocking differential does: a
+           state read under another window is no shared contract. */
+        lim[i] = SLUICE_LIMIT(exact[(size_t)i % (size_t)nexact],
+                              3 + (uint64_t)i % 6,
+                              60000 * (1 + (uint64_t)i % 3));
         peek[i] = rng_pct(25);
         memset(&ans[i], 0, sizeof(ans[i]));
         CHECK_OK((peek[i] ? sluice_peek : sluice_hit)(
