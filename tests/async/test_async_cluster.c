@@ -17,6 +17,8 @@
  *      clock moves between batches. Every decision must be the embedded
  *      store's in every field, for the algorithms that run on the caller's
  *      clock on a server.
+ *   1b. hit_all and peek_all through the async API (one script call on the
+ *      id's master) answer as the embedded store's blocking calls do.
  *   2. MOVED in flight. Rounds of hits on ids, four of them in one slot S;
  *      each round's calls are written, then, before their replies are read,
  *      one step of moving S by hand (SETSLOT IMPORTING/MIGRATING, MIGRATE
@@ -145,6 +147,82 @@ static void test_diff(uint64_t seed)
     printf("  async differential: %d batches of %d calls over 3 masters, "
            "%d mismatches (seed %" PRIu64 ")\n", DIFF_BATCHES, DIFF_IDS, bad,
            seed);
+    sluice_store_free(cl);
+    sluice_store_free(mem);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
+/* ---- 1b. hit_all and peek_all ------------------------------------------------- */
+
+static void on_all(sluice_async *a, int err, const sluice_decision *out,
+                   const sluice_decision *each, size_t n, void *user)
+{
+    rl_answer *ans = user;
+
+    (void)a;
+    (void)each;
+    (void)n;
+    ans->calls++;
+    ans->err = err;
+    if (out != NULL)
+        ans->d = *out;
+    if (err != 0)
+        snprintf(ans->msg, sizeof(ans->msg), "%s", sluice_last_error());
+}
+
+/*
+ * sluice_async_hit_all() and _peek_all() on the cluster: one script call
+ * per request, on the master of the id's slot; every combined decision is
+ * the embedded store's sluice_hit_all() / sluice_peek_all() on the same
+ * virtual clock.
+ */
+static void test_all(void)
+{
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = test_vclock_opts(&opts, 1700000000000ULL);
+    sluice_store *mem = test_store_open("mem://", "", &opts);
+    sluice_store *cl = test_store_open(cluster.url, TEST_CALLER_QUERY, &opts);
+    sluice_limit lims[2] = {SLUICE_LIMIT(SLUICE_SLIDING_LOG, 5, 60000),
+                            SLUICE_LIMIT(SLUICE_SLIDING_LOG, 8, 600000)};
+    static char ids[DIFF_IDS][16];
+    sluice_async_hooks hooks;
+    sluice_async *a = NULL;
+    int same = 0;
+    rl_loop l;
+
+    test_context("async hit_all on the cluster");
+    CHECK(rc_flush(&cluster) == 0);
+    pick_ids(ids);
+    rl_init(&l, &hooks);
+    if (!CHECK_OK(sluice_async_new(&a, cl, &hooks)))
+        goto out;
+    for (int round = 0; round < 12; round++) {
+        static rl_answer ans[DIFF_IDS];
+        sluice_decision want[DIFF_IDS];
+        int peek = round % 4 == 3;
+
+        for (int i = 0; i < DIFF_IDS; i++) {
+            memset(&ans[i], 0, sizeof(ans[i]));
+            CHECK_OK((peek ? sluice_peek_all : sluice_hit_all)(
+                &want[i], NULL, mem, lims, 2, ids[i], strlen(ids[i]), 1));
+            CHECK_OK((peek ? sluice_async_peek_all : sluice_async_hit_all)(
+                a, lims, 2, ids[i], strlen(ids[i]), 1, on_all, &ans[i]));
+        }
+        CHECK(rl_drain(a, &l, DRAIN_MS) == 0);
+        for (int i = 0; i < DIFF_IDS; i++) {
+            CHECK_EQ_U64(ans[i].calls, 1);
+            if (!CHECK_OK(ans[i].err))
+                fprintf(stderr, "    %s\n", ans[i].msg);
+            else
+                same += CHECK(decision_same(&want[i], &ans[i].d));
+        }
+        sluice_vclock_advance(clock, 7000);
+    }
+    sluice_async_free(a);
+    printf("  async hit_all: %d of %d combined decisions the embedded "
+           "store's\n", same, 12 * DIFF_IDS);
+out:
     sluice_store_free(cl);
     sluice_store_free(mem);
     sluice_vclock_free(clock);
@@ -362,6 +440,7 @@ int main(int argc, char **argv)
         return 1;
     printf("  seed %" PRIu64 "\n", seed);
     test_diff(seed);
+    test_all();
     test_moved_in_flight();
     rc_shared_close(&cluster);
     return test_summary("test_async_cluster");
