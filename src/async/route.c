@@ -72,12 +72,22 @@ static int ctl_send(sluice_async *a, sluice__vk_node *n, int argc,
                     const char **argv, const size_t *lens,
                     sluice__async_reply_fn fn, void *arg)
 {
-    char *cmd = NULL;
-    long long len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    char *text = NULL, *cmd = NULL;
+    long long len = redisFormatCommandArgv(&text, argc, argv, lens);
     sluice__acall *c;
 
-    if (len < 0)
+    /* The call owns a malloc() copy (handle.c frees it with free()). */
+    if (len >= 0 && (cmd = malloc((size_t)len)) != NULL)
+        memcpy(cmd, text, (size_t)len);
+    if (text != NULL)
+        redisFreeCommand(text);
+    if (cmd == NULL)
         return sluice__error(SLUICE_ENOMEM, "no memory for a command");
+    if (a->freeing) { /* the handle's last turn: nothing new starts */
+        free(cmd);
+        return sluice__error(SLUICE_ECANCELED, "the async handle is being "
+                             "freed");
+    }
     if ((c = sluice__acall_new(a, SLUICE__ACALL_CMD, arg)) == NULL) {
         free(cmd);
         return SLUICE_ENOMEM;
@@ -97,6 +107,8 @@ static void unpark(sluice_async *a, int err, const char *msg)
 {
     uint64_t now = sluice__monotonic_ms();
 
+    if (a->freeing) /* every call is answered ECANCELED by the free */
+        return;
     for (sluice__acall *c = a->calls, *next; c != NULL; c = next) {
         next = c->next;
         if (!c->parked || c->ready || c->wake_ms > now)
