@@ -368,7 +368,9 @@ void sluice_async_on_timer(sluice_async *a)
             snprintf(c->msg, sizeof(c->msg), "async call: timed out (no "
                      "answer within %llu ms)",
                      (unsigned long long)a->v->command_timeout_ms);
-            sluice__acall_ready(a, c, SLUICE_ETIMEDOUT);
+            c->parked = false;
+            /* A decision through the guard: the policy answers for it. */
+            sluice__acall_fail(a, c, SLUICE_ETIMEDOUT);
         }
     turn_end(a, true);
 }
