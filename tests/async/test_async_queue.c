@@ -341,9 +341,11 @@ static void case_takes(loop *l, sluice_async *a, answer x[3], answer y[3])
 /* Runs one finish through each API and compares them. */
 typedef enum fop { F_COMPLETE, F_FAIL, F_EXTEND } fop;
 
-static void finish_both(loop *l, sluice_async *a, fop op, const sluice_job *ja,
-                        const sluice_job *jb, uint64_t n1, uint64_t n2,
-                        const char *step)
+/* Runs one finish through each API, compares them, and answers the async
+   one's error, or 1 for a fail that answered dead. */
+static int finish_both(loop *l, sluice_async *a, fop op, const sluice_job *ja,
+                       const sluice_job *jb, uint64_t n1, uint64_t n2,
+                       const char *step)
 {
     answer x = {0}, y = {0};
     int rc;
@@ -360,7 +362,7 @@ static void finish_both(loop *l, sluice_async *a, fop op, const sluice_job *ja,
     starting = 0;
     test_context("%s", step);
     if (!CHECK_OK(rc))
-        return;
+        return rc;
     loop_settle(l, a, 5000);
     if (op == F_COMPLETE)
         blocking(&y, sluice_queue_complete(queue_store, QB, strlen(QB), jb->id,
@@ -372,40 +374,51 @@ static void finish_both(loop *l, sluice_async *a, fop op, const sluice_job *ja,
         blocking(&y, sluice_queue_extend(queue_store, QB, strlen(QB), jb->id,
                                          jb->lease, n1));
     same(&x, &y, step);
+    return x.err < 0 ? x.err : x.dead;
 }
 
 static void case_finish(loop *l, sluice_async *a, answer x[3], answer y[3])
 {
     answer tx = {0}, ty = {0};
 
-    finish_both(l, a, F_COMPLETE, &x[0].job, &y[0].job, 0, 0, "complete");
-    finish_both(l, a, F_COMPLETE, &x[0].job, &y[0].job, 0, 0,
-                "complete again: SLUICE_ELEASE");
-    finish_both(l, a, F_EXTEND, &x[1].job, &y[1].job, 45000, 0, "extend");
-    finish_both(l, a, F_FAIL, &x[1].job, &y[1].job, 5, 0, "fail: retried");
-    finish_both(l, a, F_FAIL, &x[1].job, &y[1].job, 5, 0,
-                "fail again: SLUICE_ELEASE");
-    finish_both(l, a, F_EXTEND, &x[1].job, &y[1].job, 1000, 0,
-                "extend a lost lease: SLUICE_ELEASE");
+    CHECK_RC(finish_both(l, a, F_COMPLETE, &x[0].job, &y[0].job, 0, 0,
+                         "complete"), 0);
+    CHECK_RC(finish_both(l, a, F_COMPLETE, &x[0].job, &y[0].job, 0, 0,
+                         "complete again: SLUICE_ELEASE"), SLUICE_ELEASE);
+    CHECK_RC(finish_both(l, a, F_EXTEND, &x[1].job, &y[1].job, 45000, 0,
+                         "extend"), 0);
+    CHECK_RC(finish_both(l, a, F_FAIL, &x[1].job, &y[1].job, 5, 0,
+                         "fail: retried"), 0);
+    CHECK_RC(finish_both(l, a, F_FAIL, &x[1].job, &y[1].job, 5, 0,
+                         "fail again: SLUICE_ELEASE"), SLUICE_ELEASE);
+    CHECK_RC(finish_both(l, a, F_EXTEND, &x[1].job, &y[1].job, 1000, 0,
+                         "extend a lost lease: SLUICE_ELEASE"), SLUICE_ELEASE);
 
-    /* No cap: the retried job comes back as attempt 2, then fails for good. */
+    /* No cap: the third job, then the retried one (it went to the back of
+       the line) as attempt 2, which fails for good; then nothing (EMPTY). */
     CHECK_OK(sluice_queue_set_cap(queue_store, QA, strlen(QA), 0, 0));
     CHECK_OK(sluice_queue_set_cap(queue_store, QB, strlen(QB), 0, 0));
-    CHECK_OK(start_take(a, QA, 30000, &tx));
-    loop_settle(l, a, 5000);
-    take_blocking(&ty, QB, 30000);
-    same(&tx, &ty, "take the retried job");
-    CHECK_EQ_U64(tx.job.attempt, 2);
-    finish_both(l, a, F_FAIL, &tx.job, &ty.job, 2, 10, "fail: dead");
-    answer_clear(&tx);
-    answer_clear(&ty);
+    for (int i = 0; i < 3; i++) {
+        static const char *const steps[] = {
+            "take the third job", "take the retried job", "take from empty"};
 
-    /* The third job, then nothing: EMPTY with no wait. */
-    for (int i = 0; i < 2; i++) {
         CHECK_OK(start_take(a, QA, 30000, &tx));
         loop_settle(l, a, 5000);
         take_blocking(&ty, QB, 30000);
-        same(&tx, &ty, i == 0 ? "take the third job" : "take from empty");
+        same(&tx, &ty, steps[i]);
+        if (i == 0) {
+            CHECK_EQ_U64(tx.job.id, 3);
+            CHECK_RC(finish_both(l, a, F_COMPLETE, &tx.job, &ty.job, 0, 0,
+                                 "complete the third job"), 0);
+        } else if (i == 1) {
+            CHECK_EQ_U64(tx.job.id, 2);
+            CHECK_EQ_U64(tx.job.attempt, 2);
+            CHECK_EQ_U64(finish_both(l, a, F_FAIL, &tx.job, &ty.job, 2, 10,
+                                     "fail: dead"), 1);
+        } else {
+            CHECK_EQ_U64(tx.status, SLUICE_TAKE_EMPTY);
+            CHECK_EQ_U64(tx.wait_ms, 0);
+        }
         answer_clear(&tx);
         answer_clear(&ty);
     }
