@@ -55,7 +55,7 @@ typedef struct pending {
     struct evhttp_request *req;
 } pending;
 
-/* ---- Options ------------------------------------------------------------------ */
+/* ---- Options ------------------------------------------------------------- */
 
 static int usage(const char *why)
 {
@@ -155,7 +155,7 @@ static int parse_options(options *o, int argc, char **argv)
     return 0;
 }
 
-/* ---- The loop's hooks ----------------------------------------------------------- */
+/* ---- The loop's hooks ---------------------------------------------------- */
 /*
  * sluice/async.h's hooks over a libevent base: one event per descriptor the
  * handle watches, one timer. (sluice/adapters/libevent.h is this, for every
@@ -205,7 +205,8 @@ static void loop_watch(void *data, int fd, int events)
 {
     loop *l = data;
     loop_fd *f = find_fd(l, fd);
-    short what = (short)(EV_PERSIST | ((events & SLUICE_ASYNC_READ) ? EV_READ : 0) |
+    short what = (short)(EV_PERSIST |
+                         ((events & SLUICE_ASYNC_READ) ? EV_READ : 0) |
                          ((events & SLUICE_ASYNC_WRITE) ? EV_WRITE : 0));
 
     if (f != NULL) {
@@ -288,7 +289,7 @@ static int loop_attach(sluice_async **out, sluice_store *store,
     return SLUICE_OK;
 }
 
-/* ---- Requests ------------------------------------------------------------------ */
+/* ---- Requests ------------------------------------------------------------ */
 
 static void reply_text(struct evhttp_request *req, int code, const char *why,
                        const char *text)
@@ -366,7 +367,7 @@ static void on_request(struct evhttp_request *req, void *user)
     }
 }
 
-/* ---- The server ------------------------------------------------------------------ */
+/* ---- The server ---------------------------------------------------------- */
 
 static void on_signal(evutil_socket_t sig, short what, void *user)
 {

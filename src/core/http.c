@@ -52,7 +52,7 @@ typedef struct fields {
     uint64_t retry_s;  /* Retry-After, unclamped */
 } fields;
 
-/* ---- Checks ------------------------------------------------------------------ */
+/* ---- Checks -------------------------------------------------------------- */
 
 /* RFC 9110's tchar, which an SF Token is made of (with ':' and '/'). */
 static bool tchar(unsigned char c)
@@ -76,7 +76,7 @@ static bool sf_token(const char *name)
     return true;
 }
 
-/* ---- Numbers ------------------------------------------------------------------ */
+/* ---- Numbers ------------------------------------------------------------- */
 
 /* Whole seconds, rounded up: 1 ms is 1 s, 1000 ms is 1 s, 1001 ms is 2 s. */
 static uint64_t ceil_seconds(uint64_t ms)
@@ -101,7 +101,7 @@ static void fields_of(fields *f, const sluice_decision *d,
     f->t = sf_int(f->refused ? f->retry_s : ceil_seconds(d->reset_after_ms));
 }
 
-/* ---- Formatting ------------------------------------------------------------------ */
+/* ---- Formatting ---------------------------------------------------------- */
 
 /* Each writes its field's value into 'buf' as snprintf() does, so a call
    with (NULL, 0) measures it. */
@@ -155,8 +155,8 @@ int sluice_http_headers(const sluice_decision *d, const sluice_limit *limit,
     int rc;
 
     if (d == NULL || limit == NULL || name == NULL)
-        return sluice__error(SLUICE_EINVAL,
-                             "sluice_http_headers: NULL decision, limit or name");
+        return sluice__error(SLUICE_EINVAL, "sluice_http_headers: NULL "
+                                            "decision, limit or name");
     if (!sf_token(name))
         return sluice__error(SLUICE_EINVAL,
                              "policy name \"%.64s\" is not a token (RFC 9651 "
