@@ -17,11 +17,13 @@
  * the fixed window. It prints "listening on ADDR:PORT" once it is, and stops
  * on SIGINT or SIGTERM: freeing the handle answers what is pending (503).
  *
- * One loop, one thread, one handle (the rule of sluice/async.h): decisions
- * leave while the loop serves other connections, and the handle batches
- * the calls started in one loop iteration.
+ * One loop, one thread, one handle (the rule of sluice/async.h), on the
+ * libevent adapter (sluice/adapters/libevent.h): decisions leave while the
+ * loop serves other connections, and the handle batches the calls started
+ * in one loop iteration.
  */
 #include <sluice.h>
+#include <sluice/adapters/libevent.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -32,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 
 typedef struct options {
@@ -153,140 +154,6 @@ static int parse_options(options *o, int argc, char **argv)
     if (sluice_limit_check(&o->limit) != SLUICE_OK)
         return usage(sluice_last_error());
     return 0;
-}
-
-/* ---- The loop's hooks ---------------------------------------------------- */
-/*
- * sluice/async.h's hooks over a libevent base: one event per descriptor the
- * handle watches, one timer. (sluice/adapters/libevent.h is this, for every
- * program; the example carries its own until that header lands.)
- */
-
-typedef struct loop_fd {
-    int fd;
-    struct event *ev;
-} loop_fd;
-
-typedef struct loop {
-    struct event_base *base;
-    sluice_async *a;
-    struct event *timer;
-    loop_fd *fds;
-    size_t n, cap;
-} loop;
-
-static void fd_ready(evutil_socket_t fd, short what, void *user)
-{
-    loop *l = user;
-    int events = ((what & EV_READ) ? SLUICE_ASYNC_READ : 0) |
-                 ((what & EV_WRITE) ? SLUICE_ASYNC_WRITE : 0);
-
-    sluice_async_on_fd(l->a, (int)fd, events);
-}
-
-static void timer_fired(evutil_socket_t fd, short what, void *user)
-{
-    loop *l = user;
-
-    sluice_async_on_timer(l->a);
-}
-
-static loop_fd *find_fd(loop *l, int fd)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->fds[i].fd == fd)
-            return &l->fds[i];
-    return NULL;
-}
-
-/* The hook has no way to fail: an event that cannot be made is reported
-   and the descriptor left unwatched (its calls then time out). */
-static void loop_watch(void *data, int fd, int events)
-{
-    loop *l = data;
-    loop_fd *f = find_fd(l, fd);
-    short what = (short)(EV_PERSIST |
-                         ((events & SLUICE_ASYNC_READ) ? EV_READ : 0) |
-                         ((events & SLUICE_ASYNC_WRITE) ? EV_WRITE : 0));
-
-    if (f != NULL) {
-        event_free(f->ev);
-        *f = l->fds[--l->n];
-    }
-    if (events == 0)
-        return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        loop_fd *fds = realloc(l->fds, cap * sizeof(*fds));
-
-        if (fds == NULL) {
-            fprintf(stderr, "http_server: out of memory watching fd %d\n", fd);
-            return;
-        }
-        l->fds = fds;
-        l->cap = cap;
-    }
-    f = &l->fds[l->n];
-    if ((f->ev = event_new(l->base, fd, what, fd_ready, l)) == NULL ||
-        event_add(f->ev, NULL) != 0) {
-        fprintf(stderr, "http_server: cannot watch fd %d\n", fd);
-        if (f->ev != NULL)
-            event_free(f->ev);
-        return;
-    }
-    f->fd = fd;
-    l->n++;
-}
-
-static void loop_timer(void *data, long long ms)
-{
-    loop *l = data;
-    struct timeval tv;
-
-    evtimer_del(l->timer);
-    if (ms < 0)
-        return;
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    evtimer_add(l->timer, &tv);
-}
-
-static void loop_cleanup(void *data)
-{
-    loop *l = data;
-
-    for (size_t i = 0; i < l->n; i++)
-        event_free(l->fds[i].ev);
-    event_free(l->timer);
-    free(l->fds);
-    free(l);
-}
-
-/* A handle over 'store' whose descriptors and timer live in 'base'. */
-static int loop_attach(sluice_async **out, sluice_store *store,
-                       struct event_base *base)
-{
-    sluice_async_hooks hooks;
-    loop *l = calloc(1, sizeof(*l));
-    int rc;
-
-    if (l == NULL || (l->timer = evtimer_new(base, timer_fired, l)) == NULL) {
-        free(l);
-        fprintf(stderr, "http_server: out of memory\n");
-        return SLUICE_ENOMEM;
-    }
-    l->base = base;
-    memset(&hooks, 0, sizeof(hooks));
-    hooks.watch = loop_watch;
-    hooks.timer = loop_timer;
-    hooks.cleanup = loop_cleanup;
-    hooks.loop_data = l;
-    if ((rc = sluice_async_new(out, store, &hooks)) != SLUICE_OK) {
-        loop_cleanup(l);
-        return rc;
-    }
-    l->a = *out;
-    return SLUICE_OK;
 }
 
 /* ---- Requests ------------------------------------------------------------ */
@@ -428,7 +295,7 @@ int main(int argc, char **argv)
         event_base_free(base);
         return 1;
     }
-    if (loop_attach(&ap.async, ap.store, base) != SLUICE_OK) {
+    if (sluice_async_event_new(&ap.async, ap.store, base) != SLUICE_OK) {
         fprintf(stderr, "http_server: %s\n", sluice_last_error());
         rc = 1;
     } else
