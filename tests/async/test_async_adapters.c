@@ -88,20 +88,42 @@ static void poll_close(driver *d) { (void)d; }
 #endif
 
 #ifdef SLUICE_TEST_LIBUV
+/* The loop, and a guard timer: UV_RUN_ONCE runs due timers first and then
+   waits for I/O, so a turn whose timer answered the last call would wait
+   for ever on the descriptor still watched; the guard ends that wait. */
+typedef struct uv_driver {
+    uv_loop_t loop;
+    uv_timer_t guard;
+} uv_driver;
+
+static void uv_guard_fired(uv_timer_t *t) { (void)t; }
+
 static int uv_open(driver *d, sluice_async **a, sluice_store *s)
 {
-    uv_loop_t *loop = malloc(sizeof(*loop));
-    uv_loop_init(loop);
-    d->loop = loop;
-    return sluice_async_uv_new(a, s, loop);
+    uv_driver *u = malloc(sizeof(*u));
+
+    uv_loop_init(&u->loop);
+    uv_timer_init(&u->loop, &u->guard);
+    d->loop = u;
+    return sluice_async_uv_new(a, s, &u->loop);
 }
-static void uv_turn(driver *d) { uv_run(d->loop, UV_RUN_ONCE); }
+static void uv_turn(driver *d)
+{
+    uv_driver *u = d->loop;
+
+    uv_timer_start(&u->guard, uv_guard_fired, 50, 0);
+    uv_run(&u->loop, UV_RUN_ONCE);
+    uv_timer_stop(&u->guard);
+}
 static void uv_close_loop(driver *d)
 {
+    uv_driver *u = d->loop;
+
     /* The close callbacks free the adapter: the loop runs them. */
-    uv_run(d->loop, UV_RUN_DEFAULT);
-    CHECK(uv_loop_close(d->loop) == 0);
-    free(d->loop);
+    uv_close((uv_handle_t *)&u->guard, NULL);
+    uv_run(&u->loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&u->loop) == 0);
+    free(u);
 }
 #endif
 
