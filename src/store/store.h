@@ -181,6 +181,23 @@ void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
  */
 int sluice__guard_wrap(sluice_store *store, const sluice_store_opts *o);
 
+/*
+ * The guard one request at a time, for the async API (src/async/), which
+ * sends the request itself: the guard of 'store' (NULL: none); whether the
+ * cache answers the request ('*asked_ms' then is when it was asked, for
+ * settle); settling the server's answer (or error) as the blocking path
+ * does; forgetting a reset key.
+ */
+void *sluice__guard_of(const sluice_store *store);
+bool sluice__guard_check(void *g, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, uint64_t *asked_ms,
+                         sluice_decision *out);
+int sluice__guard_settle(void *g, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, bool consume,
+                         uint64_t asked_ms, int err, sluice_decision *d);
+void sluice__guard_forget(void *g, const sluice_limit *limit, const char *key,
+                          size_t key_len);
+
 /* ---- The refused-key cache (refusals.c) --------------------------------- */
 
 /*

@@ -80,6 +80,9 @@ typedef struct sluice__vk_caps {
 
 struct sluice__vk_node;
 struct sluice__vk_tls;
+/* A TCP connect in progress without waiting (tcp.c): a name resolved on a
+   thread of its own, then each address tried. */
+typedef struct sluice__vk_dial sluice__vk_dial;
 
 /*
  * A connection's bytes: the transport that moves them (tcp.c, unix.c,
@@ -93,6 +96,8 @@ typedef struct sluice__vk_wire {
     int fd;
     void *ssl;            /* the TLS transport's SSL; NULL for the others */
     bool fresh;           /* TLS: no reply byte read since the handshake */
+    sluice__vk_dial *dial; /* a connect without waiting, in progress */
+    const struct sluice__vk_tls *tls; /* the TLS transport's settings */
     redisReader *reader;
     char *obuf;           /* formatted commands, [opos, olen) not written */
     size_t olen, opos, ocap;
@@ -111,6 +116,16 @@ typedef struct sluice__vk_transport {
     int (*open)(sluice__vk_wire *w, const struct sluice__vk_node *n,
                 const struct sluice__vk_tls *tls, uint64_t deadline_ms,
                 uint64_t shown_ms);
+    /* Starts connecting 'w' to 'n' without waiting: 0 connected (the TLS
+       handshake done too); 1 in progress: wait until '*wait_fd' is ready
+       for '*want' (POLLIN or POLLOUT), then call resume(); or a negative
+       SLUICE_E*. '*wait_fd' is w->fd, or while a host name is resolved, a
+       descriptor the resolver makes readable when done. close() frees a
+       connect abandoned half-way. */
+    int (*start)(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                 const struct sluice__vk_tls *tls, int *wait_fd, short *want);
+    int (*resume)(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                  int *wait_fd, short *want);
     /* Moves up to 'len' bytes: how many (> 0); 0 when none can move now,
        '*want' then POLLIN or POLLOUT, what to wait for; or a negative
        SLUICE_E* (set with its message naming 'n'). */
@@ -141,6 +156,15 @@ ssize_t sluice__vk_fd_write(sluice__vk_wire *w, const struct sluice__vk_node *n,
                             const char *buf, size_t len, short *want);
 bool sluice__vk_fd_pending(const sluice__vk_wire *w);
 void sluice__vk_fd_close(sluice__vk_wire *w);
+/* A TCP connect that never waits ('*out' is freed by closing 'w'): as a
+   transport's start() and resume() answer. */
+int sluice__vk_dial_start(sluice__vk_dial **out, sluice__vk_wire *w,
+                          const struct sluice__vk_node *n, int *wait_fd,
+                          short *want);
+int sluice__vk_dial_resume(sluice__vk_dial *d, sluice__vk_wire *w,
+                           const struct sluice__vk_node *n, int *wait_fd,
+                           short *want);
+void sluice__vk_dial_free(sluice__vk_dial *d);
 /* ETIMEDOUT for 'doing' on 'n', 'ms' allowed. */
 int sluice__vk_timed_out(const struct sluice__vk_node *n, const char *doing,
                          uint64_t ms);
@@ -195,6 +219,29 @@ int sluice__vk_wire_read(const struct sluice__vk_node *n, sluice__vk_wire *w,
  * byte of a reply.
  */
 int sluice__vk_wire_peek(const struct sluice__vk_node *n, sluice__vk_wire *w);
+/*
+ * The same without waiting, for the async API (src/async/): a connect
+ * begun (0 connected, 1 in progress: wait for '*want' on '*wait_fd', then
+ * resume; or an error with '*out' NULL) and gone on with (0, 1, or an
+ * error: the caller closes 'w'); what 'w' holds to send written as far as
+ * the socket takes it (0 all, 1 more: wait for '*want'); what the socket
+ * has read into the reader (> 0 bytes, 0 none now, or an error: a close by
+ * the server is SLUICE_ECONN); and the next whole reply read, with every
+ * check sluice__vk_wire_read() makes (1 with '*out', 0 none whole yet, or
+ * the error).
+ */
+int sluice__vk_wire_start(sluice__vk_wire **out, sluice__vk_caps *caps,
+                          const struct sluice__vk_node *n,
+                          const struct sluice__vk_tls *tls, uint64_t max_bytes,
+                          uint64_t max_elements, int *wait_fd, short *want);
+int sluice__vk_wire_resume(sluice__vk_wire *w, const struct sluice__vk_node *n,
+                           int *wait_fd, short *want);
+int sluice__vk_wire_flush(const struct sluice__vk_node *n, sluice__vk_wire *w,
+                          short *want);
+int sluice__vk_wire_fill(const struct sluice__vk_node *n, sluice__vk_wire *w,
+                         short *want);
+int sluice__vk_wire_next(const struct sluice__vk_node *n, sluice__vk_wire *w,
+                         sluice__vk_caps *caps, redisReply **out);
 /* Whether 'w' holds read bytes not yet parsed (its reader's, or the
    transport's): a reply may be whole without the socket being readable. */
 bool sluice__vk_wire_buffered(const sluice__vk_wire *w);
@@ -517,6 +564,10 @@ enum {
  */
 int sluice__vk_engine_detect(sluice__vk_store *v, sluice__vk_node *n,
                              sluice__vk_conn *c, uint64_t deadline_ms);
+/* Notes on 'n' what its SLUICE.VERSION reply 'r' says (the async API's
+   connect asks it itself); answers as sluice__vk_engine_detect(). */
+int sluice__vk_engine_note(sluice__vk_store *v, sluice__vk_node *n,
+                           const redisReply *r);
 /* Whether a call of one of the module's own commands (not a decision) to
    node 'n' (NULL: not known yet) is sent to the module rather than to its
    script. */

@@ -200,6 +200,46 @@ int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
     return SLUICE_OK;
 }
 
+int sluice__vk_wire_start(sluice__vk_wire **out, sluice__vk_caps *caps,
+                          const sluice__vk_node *n,
+                          const struct sluice__vk_tls *tls, uint64_t max_bytes,
+                          uint64_t max_elements, int *wait_fd, short *want)
+{
+    sluice__vk_wire *w = calloc(1, sizeof(*w));
+    int rc;
+
+    *out = NULL;
+    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
+        free(w);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
+                             "memory", n->name);
+    }
+    w->t = n->transport;
+    w->fd = -1;
+    *wait_fd = -1;
+    *want = 0;
+    if ((rc = w->t->start(w, n, tls, wait_fd, want)) < 0) {
+        sluice__vk_wire_close(w);
+        return rc;
+    }
+    capped_make(w->reader->fn);
+    w->reader->fn = &capped_fn;
+    w->reader->privdata = caps;
+    memset(caps, 0, sizeof(*caps));
+    caps->reader = w->reader;
+    caps->max_bytes = max_bytes;
+    caps->max_elements = max_elements;
+    *out = w;
+    return rc;
+}
+
+int sluice__vk_wire_resume(sluice__vk_wire *w, const sluice__vk_node *n,
+                           int *wait_fd, short *want)
+{
+    *want = 0;
+    return w->t->resume(w, n, wait_fd, want);
+}
+
 void sluice__vk_wire_close(sluice__vk_wire *w)
 {
     if (w == NULL)
@@ -267,6 +307,24 @@ int sluice__vk_wire_write(const sluice__vk_node *n, sluice__vk_wire *w,
     return SLUICE_OK;
 }
 
+int sluice__vk_wire_flush(const sluice__vk_node *n, sluice__vk_wire *w,
+                          short *want)
+{
+    while (w->opos < w->olen) {
+        ssize_t put;
+
+        *want = 0;
+        put = w->t->write(w, n, w->obuf + w->opos, w->olen - w->opos, want);
+        if (put < 0)
+            return (int)put;
+        if (put == 0)
+            return 1;
+        w->opos += (size_t)put;
+    }
+    w->opos = w->olen = 0;
+    return SLUICE_OK;
+}
+
 /* ---- Reading ------------------------------------------------------------------------ */
 
 /*
@@ -300,36 +358,57 @@ static ssize_t read_some(const sluice__vk_node *n, sluice__vk_wire *w,
     return got;
 }
 
+int sluice__vk_wire_next(const sluice__vk_node *n, sluice__vk_wire *w,
+                         sluice__vk_caps *caps, redisReply **out)
+{
+    void *reply = NULL;
+
+    if (w->reader->ridx < 0) { /* a new reply starts: count it afresh */
+        caps->bytes = caps->elements = 0;
+        caps->over = false;
+        caps->bad = NULL;
+    }
+    if (redisReaderGetReply(w->reader, &reply) != REDIS_OK)
+        return reader_fail(n, w, caps, "read");
+    if (reply != NULL) {
+        *out = reply;
+        return 1;
+    }
+    /* What is buffered and not yet a reply counts against the cap: a
+       length announced but not yet sent must not grow it unbounded. */
+    if (w->reader->len - w->reader->pos > caps->max_bytes) {
+        caps->over = true;
+        caps->bytes = w->reader->len - w->reader->pos;
+        return reader_fail(n, w, caps, "read");
+    }
+    if (bare_lf(w->reader))
+        return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
+                             "reply (a line ended by LF without CR)",
+                             n->name);
+    return 0;
+}
+
+int sluice__vk_wire_fill(const sluice__vk_node *n, sluice__vk_wire *w,
+                         short *want)
+{
+    ssize_t got;
+
+    *want = POLLIN;
+    got = read_some(n, w, want);
+    return got > 0 ? 1 : (int)got;
+}
+
 int sluice__vk_wire_read(const sluice__vk_node *n, sluice__vk_wire *w,
                          sluice__vk_caps *caps, uint64_t deadline_ms,
                          uint64_t timeout_ms, redisReply **out)
 {
-    void *reply = NULL;
-
-    caps->bytes = caps->elements = 0;
-    caps->over = false;
-    caps->bad = NULL;
     for (bool first = true;; first = false) {
         short want = POLLIN;
         ssize_t got;
+        int rc;
 
-        if (redisReaderGetReply(w->reader, &reply) != REDIS_OK)
-            return reader_fail(n, w, caps, "read");
-        if (reply != NULL) {
-            *out = reply;
-            return SLUICE_OK;
-        }
-        /* What is buffered and not yet a reply counts against the cap: a
-           length announced but not yet sent must not grow it unbounded. */
-        if (w->reader->len - w->reader->pos > caps->max_bytes) {
-            caps->over = true;
-            caps->bytes = w->reader->len - w->reader->pos;
-            return reader_fail(n, w, caps, "read");
-        }
-        if (bare_lf(w->reader))
-            return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
-                                 "reply (a line ended by LF without CR)",
-                                 n->name);
+        if ((rc = sluice__vk_wire_next(n, w, caps, out)) != 0)
+            return rc < 0 ? rc : SLUICE_OK;
         /* Past the deadline, what the transport holds already is read once
            (a wait of 0 ms takes what is there); after that, bytes that
            come late are a timeout, however fast they keep coming. */
