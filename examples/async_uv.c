@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+static int answered; /* the loop stops at the twelfth answer */
+
 static void on_decision(sluice_async *a, int err, const sluice_decision *d,
                         void *user) {
     int hit = (int)(intptr_t)user;
     (void)a;
+    if (++answered == 12) uv_stop(uv_default_loop());
     if (err != SLUICE_OK) printf("hit %2d: %s\n", hit, sluice_last_error());
     else if (d->allowed) printf("hit %2d: allowed, %llu left\n", hit,
                                 (unsigned long long)d->remaining);
@@ -27,7 +30,7 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "async_uv: %s\n", sluice_last_error()), 1;
     for (intptr_t i = 1; i <= 12; i++)
         sluice_async_hit(a, &limit, "user:42", 7, 1, on_decision, (void *)i);
-    while (sluice_async_pending(a) > 0) uv_run(loop, UV_RUN_ONCE);
+    uv_run(loop, UV_RUN_DEFAULT); /* until the twelfth answer */
     sluice_async_free(a);
     uv_run(loop, UV_RUN_DEFAULT); /* the adapter's close callbacks run */
     sluice_store_free(store);

@@ -28,6 +28,7 @@
 #ifndef SLUICE_ASYNC_H
 #define SLUICE_ASYNC_H
 
+#include "async/route.h"
 #include "valkey/decide.h"
 
 #include "sluice.h"
@@ -75,6 +76,13 @@ typedef struct sluice__acall {
     bool consume;
     uint64_t asked_ms;                 /* for the guard's settle */
     unsigned slot;
+    /* Routing (route.c): parked until its node is known, or until its
+       pause is over ('wake_ms', 0: none); to be sent after ASKING; the
+       redirections it followed, and its next TRYAGAIN pause. */
+    bool parked, asking;
+    uint64_t wake_ms;
+    int redirects;
+    long tryagain_ms;
     /* DECIDE: one request, its key copied into 'key' */
     sluice_request one;
     char *key;
@@ -184,18 +192,15 @@ void sluice__abatch_free(sluice__abatch *b);
 
 /* ---- Routing (route.c) ------------------------------------------------------------ */
 
-/* The node that serves 'slot': 0 with '*out'; or an error. */
-int sluice__async_route(sluice_async *a, unsigned slot, sluice__vk_node **out);
-/* What error reply 'r' to batch 'b' on 'conn' means: 1 sent again (a
-   redirection followed), 0 no redirection, or an error. */
-int sluice__async_redirected(sluice__aconn *conn, sluice__abatch *b,
-                             const redisReply *r);
+/* sluice__async_dispatch(), _route(), _redirected(), _route_wake(),
+   _route_tick() and sluice__async_all(): see route.h. */
 
 /* ---- The handle (handle.c) --------------------------------------------------------- */
 
 struct sluice_async {
     sluice_store *store;
     sluice_async_hooks hooks;
+    sluice__async_routing route; /* route.c's */
     sluice__vk_store *v;   /* NULL: not on a server (the embedded store) */
     void *guard;           /* the store's guard, or NULL */
     sluice__acall *calls;  /* every pending call */

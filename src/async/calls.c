@@ -94,6 +94,19 @@ static int script_load(sluice__aconn *conn, const sluice__script *script,
 }
 
 /* Formats decision batch 'b' onto the wire: to the module or the script. */
+/* ASKING, when a cluster's ASK sent 'b' here: right before b's command
+   (after any SCRIPT LOAD), as it holds for the next command only; its
+   +OK is skipped before b's reply. */
+static int asking_write(sluice__aconn *conn, sluice__abatch *b)
+{
+    static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+
+    b->skip = b->asking ? 1 : 0;
+    if (!b->asking)
+        return SLUICE_OK;
+    return sluice__vk_wire_append(conn->w, asking, sizeof(asking) - 1);
+}
+
 static int decide_send(sluice__aconn *conn, sluice__abatch *b)
 {
     sluice_async *a = conn->a;
@@ -115,6 +128,8 @@ static int decide_send(sluice__aconn *conn, sluice__abatch *b)
         err = script_load(conn, sluice__algo_scripts[b->limit.algo],
                           b->deadline_ms);
     if (err == 0)
+        err = asking_write(conn, b);
+    if (err == 0)
         err = sluice__vk_wire_append_argv(conn->w, b->g.argc, b->g.argv,
                                           b->g.lens);
     return err;
@@ -130,15 +145,14 @@ static int cmd_send(sluice__aconn *conn, sluice__abatch *b)
     int err = SLUICE_OK;
 
     b->module = module;
-    if (b->asking)
-        err = sluice__vk_wire_append(conn->w, "*1\r\n$6\r\nASKING\r\n", 15);
-    if (err == 0 && b->script_given && c->script != NULL && !module)
+    if (b->script_given && c->script != NULL && !module)
         err = script_load(conn, c->script, b->deadline_ms);
+    if (err == 0)
+        err = asking_write(conn, b);
     if (err == 0)
         err = module ? sluice__vk_wire_append(conn->w, c->module_cmd,
                                               c->module_len)
                      : sluice__vk_wire_append(conn->w, c->cmd, c->cmd_len);
-    b->skip = b->asking ? 1 : 0;
     return err;
 }
 
@@ -164,10 +178,17 @@ void sluice__aconn_resend(sluice__aconn *conn, sluice__abatch *b)
                             SLUICE_ASYNC_READ | SLUICE_ASYNC_WRITE);
 }
 
-/* One group of decisions queued: one limit, hit or peek. */
+/* One group of decisions queued: one limit, hit or peek; in a cluster,
+   one slot (a script's keys must share one), and sent after ASKING or
+   not. A call that was redirected (or met TRYAGAIN) goes alone, as the
+   blocking path sends it again: a group's keys may be split by a slot's
+   move, and one key never is. */
 typedef struct group {
     sluice_limit limit;
     bool consume;
+    unsigned slot;
+    bool asking;
+    bool solo; /* a redirected call: alone, as the blocking path resends */
     sluice__acall *head, **tail;
     size_t n;
 } group;
@@ -182,17 +203,28 @@ static bool limit_same(const sluice_limit *x, const sluice_limit *y)
  * The group call 'c' joins, or 'ngroups' for a new one. Calls keep their
  * order where it matters: one of an algorithm's keys (a hit, a peek; any
  * limit of that algorithm names the same key) joins a group only when no
- * later group holds calls of the same algorithm. Another algorithm's keys
- * are other keys, so its groups are passed over.
+ * later group holds calls of the same algorithm (in a cluster: and slot).
+ * Another algorithm's keys are other keys, so its groups are passed over.
+ * In a cluster a group is one slot (one call may not cross slots); a call
+ * sent after ASKING goes with others of that ASK only, and a redirected
+ * one alone, as the blocking path resends it.
  */
 static size_t group_find(const group *groups, size_t ngroups,
-                         const sluice__acall *c)
+                         const sluice__acall *c, bool cluster)
 {
+    bool solo = c->redirects > 0 || c->tryagain_ms > 0;
+
     for (size_t i = ngroups; i-- > 0;) {
-        if (groups[i].consume == c->consume &&
-            limit_same(&groups[i].limit, &c->limit))
+        const group *g = &groups[i];
+        bool same_slot = !cluster || g->slot == c->slot;
+
+        if (!solo && !g->solo && g->consume == c->consume &&
+            limit_same(&g->limit, &c->limit) && g->asking == c->asking &&
+            same_slot)
             return i;
-        if (groups[i].limit.algo == c->limit.algo)
+        /* In a cluster, a key is in one slot: another slot's group holds
+           other keys. */
+        if (g->limit.algo == c->limit.algo && same_slot)
             break;
     }
     return ngroups;
@@ -213,6 +245,7 @@ static sluice__abatch *group_batch(group *g, size_t n)
     b->kind = SLUICE__ABATCH_DECIDE;
     b->limit = g->limit;
     b->consume = g->consume;
+    b->asking = g->asking;
     b->n = n;
     b->deadline_ms = UINT64_MAX;
     for (size_t i = 0; i < n; i++) {
@@ -222,6 +255,7 @@ static sluice__abatch *group_batch(group *g, size_t n)
         c->qnext = NULL;
         b->reqs[i] = c->one;
         b->owners[i].call = c;
+        c->asking = false; /* once per ASK */
         if (c->deadline_ms < b->deadline_ms)
             b->deadline_ms = c->deadline_ms;
     }
@@ -262,6 +296,8 @@ static void cmd_batch(sluice__aconn *conn, sluice__acall *c)
     }
     b->kind = SLUICE__ABATCH_CMD;
     b->call = c;
+    b->asking = c->asking;
+    c->asking = false; /* once per ASK */
     b->deadline_ms = c->deadline_ms;
     batch_send(conn, b);
 }
@@ -291,7 +327,7 @@ void sluice__acalls_write(sluice__aconn *conn)
                 sluice__acall_fail(conn->a, c, conn->last_err);
             continue;
         }
-        i = group_find(groups, ngroups, c);
+        i = group_find(groups, ngroups, c, conn->a->v->cluster);
         if (i == ngroups && ngroups == cap) {
             group *grown = malloc(2 * cap * sizeof(*grown));
 
@@ -307,7 +343,9 @@ void sluice__acalls_write(sluice__aconn *conn)
             cap *= 2;
         }
         if (i == ngroups) {
-            groups[i] = (group){c->limit, c->consume, NULL, NULL, 0};
+            groups[i] = (group){c->limit, c->consume, c->slot, c->asking,
+                                c->redirects > 0 || c->tryagain_ms > 0,
+                                NULL, NULL, 0};
             groups[i].tail = &groups[i].head;
             ngroups++;
         }

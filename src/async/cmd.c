@@ -30,14 +30,8 @@ static int format(char **out, size_t *len, int argc, const char **argv,
 static void cmd_start(sluice_async *a, sluice__acall *c, const char *key,
                       size_t key_len)
 {
-    sluice__vk_node *n = NULL;
-    int err;
-
     c->slot = a->v->cluster ? sluice__key_slot(key, key_len) : 0;
-    if ((err = sluice__async_route(a, c->slot, &n)) < 0)
-        sluice__acall_fail(a, c, err);
-    else
-        sluice__aconn_queue(a, n, c);
+    sluice__async_dispatch(a, c);
 }
 
 /* argv[0..argc) with 'head' (1 or 3 words) before 'args'. */

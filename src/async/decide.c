@@ -32,13 +32,7 @@ static unsigned decide_slot(const sluice_async *a, sluice_algo algo,
 /* Sends 'c' to the node of its slot, or answers it with why it cannot. */
 static void call_route(sluice_async *a, sluice__acall *c)
 {
-    sluice__vk_node *n = NULL;
-    int err = sluice__async_route(a, c->slot, &n);
-
-    if (err < 0)
-        sluice__acall_fail(a, c, err);
-    else
-        sluice__aconn_queue(a, n, c);
+    sluice__async_dispatch(a, c); /* queued, parked, or answered */
 }
 
 /* Decides request 'c' (DECIDE, its 'one' set): the embedded store now;
@@ -195,12 +189,13 @@ static int decide_all(sluice_async *a, const sluice_limit *limits, size_t n,
         return err;
     if (cb == NULL)
         err = sluice__error(SLUICE_EINVAL, "the callback is NULL");
-    else if (a->v != NULL)
-        /* On a server, sluice_hit_all() is one script call of its own
-           (valkey/hit_all.c), not yet made without waiting. */
-        err = sluice__error(SLUICE_ENOTSUP, "sluice_async_hit_all: not yet "
-                            "on a server store; use sluice_hit_all() or "
-                            "one sluice_async_hit() per limit");
+    else if (a->v != NULL) {
+        /* On a server: one script call of its own (route.h). */
+        err = sluice__async_all(a, limits, n, key, key_len, cost, consume,
+                                cb, user);
+        sluice__async_leave(a);
+        return err;
+    }
     else if (n == 0 || n > SLUICE_HIT_ALL_MAX || limits == NULL)
         err = sluice__error(SLUICE_EINVAL, "hit_all takes 1..%d limits",
                             SLUICE_HIT_ALL_MAX);

@@ -183,6 +183,8 @@ static void rearm(sluice_async *a)
         for (const sluice__acall *c = a->calls; c != NULL; c = c->next)
             if (!c->ready && c->deadline_ms < at)
                 at = c->deadline_ms;
+        if (a->v != NULL && sluice__async_route_wake(a) < at)
+            at = sluice__async_route_wake(a); /* a pause, a back-off */
         for (size_t i = 0; i < a->nconns; i++) {
             const sluice__aconn *k = a->conns[i];
 
@@ -295,6 +297,7 @@ int sluice_async_new(sluice_async **out, sluice_store *store,
     a->hooks = *hooks;
     a->ready_tail = &a->ready;
     a->timer_at = UINT64_MAX;
+    sluice__async_routing_init(&a->route);
     if (store->backend.server != NULL)
         a->v = store->backend.impl;
     a->guard = sluice__guard_of(store);
@@ -364,6 +367,8 @@ void sluice_async_on_timer(sluice_async *a)
     now = sluice__monotonic_ms();
     for (size_t i = 0; i < a->nconns; i++)
         (void)sluice__aconn_tick(a->conns[i], now);
+    if (a->v != NULL)
+        sluice__async_route_tick(a, now);
     /* What is overdue and sent nowhere (queued on no connection). */
     for (sluice__acall *c = a->calls; c != NULL; c = c->next)
         if (!c->ready && c->conn == NULL && c->deadline_ms <= now &&
@@ -371,7 +376,9 @@ void sluice_async_on_timer(sluice_async *a)
             snprintf(c->msg, sizeof(c->msg), "async call: timed out (no "
                      "answer within %llu ms)",
                      (unsigned long long)a->v->command_timeout_ms);
-            sluice__acall_ready(a, c, SLUICE_ETIMEDOUT);
+            c->parked = false;
+            /* A decision through the guard: the policy answers for it. */
+            sluice__acall_fail(a, c, SLUICE_ETIMEDOUT);
         }
     turn_end(a, true);
 }
