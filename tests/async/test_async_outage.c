@@ -1,5 +1,5 @@
 /*
- * test_async_faults.c - the async API (sluice/async.h) when the server
+ * test_async_outage.c - the async API (sluice/async.h) when the server
  * misbehaves: every callback runs exactly once, each within its deadline
  * and a generous slack, and what a wrong reply is never passes for an
  * outage.
@@ -445,7 +445,7 @@ static void hostile_replies(void)
 int main(void)
 {
     if (rs_start(&server, NULL) < 0) {
-        fprintf(stderr, "test_async_faults: no redis-server\n");
+        fprintf(stderr, "test_async_outage: no redis-server\n");
         return TEST_SKIP;
     }
     outage("error");
@@ -457,5 +457,5 @@ int main(void)
     hostile_replies();
     CHECK(started == fired);
     rs_stop(&server);
-    return test_summary("test_async_faults");
+    return test_summary("test_async_outage");
 }
