@@ -145,7 +145,31 @@ static int hello_append(sluice__aconn *conn, int which, int argc,
     return SLUICE_OK;
 }
 
-/* Writes the handshake's commands: AUTH, SELECT, SLUICE.VERSION. */
+/*
+ * SCRIPT LOAD of every script, after the handshake's commands, as the
+ * blocking path loads them on its first connection. Without it the first
+ * decisions on a server that lacks the scripts (new, restarted) answer
+ * NOSCRIPT and are sent again after the commands pipelined behind them,
+ * which have run by then: a hit and then a reset of its key, started in
+ * one loop iteration, would run as the reset and then the hit. An error
+ * here is no failed connect: a call that then meets NOSCRIPT says so.
+ */
+static int hello_scripts(sluice__aconn *conn)
+{
+    int err = SLUICE_OK;
+
+    for (size_t i = 0; sluice__scripts[i] != NULL && err == 0; i++) {
+        const sluice__script *s = sluice__scripts[i];
+        const char *argv[] = {"SCRIPT", "LOAD", s->text};
+        size_t lens[] = {6, 4, s->len};
+
+        err = hello_append(conn, HELLO_SCRIPT, 3, argv, lens);
+    }
+    return err;
+}
+
+/* Writes the handshake's commands: AUTH, SELECT, SLUICE.VERSION, and the
+   scripts. */
 static int hello_write(sluice__aconn *conn)
 {
     sluice__vk_store *v = conn->a->v;
@@ -175,6 +199,8 @@ static int hello_write(sluice__aconn *conn)
 
         err = hello_append(conn, HELLO_VERSION, 1, argv, lens);
     }
+    if (err == 0 && !n->is_sentinel)
+        err = hello_scripts(conn);
     return err;
 }
 

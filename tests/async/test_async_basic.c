@@ -223,6 +223,27 @@ static void keys_persist(sluice_store *ref, const sluice_limit *lim,
     }
 }
 
+/* Prints batch 'b' (its call 'bad' failed a check), to explain it. */
+static void batch_print(int b, const sluice_limit *lim, const op *ops,
+                        size_t n, size_t bad)
+{
+    static const char *const kinds[] = {"hit", "peek", "hit_many", "reset"};
+
+    fprintf(stderr, "  batch %d (max %llu, window %llu, burst %llu):\n", b,
+            (unsigned long long)lim->max, (unsigned long long)lim->window_ms,
+            (unsigned long long)lim->burst);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, "  %s %s %s cost %llu:", i == bad ? "->" : "  ",
+                kinds[ops[i].kind], key_names[ops[i].key],
+                (unsigned long long)ops[i].cost);
+        for (size_t j = 0; ops[i].kind == OP_MANY && j < ops[i].n; j++)
+            fprintf(stderr, " %.2s/%llu", ops[i].reqs[j].key,
+                    (unsigned long long)ops[i].reqs[j].cost);
+        fprintf(stderr, " rc %d err %d remaining %llu\n", ops[i].rc,
+                ops[i].err, (unsigned long long)ops[i].d.remaining);
+    }
+}
+
 /* Runs the loop until nothing is pending (bounded: a hang fails a check). */
 static void drain(sluice_poll_loop *loop, sluice_async *a)
 {
@@ -307,8 +328,13 @@ static void trace(sluice_algo algo, const char *engine, uint64_t seed)
             CHECK(ops[i].rc == SLUICE_OK || ops[i].rc == SLUICE_ECOST);
         }
         drain(&loop, a);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            long failed = test_failures;
+
             op_check(ref, &lim, &ops[i], !server_clock);
+            if (test_failures != failed || getenv("TEST_PRINT_BATCHES"))
+                batch_print(b, &lim, ops, n, i);
+        }
         if (!server_clock)
             keys_persist(ref, &lim, prefix);
     }
@@ -320,6 +346,40 @@ static void trace(sluice_algo algo, const char *engine, uint64_t seed)
     sluice_vclock_free(clock);
 }
 
+/*
+ * A hit and then a reset of its key, started in one loop iteration on a
+ * new connection to a server without the scripts (SCRIPT FLUSH): the
+ * reset runs after the hit, so a peek after them finds the key whole.
+ * (Were the scripts given only after NOSCRIPT, the hit would be sent
+ * again after the reset had run.)
+ */
+static void order_after_flush(void)
+{
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_LOG, 10, 60000);
+    sluice_poll_loop loop;
+    sluice_store *st;
+    sluice_async *a;
+    op hit = {.kind = OP_HIT, .key = 0, .cost = 4};
+    op reset = {.kind = OP_RESET, .key = 0};
+    op peek = {.kind = OP_PEEK, .key = 0, .cost = 1};
+
+    test_context("a hit, then a reset, after SCRIPT FLUSH");
+    CHECK(rs_ok(&server, "SCRIPT FLUSH") == 0);
+    st = test_store_open(server.url, "engine=lua&prefix=order", NULL);
+    if (!CHECK_OK(sluice_async_poll_new(&a, st, &loop)))
+        return;
+    CHECK_OK(op_start(a, &lim, &hit));
+    CHECK_OK(op_start(a, &lim, &reset));
+    CHECK_OK(op_start(a, &lim, &peek));
+    drain(&loop, a);
+    CHECK(hit.fired == 1 && hit.err == 0 && hit.d.remaining == 6);
+    CHECK(reset.fired == 1 && reset.err == 0);
+    CHECK(peek.fired == 1 && peek.err == 0 && peek.d.remaining == 9);
+    sluice_async_free(a);
+    sluice_store_free(st);
+    test_context(NULL);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv, 0, test_random_seed());
@@ -327,6 +387,7 @@ int main(int argc, char **argv)
     printf("test_async_basic: seed %" PRIu64 "\n", seed);
     if (rs_start(&server, rs_module_args()) < 0)
         return TEST_SKIP;
+    order_after_flush();
     for (int algo = 0; algo < TEST_ALGO_N; algo++) {
         test_context("%s, engine=lua, seed %" PRIu64,
                      sluice_algo_name((sluice_algo)algo), seed);
