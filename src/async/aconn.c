@@ -8,9 +8,17 @@
  *
  * The connect never waits: the wire layer's start and resume, driven by
  * the descriptor the transport names (the socket, or a resolver's pipe).
- * The handshake's commands (AUTH, SELECT, SLUICE.VERSION) are written
- * together and their replies checked in order; calls queued meanwhile
- * wait for READY, since which engine decides them is only known then.
+ * The handshake's commands (AUTH, SELECT, SLUICE.VERSION, then SCRIPT
+ * LOAD of every script) are written together and their replies checked
+ * in order; calls queued meanwhile wait for READY, since which engine
+ * decides them is only known then.
+ *
+ * Order. Calls leave in the order they were started, and the server runs
+ * them so, with one exception: a call answered NOSCRIPT (the scripts
+ * flushed under an open connection) or "unknown command" (the module
+ * unloaded under it) is sent again after what was pipelined behind it,
+ * which has run by then; a reset of its key among that runs first.
+ * Loading the scripts at each connect keeps that to those two events.
  *
  * Calls queued on a READY connection have it watched for writing; once
  * the loop says it is writable, everything queued is written at once
