@@ -23,6 +23,9 @@
  *     blocking calls, in an hour's window: every field equal but the
  *     waits, which may differ by the real time between the calls.
  *
+ * The server listens on the transport $SLUICE_TEST_TRANSPORT names: tcp
+ * (the default), tls or unix (test_async_basic_tls, _unix).
+ *
  * Usage: test_async_basic [SEED] (or SLUICE_TEST_SEED=N); the seed is
  * printed.
  */
@@ -32,6 +35,7 @@
 #include "server.h"
 #include "stores.h"
 #include "test.h"
+#include "tls_certs.h"
 
 #include "sluice/adapters/poll.h"
 
@@ -48,6 +52,9 @@
 #define WAIT_TOLERANCE_MS 2000
 
 static rs_server server;
+/* The store's URL on 'server' over the run's transport (TLS: with its
+   tls_ca option). */
+static char base_url[600];
 static long resyncs;
 
 /* ---- One batch's calls ---------------------------------------------------------- */
@@ -306,11 +313,11 @@ static void trace(sluice_algo algo, const char *engine, uint64_t seed)
     snprintf(query, sizeof(query), "%s&engine=%s&prefix=%s",
              server_clock ? "timeout=5000&refused_cache=off"
                           : TEST_CALLER_QUERY, engine, prefix);
-    st = test_store_open(server.url, query, &opts);
+    st = test_store_open(base_url, query, &opts);
     if (server_clock) {
         snprintf(query, sizeof(query), "timeout=5000&refused_cache=off&"
                  "engine=lua&prefix=%sref", prefix);
-        ref = test_store_open(server.url, query, NULL);
+        ref = test_store_open(base_url, query, NULL);
     } else {
         ref = test_store_open("mem://", "", &opts);
     }
@@ -375,7 +382,7 @@ static void order_after_flush(void)
 
     test_context("a hit, then a reset, after SCRIPT FLUSH");
     CHECK(rs_ok(&server, "SCRIPT FLUSH") == 0);
-    st = test_store_open(server.url, "engine=lua&prefix=order", NULL);
+    st = test_store_open(base_url, "engine=lua&prefix=order", NULL);
     if (!CHECK_OK(sluice_async_poll_new(&a, st, &loop)))
         return;
     CHECK_OK(op_start(a, &lim, &hit));
@@ -390,12 +397,44 @@ static void order_after_flush(void)
     test_context(NULL);
 }
 
+/*
+ * The server of the run, over the transport $SLUICE_TEST_TRANSPORT names:
+ * tcp (the default), tls (the run's certificates) or unix, as
+ * test_valkey_diff.c's; sets base_url.
+ */
+static int start_server(void)
+{
+    const char *transport = getenv("SLUICE_TEST_TRANSPORT");
+    const rs_certs *c;
+    int rc;
+
+    if (transport == NULL || transport[0] == '\0' ||
+        strcmp(transport, "tcp") == 0)
+        rc = rs_start(&server, rs_module_args());
+    else if (strcmp(transport, "unix") == 0)
+        rc = rs_start_unix(&server, rs_module_args());
+    else if (strcmp(transport, "tls") == 0)
+        rc = (c = rs_certs_get()) == NULL
+                 ? -1 : rs_start_tls(&server, "no", rs_module_args());
+    else
+        rc = -1;
+    if (rc < 0)
+        return -1;
+    if (transport != NULL && strcmp(transport, "tls") == 0)
+        snprintf(base_url, sizeof(base_url), "%s?tls_ca=%s", server.url,
+                 rs_certs_get()->ca_cert);
+    else
+        snprintf(base_url, sizeof(base_url), "%s", server.url);
+    printf("test_async_basic: server %s\n", base_url);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv, 0, test_random_seed());
 
     printf("test_async_basic: seed %" PRIu64 "\n", seed);
-    if (rs_start(&server, rs_module_args()) < 0)
+    if (start_server() < 0)
         return TEST_SKIP;
     order_after_flush();
     for (int algo = 0; algo < TEST_ALGO_N; algo++) {
