@@ -398,6 +398,66 @@ static void order_after_flush(void)
 }
 
 /*
+ * More than SLUICE__VK_GROUP_MAX (512) calls of one limit at once: 1100
+ * hits started in one loop iteration leave as three script calls (512,
+ * 512, 76, in their order), and a hit_many of 1300 requests likewise;
+ * every answer that of the embedded store on the same virtual clock.
+ */
+#define WIDE_HITS 1100
+#define WIDE_MANY 1300
+
+static void wide(void)
+{
+    sluice_limit lim = SLUICE_LIMIT(SLUICE_SLIDING_COUNTER, 700, 60000);
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = test_vclock_opts(&opts, 5000000);
+    sluice_store *st = test_store_open(base_url, TEST_CALLER_QUERY
+                                       "&engine=lua&prefix=wide", &opts);
+    sluice_store *ref = test_store_open("mem://", "", &opts);
+    op *ops = calloc(WIDE_HITS + 1, sizeof(*ops));
+    sluice_request *reqs = calloc(WIDE_MANY, sizeof(*reqs));
+    sluice_poll_loop loop;
+    sluice_async *a;
+    long long evalsha;
+    op many = {.kind = OP_MANY};
+
+    test_context("%d hits at once, and a hit_many of %d", WIDE_HITS,
+                 WIDE_MANY);
+    if (!CHECK(ops != NULL && reqs != NULL) ||
+        !CHECK_OK(sluice_async_poll_new(&a, st, &loop)))
+        goto out;
+    evalsha = rs_calls(&server, "evalsha");
+    for (size_t i = 0; i < WIDE_HITS; i++) {
+        ops[i] = (op){.kind = OP_HIT, .key = (int)(i % 3), .cost = 1};
+        CHECK_OK(op_start(a, &lim, &ops[i]));
+    }
+    drain(&loop, a);
+    CHECK(rs_calls(&server, "evalsha") == evalsha + 3);
+    for (size_t i = 0; i < WIDE_HITS; i++)
+        op_check(ref, &lim, &ops[i], true);
+    for (size_t i = 0; i < WIDE_MANY; i++)
+        reqs[i] = (sluice_request){key_names[i % KEYS], 2, 1, 0, {0}};
+    CHECK_OK(sluice_async_hit_many(a, &lim, reqs, WIDE_MANY, on_many,
+                                   &many));
+    drain(&loop, a);
+    CHECK(many.fired == 1 && many.err == 0);
+    for (size_t i = 0; i < WIDE_MANY; i++) {
+        sluice_decision d;
+
+        CHECK_RC(reqs[i].err, sluice_hit(&d, ref, &lim, reqs[i].key, 2, 1));
+        CHECK_SAME(reqs[i].decision, d);
+    }
+    sluice_async_free(a);
+out:
+    free(ops);
+    free(reqs);
+    sluice_store_free(st);
+    sluice_store_free(ref);
+    sluice_vclock_free(clock);
+    test_context(NULL);
+}
+
+/*
  * The server of the run, over the transport $SLUICE_TEST_TRANSPORT names:
  * tcp (the default), tls (the run's certificates) or unix, as
  * test_valkey_diff.c's; sets base_url.
@@ -437,6 +497,7 @@ int main(int argc, char **argv)
     if (start_server() < 0)
         return TEST_SKIP;
     order_after_flush();
+    wide();
     for (int algo = 0; algo < TEST_ALGO_N; algo++) {
         test_context("%s, engine=lua, seed %" PRIu64,
                      sluice_algo_name((sluice_algo)algo), seed);
