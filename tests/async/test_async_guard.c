@@ -17,10 +17,12 @@
  *              for a fail-closed refusal), counted in errors, fell_open
  *              and fell_closed, and a fail-closed refusal emits no event
  *              (it is no limit being hit); on_error=error: SLUICE_ECONN
- *   embedded   on mem:// every callback runs on a later turn too
+ *   embedded   on mem:// every callback runs on a later turn too, and
+ *              hit_all and peek_all answer as the blocking calls do
  */
 #include "events.h"
 #include "server.h"
+#include "stores.h"
 #include "test.h"
 
 #include "sluice/adapters/poll.h"
@@ -244,25 +246,84 @@ static void policy(const char *on_error)
     test_context(NULL);
 }
 
+static sluice_decision all_out, all_each[3];
+
+static void on_all(sluice_async *a, int err, const sluice_decision *out,
+                   const sluice_decision *each, size_t n, void *user)
+{
+    rec *r = user;
+
+    (void)a;
+    r->fired++;
+    r->err = err;
+    r->inside |= inside_call;
+    if (out != NULL) {
+        all_out = *out;
+        memcpy(all_each, each, n * sizeof(*each));
+    }
+}
+
+/* hit_all and peek_all on 'st' through the handle, against the blocking
+   calls on 'ref' (the same kind of store, on the same clock). */
+static void all_against(sluice_poll_loop *loop, sluice_async *a,
+                        sluice_store *ref)
+{
+    sluice_limit lims[3] = {SLUICE_LIMIT(SLUICE_FIXED, 4, 60000),
+                            SLUICE_LIMIT(SLUICE_GCRA, 3, 1000),
+                            SLUICE_LIMIT(SLUICE_SLIDING_LOG, 6, 10000)};
+    sluice_decision out, each[3];
+
+    for (int i = 0; i < 6; i++) {
+        bool hit = i % 3 != 2;
+        rec r = {0};
+        int err;
+
+        inside_call = true;
+        CHECK_OK(hit ? sluice_async_hit_all(a, lims, 3, "all", 3, 1, on_all,
+                                            &r)
+                     : sluice_async_peek_all(a, lims, 3, "all", 3, 1, on_all,
+                                             &r));
+        inside_call = false;
+        drain(loop, a);
+        CHECK(r.fired == 1 && !r.inside);
+        err = hit ? sluice_hit_all(&out, each, ref, lims, 3, "all", 3, 1)
+                  : sluice_peek_all(&out, each, ref, lims, 3, "all", 3, 1);
+        CHECK_RC(r.err, err);
+        CHECK(out.allowed == all_out.allowed &&
+              out.remaining == all_out.remaining);
+        for (int k = 0; k < 3; k++)
+            CHECK(each[k].allowed == all_each[k].allowed &&
+                  each[k].remaining == all_each[k].remaining);
+    }
+}
+
 /* ---- The embedded store -------------------------------------------------------------- */
 
 static void embedded(void)
 {
     sluice_limit lim = SLUICE_LIMIT(SLUICE_GCRA, 3, 1000);
     sluice_poll_loop loop;
-    sluice_store *st;
+    sluice_store *st, *ref = NULL;
     sluice_async *a;
     rec r;
 
+    sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
+    sluice_vclock *clock = test_vclock_opts(&opts, 1000);
+
     test_context("mem://");
-    if (open_handle(&st, &a, &loop, "mem://") < 0)
+    st = test_store_open("mem://", "", &opts);
+    ref = test_store_open("mem://", "", &opts); /* the same clock */
+    if (!CHECK_OK(sluice_async_poll_new(&a, st, &loop)))
         return;
     for (int i = 0; i < 5; i++) {
         r = decide(&loop, a, &lim, "e", true);
         CHECK(r.err == 0 && r.d.allowed == (i < 3));
     }
+    all_against(&loop, a, ref);
     sluice_async_free(a);
     sluice_store_free(st);
+    sluice_store_free(ref);
+    sluice_vclock_free(clock);
     test_context(NULL);
 }
 
