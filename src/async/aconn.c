@@ -8,9 +8,17 @@
  *
  * The connect never waits: the wire layer's start and resume, driven by
  * the descriptor the transport names (the socket, or a resolver's pipe).
- * The handshake's commands (AUTH, SELECT, SLUICE.VERSION) are written
- * together and their replies checked in order; calls queued meanwhile
- * wait for READY, since which engine decides them is only known then.
+ * The handshake's commands (AUTH, SELECT, SLUICE.VERSION, then SCRIPT
+ * LOAD of every script) are written together and their replies checked
+ * in order; calls queued meanwhile wait for READY, since which engine
+ * decides them is only known then.
+ *
+ * Order. Calls leave in the order they were started, and the server runs
+ * them so, with one exception: a call answered NOSCRIPT (the scripts
+ * flushed under an open connection) or "unknown command" (the module
+ * unloaded under it) is sent again after what was pipelined behind it,
+ * which has run by then; a reset of its key among that runs first.
+ * Loading the scripts at each connect keeps that to those two events.
  *
  * Calls queued on a READY connection have it watched for writing; once
  * the loop says it is writable, everything queued is written at once
@@ -145,7 +153,31 @@ static int hello_append(sluice__aconn *conn, int which, int argc,
     return SLUICE_OK;
 }
 
-/* Writes the handshake's commands: AUTH, SELECT, SLUICE.VERSION. */
+/*
+ * SCRIPT LOAD of every script, after the handshake's commands, as the
+ * blocking path loads them on its first connection. Without it the first
+ * decisions on a server that lacks the scripts (new, restarted) answer
+ * NOSCRIPT and are sent again after the commands pipelined behind them,
+ * which have run by then: a hit and then a reset of its key, started in
+ * one loop iteration, would run as the reset and then the hit. An error
+ * here is no failed connect: a call that then meets NOSCRIPT says so.
+ */
+static int hello_scripts(sluice__aconn *conn)
+{
+    int err = SLUICE_OK;
+
+    for (size_t i = 0; sluice__scripts[i] != NULL && err == 0; i++) {
+        const sluice__script *s = sluice__scripts[i];
+        const char *argv[] = {"SCRIPT", "LOAD", s->text};
+        size_t lens[] = {6, 4, s->len};
+
+        err = hello_append(conn, HELLO_SCRIPT, 3, argv, lens);
+    }
+    return err;
+}
+
+/* Writes the handshake's commands: AUTH, SELECT, SLUICE.VERSION, and the
+   scripts. */
 static int hello_write(sluice__aconn *conn)
 {
     sluice__vk_store *v = conn->a->v;
@@ -175,6 +207,8 @@ static int hello_write(sluice__aconn *conn)
 
         err = hello_append(conn, HELLO_VERSION, 1, argv, lens);
     }
+    if (err == 0 && !n->is_sentinel)
+        err = hello_scripts(conn);
     return err;
 }
 

@@ -7,10 +7,10 @@
  *              way in (on_fd, on_timer); callbacks run from here only
  *   aconn.c    one node's connection of the handle's own: a connect that
  *              never waits (the wire layer's start/resume), the handshake
- *              (AUTH, SELECT, SLUICE.VERSION, written together), calls
- *              queued until the socket is writable and then written
- *              together (automatic pipelining), replies handed out in
- *              order, reconnects with back-off
+ *              (AUTH, SELECT, SLUICE.VERSION, SCRIPT LOAD, written
+ *              together), calls queued until the socket is writable and
+ *              then written together (automatic pipelining), replies
+ *              handed out in order, reconnects with back-off
  *   calls.c    what is sent: decisions grouped by limit into one script
  *              or SLUICE.HITMANY call per group (decide.h's arguments and
  *              answers, the blocking path's own), NOSCRIPT and a module
