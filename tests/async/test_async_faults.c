@@ -39,10 +39,14 @@
 
 #include "sluice/adapters/poll.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define FLIGHT 200
 #define TIMEOUT_MS 300
@@ -262,21 +266,53 @@ static uint64_t until_answered(loop *l, const sluice_limit *lim,
     return UINT64_MAX;
 }
 
-/* Killed: what was on the connection ends at once, a connect is refused,
-   and the back-off answers the next round with no I/O. */
+/* A listener on loopback 'port' that accepts (the kernel does) and never
+   answers: a connect to it succeeds, and its handshake waits for ever. */
+static int hold_port(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(fd, 256) < 0) {
+        perror("hold_port");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
+ * Killed: what was on the connection ends at once, and so does a connect
+ * refused. Then the back-off answers the next round with no I/O: the port
+ * is held meanwhile by a listener that never answers, so a connect tried
+ * in the back-off would cost the calls their timeout (late, and
+ * SLUICE_ETIMEDOUT).
+ */
 static void flight_killed(loop *l, policy pol, const sluice_limit *lim,
                           answer *ans)
 {
     static const char *const rounds[] = {
         "killed, on the old connection", "killed, a connect refused",
         "killed, backing off"};
+    int held = -1;
 
     rs_kill(&server);
     for (int r = 0; r < 3; r++) {
+        if (r == 2)
+            CHECK((held = hold_port(server.port)) >= 0);
         start_hits(l, lim, ans, FLIGHT, "kl", 7);
         drain(l, 5000);
         check_round(ans, FLIGHT, pol, SLUICE_ECONN, QUICK_MS, rounds[r]);
     }
+    if (held >= 0)
+        close(held);
 }
 
 static void test_flight(policy pol)
