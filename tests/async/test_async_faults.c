@@ -16,10 +16,16 @@
  *   2. NOSCRIPT: SCRIPT FLUSH between rounds of a seeded trace; every
  *      decision is the blocking embedded store's on the same trace and
  *      clock, and INFO commandstats shows SCRIPT LOAD ran again.
- *   3. Hostile replies (a wrong type, a bare LF, a huge bulk length, a
- *      reply nobody asked for, an error reply): SLUICE_EPROTO, never
- *      ECONN, never stood in for by on_error=open; the connection is
- *      closed and a new one serves the next call.
+ *   3. Hostile replies (a wrong type, a bare LF, a huge bulk length, an
+ *      error reply): SLUICE_EPROTO, never ECONN, never stood in for by
+ *      on_error=open, and the next call is answered. Where the stream is
+ *      out of step (the bare LF, the huge length, a reply nobody asked
+ *      for) the connection is closed and a new one serves the next call;
+ *      a well-formed reply of the wrong shape leaves it in step, and it
+ *      is kept (as the blocking path keeps it). A reply nobody asked for
+ *      read together with the call's fails the call (either may be its
+ *      own, as the blocking path says); read after the call was answered,
+ *      it fails only the connection.
  *   4. Automatic pipelining: 100 hits of one limit started together leave
  *      in one write as one EVALSHA (INFO commandstats), or with the module
  *      (engine=module) one SLUICE.HITMANY.
@@ -487,6 +493,9 @@ static void test_noscript(void)
 
 #define HOSTILE_CAP 65536
 #define HOSTILE_CAP_TEXT "65536"
+/* GOOD dripped at this pace takes 560 ms, within the store's timeout of
+   1000 ms. */
+#define HOSTILE_DRIP_MS 20
 
 /* The fixed window's answer to a first hit of max 10 per minute. */
 #define GOOD "*4\r\n:1\r\n:9\r\n:0\r\n:60000\r\n"
@@ -498,6 +507,8 @@ static struct {
     size_t filler; /* bytes of 'x' sent after it */
     int conn;
 } hostile;
+
+static fake_node *hostile_node;
 
 static int hostile_handler(fake_conn *c, const fake_cmd *cmd, void *payload)
 {
@@ -533,8 +544,11 @@ typedef struct hostile_case {
     const char *name;
     const char *reply;
     size_t filler;
-    /* The call gets the first reply: the extra, after it, fails the
-       connection (the blocking path fails the call with it: see below). */
+    /* A byte every HOSTILE_DRIP_MS: a reply nobody asked for comes after
+       the call was answered, its own reply whole, nothing behind it. */
+    int drip;
+    /* The call kept the reply it was given (then only the connection
+       fails). */
     int answered;
     /* The stream is out of step: the connection must be closed. A
        well-formed reply of the wrong shape leaves it in step, and both
@@ -550,11 +564,13 @@ static void hostile_one(loop *l, const hostile_case *k)
 
     test_context("a hostile reply: %s", k->name);
     hostile_set(k->reply, k->filler);
+    fake_node_pace(hostile_node, 0, k->drip ? HOSTILE_DRIP_MS : 0);
     ans = one_hit(l, &lim, "h");
     CHECK(ans.calls == 1);
     if (k->answered) {
         CHECK_OK(ans.err);
-        idle(l, 100); /* the extra reply is read */
+        idle(l, k->drip ? 40 * HOSTILE_DRIP_MS : 100); /* the extra is read */
+        fake_node_pace(hostile_node, 0, 0);
     } else {
         if (!CHECK_RC(ans.err, SLUICE_EPROTO))
             fprintf(stderr, "    %s\n", sluice_last_error());
@@ -579,14 +595,17 @@ static void hostile_one(loop *l, const hostile_case *k)
 static void test_hostile(void)
 {
     static const hostile_case cases[] = {
-        {"a wrong type", "$3\r\nabc\r\n", 0, 0, 0},
-        {"a bare LF", "*4\n:1\r\n:9\r\n:0\r\n:60000\r\n", 0, 0, 1},
+        {"a wrong type", "$3\r\nabc\r\n", 0, 0, 0, 0},
+        {"a bare LF", "*4\n:1\r\n:9\r\n:0\r\n:60000\r\n", 0, 0, 0, 1},
         /* More than max_reply_bytes of it sent: refused before the rest
            comes (hiredis takes a length of 2^40 as it is). */
         {"a bulk of 2^40 bytes", "$1099511627776\r\n", 3 * HOSTILE_CAP, 0,
-         1},
-        {"an error reply", "-ERR x\r\n", 0, 0, 0},
-        {"a reply nobody asked for", GOOD GOOD, 0, 1, 1},
+         0, 1},
+        {"an error reply", "-ERR x\r\n", 0, 0, 0, 0},
+        /* Read with the call's own: either may be the call's. */
+        {"a reply nobody asked for", GOOD GOOD, 0, 0, 0, 1},
+        /* Read after the call was answered, alone. */
+        {"a reply nobody asked for, later", GOOD GOOD, 0, 1, 1, 1},
     };
     fake_node *n = fake_node_start(0, hostile_handler, NULL);
     char url[96];
@@ -594,9 +613,10 @@ static void test_hostile(void)
 
     if (!CHECK(n != NULL))
         return;
+    hostile_node = n;
     snprintf(url, sizeof(url), "redis://127.0.0.1:%d", fake_node_port(n));
     hostile_set(GOOD, 0);
-    loop_open(&l, url, "engine=lua&timeout=300&on_error=open&"
+    loop_open(&l, url, "engine=lua&timeout=1000&on_error=open&"
                        "max_reply_bytes=" HOSTILE_CAP_TEXT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         hostile_one(&l, &cases[i]);
