@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 # openssl makes the TLS tests' certificates (tests/support/tls_certs.h).
-sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev openssl
+sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev openssl libuv1-dev libevent-dev libev-dev
+# The example HTTP server (examples/http_server.c) is built on libevent's
+# evhttp, and tests/cli/http_example_test.sh asks it with curl.
+sluice_need curl
 # The server build under test: Debian's redis-server, redis-tools
 # (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
 # and SLUICE_TEST_SENTINEL name another build (README: "Running the suite

@@ -137,7 +137,8 @@ typedef struct bench_case {
     const char *url_extra;/* sluice: more URL options, or NULL (the
                              scripts: engine=lua) */
     unsigned depth;       /* per thread: raw pipelined calls in flight, or
-                             the requests of a sluice_hit_many() batch */
+                             the requests of a sluice_hit_many() batch;
+                             redis-benchmark: its -P (0 or 1: none) */
     uint64_t max;         /* the limit: ADMIT_MAX, or REFUSED_MAX */
     uint32_t window_ms;
     size_t keys;
@@ -318,6 +319,7 @@ size_t workload_keys(int w);
 void cases_build(report *rp);
 int cases_run(report *rp);
 bool case_selected(const char *only, const char *id);
+void case_finish(bench_case *c);
 
 /* threads.c */
 int run_threads(report *rp, bench_case *c, const keyset *ids,

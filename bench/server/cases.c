@@ -387,7 +387,7 @@ static int case_run(report *rp, int i, unsigned pass)
 }
 
 /* The median of each figure over a case's runs, and the rates' spread. */
-static void case_finish(bench_case *c)
+void case_finish(bench_case *c)
 {
     double v[MAX_REPEATS], lo = 0, hi = 0;
 

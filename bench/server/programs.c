@@ -248,7 +248,7 @@ static int rb_parse(const char *out, run_result *r)
 
 /* The texts of redis-benchmark's arguments. */
 typedef struct rb_texts {
-    char port[16], clients[16], requests[24], keys[24], db[24];
+    char port[16], clients[16], requests[24], keys[24], db[24], pipeline[16];
 } rb_texts;
 
 /*
@@ -298,6 +298,11 @@ static void rb_argv(const report *rp, const bench_case *c, double n,
     argv[argc++] = t->clients;
     argv[argc++] = "-n";
     argv[argc++] = t->requests;
+    if (c->depth > 1) {
+        snprintf(t->pipeline, sizeof(t->pipeline), "%u", c->depth);
+        argv[argc++] = "-P";
+        argv[argc++] = t->pipeline;
+    }
     if (c->keys > 1) {
         argv[argc++] = "-r";
         argv[argc++] = t->keys;

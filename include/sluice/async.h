@@ -200,13 +200,17 @@ SLUICE_EXTERN int sluice_async_queue_extend(sluice_async *a, const char *queue,
 
 /*
  * The IETF RateLimit and RateLimit-Policy header fields
- * (draft-ietf-httpapi-ratelimit-headers) of decision 'd' under 'limit',
- * with policy name 'name' (a token, e.g. "default"), and Retry-After
- * (whole seconds, rounded up) for a refusal. Each value is written without
- * its field name into its buffer, NUL-terminated; a NULL buffer is
- * skipped. SLUICE_ERANGE when a buffer is too small (64 bytes always
- * suffice for 'retry_after', 128 plus the name for the others),
- * SLUICE_EINVAL for a name that is not a token.
+ * (draft-ietf-httpapi-ratelimit-headers-11) of decision 'd' under 'limit',
+ * with policy name 'name' (an SF Token, e.g. "default", written as the
+ * Item's String), and Retry-After (whole seconds, rounded up) for a
+ * refusal; for an admission 'retry_after' is "" (send no Retry-After).
+ * E.g. "default";r=0;t=1 and "default";q=5;w=1 and 1 (src/core/http.c
+ * says how each number is chosen). Each value is written without its
+ * field name into its buffer, NUL-terminated; a NULL buffer is skipped.
+ * SLUICE_ERANGE when a buffer is too small (64 bytes always suffice for
+ * 'retry_after', 128 plus the name for the others), SLUICE_EINVAL for a
+ * NULL argument or a name that is not a token, and sluice_limit_check()'s
+ * code for a bad limit; on an error no buffer is written.
  */
 SLUICE_EXTERN int sluice_http_headers(const struct sluice_decision *d,
                                       const struct sluice_limit *limit,

@@ -3,10 +3,10 @@
  *
  * Each operation is one script of src/queue/lua/queue_*.lua, run on the
  * queue's keys, which all share the hashtag {q} (see sluice.h). This file
- * builds the keys, runs the scripts and reads their replies. The dequeue
- * point, queue_take.lua, is where the queue's budget is enforced: the
- * reference design's fixed window on emq:{q}:limiter, capped by the field
- * 'max' of emq:{q}:meta.
+ * adds jobs and administers a queue; take.c takes and finishes jobs (the
+ * dequeue point, queue_take.lua, is where the queue's budget is enforced:
+ * the reference design's fixed window on emq:{q}:limiter, capped by the
+ * field 'max' of emq:{q}:meta); call.c builds and sends the calls.
  */
 #include "queue/queue.h"
 
@@ -14,59 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEY_BUF 192
+/* ---- Scripts and replies ------------------------------------------------------------ */
 
-/* ---- Keys, scripts and replies ------------------------------------------------------ */
-
-enum { K_WAIT, K_ACTIVE, K_DELAYED, K_DATA, K_META, K_LIMITER, K_ATTEMPTS,
-       K_FAILED, NKEYS };
-
-static const char *const key_suffix[NKEYS] = {
-    "wait", "active", "delayed", "data", "meta", "limiter", "attempts",
-    "failed"};
-
-/* The keys of one queue. */
-typedef struct qkeys {
-    char buf[NKEYS][KEY_BUF];
-    char *key[NKEYS];
-    size_t lens[NKEYS];
-} qkeys;
-
-static void qkeys_free(qkeys *k)
-{
-    for (int i = 0; i < NKEYS; i++)
-        if (k->key[i] != NULL && k->key[i] != k->buf[i])
-            free(k->key[i]);
-}
-
-static int qkeys_build(qkeys *k, const sluice__qserver *s, const char *queue,
-                       size_t queue_len)
-{
-    memset(k->key, 0, sizeof(k->key));
-    for (int i = 0; i < NKEYS; i++) {
-        k->key[i] = sluice__key_build(k->buf[i], KEY_BUF, &k->lens[i],
-                                      s->prefix, queue, queue_len,
-                                      key_suffix[i]);
-        if (k->key[i] == NULL) {
-            qkeys_free(k);
-            return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
-        }
-    }
-    return SLUICE_OK;
-}
-
-int sluice__qserver_of(sluice__qserver *out, const sluice_store *store,
-                       const char *call)
-{
-    int err = sluice__store_server(&out->ops, &out->impl, store, call);
-
-    if (err == 0) {
-        out->prefix = store->backend.emq_prefix;
-        out->max_payload = store->backend.max_payload;
-        err = sluice__store_now(out->now, &out->now_len, store);
-    }
-    return err;
-}
+enum { K_WAIT = SLUICE__QK_WAIT, K_ACTIVE = SLUICE__QK_ACTIVE,
+       K_DELAYED = SLUICE__QK_DELAYED, K_DATA = SLUICE__QK_DATA,
+       K_META = SLUICE__QK_META, K_LIMITER = SLUICE__QK_LIMITER,
+       K_ATTEMPTS = SLUICE__QK_ATTEMPTS, K_FAILED = SLUICE__QK_FAILED };
 
 /* A call's script, keys and arguments; an argument NULL is the call's
    clock (the server's now_len and now: src/queue/lua/now.lua). */
@@ -83,60 +36,15 @@ typedef struct qcall {
 static int queue_eval(redisReply **out, const sluice__qserver *s,
                       const char *queue, size_t queue_len, const qcall *c)
 {
-    size_t argc = (size_t)(c->nkeys + c->nargs);
-    const char *stack_a[NKEYS + 8], **a = stack_a;
-    size_t stack_l[NKEYS + 8], *l = stack_l;
-    qkeys k;
-    int err;
+    sluice__qsend q;
+    int err = sluice__qsend_build(&q, s, queue, queue_len, c->script,
+                                  c->which, c->nkeys, c->nargs, c->args,
+                                  c->lens);
 
-    if (queue == NULL && queue_len > 0)
-        return sluice__error(SLUICE_EINVAL, "queue is NULL");
-    if (argc > NKEYS + 8 && ((a = malloc(argc * sizeof(*a))) == NULL ||
-                             (l = malloc(argc * sizeof(*l))) == NULL)) {
-        if (a != stack_a)
-            free(a);
-        return sluice__error(SLUICE_ENOMEM, "no memory for a script call");
-    }
-    if ((err = qkeys_build(&k, s, queue, queue_len)) == 0) {
-        for (int i = 0; i < c->nkeys; i++) {
-            a[i] = k.key[c->which[i]];
-            l[i] = k.lens[c->which[i]];
-        }
-        for (int i = 0; i < c->nargs; i++) {
-            a[c->nkeys + i] = c->args[i] != NULL ? c->args[i] : s->now;
-            l[c->nkeys + i] = c->args[i] != NULL ? c->lens[i] : s->now_len;
-        }
-        err = s->ops->eval(s->impl, c->script, c->nkeys, (int)argc, a, l, out);
-        qkeys_free(&k);
-    }
-    if (a != stack_a) {
-        free(a);
-        free(l);
-    }
+    if (err == 0)
+        err = sluice__qsend_run(&q, out);
+    sluice__qsend_free(&q);
     return err;
-}
-
-int sluice__queue_reply_u64(const redisReply *r, size_t i, const char *what,
-                            uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    const redisReply *e = r;
-
-    if (r->type == REDIS_REPLY_ARRAY) {
-        if (i >= r->elements)
-            return sluice__error(SLUICE_EPROTO, "%s: short reply", what);
-        e = r->element[i];
-    } else if (i != 0) {
-        return sluice__error(SLUICE_EPROTO, "%s: expected a list", what);
-    }
-    if (e->type != REDIS_REPLY_INTEGER)
-        return sluice__error(SLUICE_EPROTO, "%s: expected an integer", what);
-    if (e->integer < 0 || (uint64_t)e->integer < lo ||
-        (uint64_t)e->integer > hi)
-        return sluice__error(SLUICE_EPROTO, "%s: %lld is out of range "
-                             "%llu..%llu", what, e->integer,
-                             (unsigned long long)lo, (unsigned long long)hi);
-    *out = (uint64_t)e->integer;
-    return SLUICE_OK;
 }
 
 /* An integer in lo..hi, element 'i' of a queue script's reply. */
@@ -144,15 +52,6 @@ static int reply_int(const redisReply *r, size_t i, uint64_t lo, uint64_t hi,
                      uint64_t *out)
 {
     return sluice__queue_reply_u64(r, i, "queue script", lo, hi, out);
-}
-
-/* A reply that must be an array of exactly 'n' elements. */
-static int reply_array(const redisReply *r, size_t n, const char *what)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
-        return sluice__error(SLUICE_EPROTO, "%s: expected a list of %zu",
-                             what, n);
-    return SLUICE_OK;
 }
 
 /* ---- The registry and the wake-up channel ------------------------------------------- */
@@ -262,7 +161,7 @@ static int add_batch(const sluice__qserver *s, const char *queue,
         err = queue_eval(&r, s, queue, queue_len, &c);
     }
     if (err == 0) {
-        if ((err = reply_array(r, n, "queue add")) == 0)
+        if ((err = sluice__queue_reply_array(r, n, "queue add")) == 0)
             for (size_t i = 0; i < n && err == 0; i++)
                 err = reply_int(r, i, 1, SLUICE_MAX_MAX, &jobs[i].id);
         freeReplyObject(r);
@@ -313,217 +212,6 @@ int sluice_queue_add(uint64_t *id, sluice_store *store, const char *queue,
     err = sluice_queue_add_many(store, queue, queue_len, &job, 1);
     *id = job.id;
     return err;
-}
-
-/* The "emq.rate_limit.hit" receipt of a deferred take. */
-static void emit_deferred(const char *queue, size_t queue_len, uint64_t wait,
-                          uint64_t max)
-{
-    char limit[24];
-    sluice_measurement m[] = {{"delay_ms", (double)wait}};
-    sluice_metadata md[] = {
-        {"queue", queue, queue_len},
-        {"algorithm", "fixed", 5},
-        {"limit", limit, 0},
-    };
-    sluice_event ev = {SLUICE_EVENT_EMQ_RATE_LIMIT_HIT, m, 1, md, 3};
-
-    md[2].value_len = sluice__u64_text(limit, max);
-    sluice_telemetry_emit(&ev);
-}
-
-/* Reads take's reply for a job: {1, id, attempt, payload, lease}. */
-static int take_job(const redisReply *r, sluice_job *job)
-{
-    const redisReply *p = r->elements == 5 ? r->element[3] : NULL;
-    int err = 0;
-
-    if (p == NULL || p->type != REDIS_REPLY_STRING ||
-        (err = reply_int(r, 1, 1, SLUICE_MAX_MAX, &job->id)) < 0 ||
-        (err = reply_int(r, 2, 1, SLUICE_MAX_MAX, &job->attempt)) < 0 ||
-        (err = reply_int(r, 4, 1, SLUICE_MAX_MAX, &job->lease)) < 0) {
-        sluice_job_clear(job);
-        return err < 0 ? err : sluice__error(SLUICE_EPROTO, "queue take: "
-                                             "malformed job");
-    }
-    if ((job->payload = malloc(p->len + 1)) == NULL) {
-        /* The job stays active and comes back when its lease ends. */
-        sluice_job_clear(job);
-        return sluice__error(SLUICE_ENOMEM, "cannot hold a payload of %zu "
-                             "bytes", (size_t)p->len);
-    }
-    memcpy(job->payload, p->str, p->len);
-    job->payload[p->len] = '\0';
-    job->payload_len = p->len;
-    return SLUICE_OK;
-}
-
-/* Reads take's reply for no job: {0, wait_ms, max} or {-1, next_ms}. */
-static int take_wait(const redisReply *r, sluice_take_status *status,
-                     uint64_t *wait_ms, uint64_t *max)
-{
-    bool deferred = r->element[0]->integer == 0;
-    uint64_t n = 0;
-    int err;
-
-    if (deferred)
-        err = reply_array(r, 3, "queue take");
-    else
-        err = reply_array(r, 2, "queue take");
-    if (err == 0 && deferred &&
-        (err = reply_int(r, 1, 1, SLUICE_NOW_MAX_MS, &n)) == 0)
-        err = reply_int(r, 2, 0, SLUICE_MAX_MAX, max);
-    else if (err == 0 && !deferred)
-        err = reply_int(r, 1, 0, SLUICE_NOW_MAX_MS, &n);
-    if (err == 0) {
-        *wait_ms = n;
-        *status = deferred ? SLUICE_TAKE_DEFERRED : SLUICE_TAKE_EMPTY;
-    }
-    return err;
-}
-
-int sluice_queue_take(sluice_take_status *status, uint64_t *wait_ms,
-                      sluice_job *job, sluice_store *store, const char *queue,
-                      size_t queue_len, uint64_t lease_ms)
-{
-    return sluice__queue_take(status, wait_ms, job, store, queue, queue_len,
-                              lease_ms, SLUICE__STALLED_LIMIT);
-}
-
-int sluice__queue_take(sluice_take_status *status, uint64_t *wait_ms,
-                       sluice_job *job, sluice_store *store, const char *queue,
-                       size_t queue_len, uint64_t lease_ms,
-                       uint64_t stalled_limit)
-{
-    static const int which[] = {K_WAIT,    K_ACTIVE,  K_DELAYED,  K_DATA,
-                                K_META,    K_LIMITER, K_ATTEMPTS, K_FAILED};
-    char lease[24], stalls[24];
-    const char *args[3] = {lease, stalls, NULL}; /* NULL: the clock */
-    size_t lens[3];
-    qcall c = {&sluice__script_queue_take, which, 8, args, lens, 3};
-    sluice__qserver s;
-    redisReply *r = NULL;
-    uint64_t max = 0;
-    int err;
-
-    if (status == NULL || wait_ms == NULL || job == NULL)
-        return sluice__error(SLUICE_EINVAL, "status, wait_ms or job is NULL");
-    *status = SLUICE_TAKE_EMPTY;
-    *wait_ms = 0;
-    sluice_job_clear(job);
-    if (lease_ms < 1 || lease_ms > SLUICE_WINDOW_MAX_MS)
-        return sluice__error(SLUICE_ERANGE, "lease %llu ms is out of range "
-                             "1..2^40", (unsigned long long)lease_ms);
-    if ((err = sluice__qserver_of(&s, store, "sluice_queue_take")) < 0)
-        return err;
-    lens[0] = sluice__u64_text(lease, lease_ms);
-    lens[1] = sluice__u64_text(stalls, stalled_limit);
-    if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
-        return err;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER ||
-        r->element[0]->integer < -1 || r->element[0]->integer > 1)
-        err = sluice__error(SLUICE_EPROTO, "queue take: malformed reply");
-    else if (r->element[0]->integer == 1 && (err = take_job(r, job)) == 0)
-        *status = SLUICE_TAKE_JOB;
-    else if (r->element[0]->integer != 1)
-        err = take_wait(r, status, wait_ms, &max);
-    freeReplyObject(r);
-    if (err == 0 && *status == SLUICE_TAKE_DEFERRED &&
-        sluice__telemetry_active())
-        emit_deferred(queue, queue_len, *wait_ms, max);
-    return err;
-}
-
-/* ---- Finishing -------------------------------------------------------------------------- */
-
-/* What a finish may answer: its op, and the outcomes that are not 0. */
-static const struct finish_op {
-    const char *name;
-    unsigned outcomes; /* bit (1 << n): n is an answer of this op */
-} FINISH_COMPLETE = {"complete", 1u << 1},
-  FINISH_FAIL = {"fail", 1u << 2 | 1u << 3},
-  FINISH_EXTEND = {"extend", 1u << 4};
-
-/* complete, fail or extend: the lease is checked by the script. */
-static int finish(uint64_t *outcome, sluice_store *store, const char *call,
-                  const char *queue, size_t queue_len, const uint64_t nums[4],
-                  const struct finish_op *op)
-{
-    static const int which[] = {K_WAIT, K_ACTIVE,   K_DELAYED, K_DATA,
-                                K_META, K_ATTEMPTS, K_FAILED};
-    char text[4][24];
-    const char *args[6] = {text[0], text[1], op->name, text[2], text[3],
-                           NULL}; /* NULL: the clock */
-    size_t lens[6];
-    qcall c = {&sluice__script_queue_done, which, 7, args, lens, 6};
-    sluice__qserver s;
-    redisReply *r = NULL;
-    int err;
-
-    if ((err = sluice__qserver_of(&s, store, call)) < 0)
-        return err;
-    lens[0] = sluice__u64_text(text[0], nums[0]);
-    lens[1] = sluice__u64_text(text[1], nums[1]);
-    lens[2] = strlen(args[2]);
-    lens[3] = sluice__u64_text(text[2], nums[2]);
-    lens[4] = sluice__u64_text(text[3], nums[3]);
-    if ((err = queue_eval(&r, &s, queue, queue_len, &c)) < 0)
-        return err;
-    err = reply_int(r, 0, 0, 4, outcome);
-    freeReplyObject(r);
-    if (err == 0 && *outcome != 0 && !(op->outcomes & (1u << *outcome)))
-        err = sluice__error(SLUICE_EPROTO, "queue %s: the script answered "
-                            "%llu", op->name, (unsigned long long)*outcome);
-    if (err == 0 && *outcome == 0)
-        err = sluice__error(SLUICE_ELEASE, "job %llu: the lease %llu is no "
-                            "longer held (the job was finished already, or "
-                            "the lease ran out and the job went back to "
-                            "wait)", (unsigned long long)nums[0],
-                            (unsigned long long)nums[1]);
-    return err;
-}
-
-int sluice_queue_complete(sluice_store *store, const char *queue,
-                          size_t queue_len, uint64_t id, uint64_t lease)
-{
-    const uint64_t nums[4] = {id, lease, 0, 0};
-    uint64_t outcome = 0;
-
-    return finish(&outcome, store, "sluice_queue_complete", queue, queue_len,
-                  nums, &FINISH_COMPLETE);
-}
-
-int sluice_queue_fail(int *dead, sluice_store *store, const char *queue,
-                      size_t queue_len, uint64_t id, uint64_t lease,
-                      uint64_t max_attempts, uint64_t backoff_ms)
-{
-    const uint64_t nums[4] = {id, lease, max_attempts, backoff_ms};
-    uint64_t outcome = 0;
-    int err;
-
-    if (max_attempts < 1 || backoff_ms > SLUICE_WINDOW_MAX_MS)
-        return sluice__error(SLUICE_ERANGE, "max_attempts must be >= 1 and "
-                             "backoff_ms <= 2^40");
-    err = finish(&outcome, store, "sluice_queue_fail", queue, queue_len, nums,
-                 &FINISH_FAIL);
-    if (dead != NULL)
-        *dead = outcome == 3;
-    return err;
-}
-
-int sluice_queue_extend(sluice_store *store, const char *queue,
-                        size_t queue_len, uint64_t id, uint64_t lease,
-                        uint64_t lease_ms)
-{
-    const uint64_t nums[4] = {id, lease, lease_ms, 0};
-    uint64_t outcome = 0;
-
-    if (lease_ms < 1 || lease_ms > SLUICE_WINDOW_MAX_MS)
-        return sluice__error(SLUICE_ERANGE, "lease %llu ms is out of range "
-                             "1..2^40", (unsigned long long)lease_ms);
-    return finish(&outcome, store, "sluice_queue_extend", queue, queue_len,
-                  nums, &FINISH_EXTEND);
 }
 
 /* ---- Administration --------------------------------------------------------------------- */
@@ -669,7 +357,7 @@ int sluice_queue_stats_get(sluice_queue_stats *out, sluice_store *store,
     if ((err = sluice__qserver_of(&s, store, "sluice_queue_stats_get")) < 0 ||
         (err = admin(&r, &s, queue, queue_len, 1, args, lens)) < 0)
         return err;
-    err = reply_array(r, 9, "queue stats");
+    err = sluice__queue_reply_array(r, 9, "queue stats");
     {
         /* Taken only now: '&out->...' of a NULL 'out' is undefined. */
         uint64_t *fields[] = {&out->waiting, &out->active,  &out->delayed,

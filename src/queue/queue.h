@@ -69,6 +69,114 @@ int sluice__queue_take(sluice_take_status *status, uint64_t *wait_ms,
                        size_t queue_len, uint64_t lease_ms,
                        uint64_t stalled_limit);
 
+/* ---- A queue call, built and then sent (call.c) ------------------------------------
+ *
+ * Every queue operation is "build the call" (its keys, its arguments and
+ * the clock argument, everything checked), then "run it" (the blocking
+ * path: sluice__qsend_run(); the async path: sluice__async_eval() with the
+ * same script, keys and arguments), then "read the reply". The builders and
+ * the readers are shared, so both paths check and answer alike.
+ */
+
+/* The keys of a queue call (all of one queue's) and the arguments a call
+   builds in place beside them. */
+#define SLUICE__QKEYS 8
+#define SLUICE__QARGS 8
+#define SLUICE__QKEY_BUF 192
+
+typedef struct sluice__qsend {
+    sluice__qserver s;
+    const sluice__script *script;
+    int nkeys;
+    int argc;          /* the keys, then the arguments */
+    const char **args; /* args_in, or malloc'd for a long call */
+    size_t *lens;
+    /* Where the built call lives: do not copy or move a built call. */
+    const char *args_in[SLUICE__QKEYS + SLUICE__QARGS];
+    size_t lens_in[SLUICE__QKEYS + SLUICE__QARGS];
+    char key_buf[SLUICE__QKEYS][SLUICE__QKEY_BUF];
+    char *key[SLUICE__QKEYS];
+    size_t key_len[SLUICE__QKEYS];
+    char num[4][24]; /* the numbers a builder writes as text */
+} sluice__qsend;
+
+/*
+ * Builds into 'q' the call of 'script' on the keys 'which[0..nkeys)' of
+ * queue 'queue' (each a K_* place of SLUICE__QKEYS) then the arguments
+ * 'args[0..nargs)' ('lens'), server 's' copied into q->s; an argument NULL
+ * is the call's clock (q->s.now). The arguments' bytes are the caller's
+ * until the call is sent. Free it with sluice__qsend_free(), also after an
+ * error.
+ */
+int sluice__qsend_build(sluice__qsend *q, const sluice__qserver *s,
+                        const char *queue, size_t queue_len,
+                        const sluice__script *script, const int *which,
+                        int nkeys, int nargs, const char *const *args,
+                        const size_t *lens);
+/* Runs a built call on its server, blocking: the reply is the caller's. */
+int sluice__qsend_run(const sluice__qsend *q, redisReply **out);
+void sluice__qsend_free(sluice__qsend *q);
+
+/* The keys' places, for 'which'. */
+enum { SLUICE__QK_WAIT, SLUICE__QK_ACTIVE, SLUICE__QK_DELAYED, SLUICE__QK_DATA,
+       SLUICE__QK_META, SLUICE__QK_LIMITER, SLUICE__QK_ATTEMPTS,
+       SLUICE__QK_FAILED };
+
+/* A reply that must be an array of exactly 'n' elements ('what' names the
+   call in the message). */
+int sluice__queue_reply_array(const redisReply *r, size_t n, const char *what);
+
+/* ---- Take and finish, in halves (take.c) ------------------------------------------- */
+
+/*
+ * Builds a take of queue 'queue' under a lease of 'lease_ms' (SLUICE_ERANGE
+ * outside 1..2^40) with 'stalled_limit', for call 'call' (named when the
+ * store is not on a server: SLUICE_ENOTSUP).
+ */
+int sluice__queue_take_build(sluice__qsend *q, const sluice_store *store,
+                             const char *call, const char *queue,
+                             size_t queue_len, uint64_t lease_ms,
+                             uint64_t stalled_limit);
+/*
+ * Reads a take's reply into '*status', '*wait_ms' and 'job' (zeroed
+ * first; a job's payload is then the caller's), and emits
+ * "emq.rate_limit.hit" for a deferred take of 'queue'.
+ */
+int sluice__queue_take_read(const redisReply *r, const char *queue,
+                            size_t queue_len, sluice_take_status *status,
+                            uint64_t *wait_ms, sluice_job *job);
+
+/* What queue_done.lua is asked to do, and what it answers. */
+typedef enum sluice__qfinish {
+    SLUICE__QF_COMPLETE,
+    SLUICE__QF_FAIL,
+    SLUICE__QF_EXTEND
+} sluice__qfinish;
+
+enum {
+    SLUICE__QDONE_LOST = 0, /* the lease is no longer held: SLUICE_ELEASE */
+    SLUICE__QDONE_COMPLETED = 1,
+    SLUICE__QDONE_RETRY = 2, /* failed, back to wait after its back-off */
+    SLUICE__QDONE_DEAD = 3,  /* failed for good */
+    SLUICE__QDONE_EXTENDED = 4
+};
+
+/*
+ * Builds op 'op' on job 'id' under lease 'lease', with 'a' and 'b' as the
+ * op takes them (fail: max_attempts >= 1, backoff_ms <= 2^40; extend: the
+ * lease's new length, 1..2^40 ms, and 'b' unused; complete: both unused),
+ * for call 'call' (as for take).
+ */
+int sluice__queue_finish_build(sluice__qsend *q, const sluice_store *store,
+                               const char *call, sluice__qfinish op,
+                               const char *queue, size_t queue_len,
+                               uint64_t id, uint64_t lease, uint64_t a,
+                               uint64_t b);
+/* Reads op 'op''s reply on job 'id' and lease 'lease' into '*outcome' (a
+   SLUICE__QDONE_*): SLUICE__QDONE_LOST is SLUICE_ELEASE. */
+int sluice__queue_finish_read(const redisReply *r, sluice__qfinish op,
+                              uint64_t id, uint64_t lease, uint64_t *outcome);
+
 /* Reads element 'i' of an array reply (or, for 'i' 0, the reply itself
    when it is no array) as an integer in 'lo'..'hi'; else SLUICE_EPROTO,
    with 'what' naming the call in the message. */

@@ -98,12 +98,10 @@ static int guard_decide(void *impl, const sluice_limit *limit,
                         bool consume, sluice_decision *out)
 {
     guard *g = impl;
-    bool cached = cached_for(g, limit);
-    uint64_t asked_ms = cached ? guard_now(g) : 0;
+    uint64_t asked_ms;
     int err;
 
-    if (cached && sluice__refusals_check(g->refusals, limit, key, key_len,
-                                         cost, asked_ms, out))
+    if (sluice__guard_check(g, limit, key, key_len, cost, &asked_ms, out))
         return SLUICE_OK;
     err = g->inner->decide(g->inner_impl, limit, key, key_len, cost, consume,
                            out);
@@ -186,8 +184,7 @@ static int guard_reset(void *impl, const sluice_limit *limit, const char *key,
 {
     guard *g = impl;
 
-    if (g->refusals != NULL)
-        sluice__refusals_forget(g->refusals, limit->algo, key, key_len);
+    sluice__guard_forget(g, limit, key, key_len);
     return g->inner->reset(g->inner_impl, limit, key, key_len);
 }
 
@@ -220,6 +217,41 @@ static const sluice__store_ops guard_ops = {
     .stats = guard_stats,
     .free = guard_free,
 };
+
+/* ---- The same, one request at a time (the async API's) -------------------- */
+
+void *sluice__guard_of(const sluice_store *store)
+{
+    return store->ops == &guard_ops ? store->impl : NULL;
+}
+
+bool sluice__guard_check(void *gv, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, uint64_t *asked_ms,
+                         sluice_decision *out)
+{
+    guard *g = gv;
+    bool cached = cached_for(g, limit);
+
+    *asked_ms = cached ? guard_now(g) : 0;
+    return cached && sluice__refusals_check(g->refusals, limit, key, key_len,
+                                            cost, *asked_ms, out);
+}
+
+int sluice__guard_settle(void *gv, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, bool consume,
+                         uint64_t asked_ms, int err, sluice_decision *d)
+{
+    return settle(gv, limit, key, key_len, cost, consume, asked_ms, err, d);
+}
+
+void sluice__guard_forget(void *gv, const sluice_limit *limit, const char *key,
+                          size_t key_len)
+{
+    guard *g = gv;
+
+    if (g->refusals != NULL)
+        sluice__refusals_forget(g->refusals, limit->algo, key, key_len);
+}
 
 /* Which algorithms' refusals are cached: each algorithm says for itself
    whether it is by default. */

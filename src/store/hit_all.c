@@ -15,9 +15,9 @@
 
 /* ---- Checks ------------------------------------------------------------------- */
 
-static int all_check(const sluice_store *store, const sluice_limit *limits,
-                     size_t n, const char *key, size_t key_len, uint64_t cost,
-                     bool reset)
+int sluice__all_check(const sluice_store *store, const sluice_limit *limits,
+                      size_t n, const char *key, size_t key_len,
+                      uint64_t cost, bool reset)
 {
     int err = sluice__key_check(store, key, key_len);
 
@@ -86,6 +86,22 @@ static size_t combine(sluice_decision *out, const sluice_decision *each,
     return decider;
 }
 
+void sluice__all_finish(sluice_decision *out, sluice_decision *each,
+                        sluice_store *store, const sluice_limit *limits,
+                        size_t n, const char *key, size_t key_len,
+                        uint64_t cost, sluice__all how)
+{
+    size_t decider;
+
+    for (size_t i = 0; i < n; i++)
+        each[i].limit = limits[i].max;
+    decider = combine(out, each, n, cost);
+    /* One receipt for a refusal, of the limit that decided it. */
+    if (how == SLUICE__ALL_HIT && !out->allowed &&
+        out->fallback == SLUICE_ANSWERED && sluice__telemetry_active())
+        sluice__emit_hit(store, &limits[decider], key, key_len, out);
+}
+
 /* ---- The calls ------------------------------------------------------------------- */
 
 static int decide_all(sluice_decision *out, sluice_decision *each,
@@ -94,7 +110,6 @@ static int decide_all(sluice_decision *out, sluice_decision *each,
                       uint64_t cost, sluice__all how)
 {
     sluice_decision own[SLUICE_HIT_ALL_MAX];
-    size_t decider;
     int err;
 
     if (out == NULL)
@@ -102,7 +117,7 @@ static int decide_all(sluice_decision *out, sluice_decision *each,
     memset(out, 0, sizeof(*out));
     if (each == NULL)
         each = own;
-    if ((err = all_check(store, limits, n, key, key_len, cost, false)) < 0)
+    if ((err = sluice__all_check(store, limits, n, key, key_len, cost, false)) < 0)
         return err;
     memset(each, 0, n * sizeof(*each));
     err = store->ops->decide_all(store->impl, limits, n, key, key_len, cost,
@@ -111,13 +126,7 @@ static int decide_all(sluice_decision *out, sluice_decision *each,
         memset(each, 0, n * sizeof(*each)); /* never read as decisions */
         return err;
     }
-    for (size_t i = 0; i < n; i++)
-        each[i].limit = limits[i].max;
-    decider = combine(out, each, n, cost);
-    /* One receipt for a refusal, of the limit that decided it. */
-    if (how == SLUICE__ALL_HIT && !out->allowed &&
-        out->fallback == SLUICE_ANSWERED && sluice__telemetry_active())
-        sluice__emit_hit(store, &limits[decider], key, key_len, out);
+    sluice__all_finish(out, each, store, limits, n, key, key_len, cost, how);
     return SLUICE_OK;
 }
 
@@ -140,7 +149,7 @@ int sluice_peek_all(sluice_decision *out, sluice_decision *each,
 int sluice_reset_all(sluice_store *store, const sluice_limit *limits,
                      size_t n, const char *key, size_t key_len)
 {
-    int err = all_check(store, limits, n, key, key_len, 0, true);
+    int err = sluice__all_check(store, limits, n, key, key_len, 0, true);
 
     if (err < 0)
         return err;

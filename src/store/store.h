@@ -39,6 +39,23 @@ typedef enum sluice__all {
 } sluice__all;
 
 /*
+ * The halves of sluice_hit_all() around the store's decide_all
+ * (store/hit_all.c), for a caller that gets the decisions some other way
+ * (the async API): the checks that do not depend on the store (1 <= n <=
+ * SLUICE_HIT_ALL_MAX, each limit and the cost, no two limits sharing a
+ * state; 'reset' checks the limits alone), and, once each[0..n) is
+ * decided, every limit's 'limit' set, 'out' combined from them, and the
+ * refusal's receipt emitted as sluice_hit_all() does.
+ */
+int sluice__all_check(const sluice_store *store, const sluice_limit *limits,
+                      size_t n, const char *key, size_t key_len,
+                      uint64_t cost, bool reset);
+void sluice__all_finish(sluice_decision *out, sluice_decision *each,
+                        sluice_store *store, const sluice_limit *limits,
+                        size_t n, const char *key, size_t key_len,
+                        uint64_t cost, sluice__all how);
+
+/*
  * What every store answers. The generic calls (store.c) have checked the
  * arguments: a valid limit, 1 <= cost <= max, a key present. 'impl' is the
  * store's own data.
@@ -180,6 +197,23 @@ void sluice__emit_hit(const sluice_store *store, const sluice_limit *limit,
  * around them.
  */
 int sluice__guard_wrap(sluice_store *store, const sluice_store_opts *o);
+
+/*
+ * The guard one request at a time, for the async API (src/async/), which
+ * sends the request itself: the guard of 'store' (NULL: none); whether the
+ * cache answers the request ('*asked_ms' then is when it was asked, for
+ * settle); settling the server's answer (or error) as the blocking path
+ * does; forgetting a reset key.
+ */
+void *sluice__guard_of(const sluice_store *store);
+bool sluice__guard_check(void *g, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, uint64_t *asked_ms,
+                         sluice_decision *out);
+int sluice__guard_settle(void *g, const sluice_limit *limit, const char *key,
+                         size_t key_len, uint64_t cost, bool consume,
+                         uint64_t asked_ms, int err, sluice_decision *d);
+void sluice__guard_forget(void *g, const sluice_limit *limit, const char *key,
+                          size_t key_len);
 
 /* ---- The refused-key cache (refusals.c) --------------------------------- */
 

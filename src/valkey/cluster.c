@@ -25,7 +25,7 @@
  * waiting mends nothing that a reshard's single hop would not have. Map rereads are at most one per REFRESH_GAP_MS, and nodes
  * that just failed are asked for the map last.
  */
-#include "valkey/valkey.h"
+#include "valkey/control.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +183,29 @@ static int map_fill_locked(sluice__vk_store *v, sluice__vk_node *n,
     return SLUICE_OK;
 }
 
+int sluice__vk_map_apply(sluice__vk_store *v, sluice__vk_node *from,
+                         const redisReply *r)
+{
+    int32_t *slots;
+    int err;
+
+    if (r->type == REDIS_REPLY_ERROR)
+        return sluice__vk_reply_error(from, r, "CLUSTER SLOTS");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: CLUSTER SLOTS "
+                             "answered no slots", from->name);
+    if ((slots = malloc(sizeof(v->slots))) == NULL)
+        return sluice__error(SLUICE_ENOMEM, "out of memory");
+    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
+        slots[s] = -1;
+    pthread_rwlock_wrlock(&v->map_lock);
+    if ((err = map_fill_locked(v, from, r, slots)) == 0)
+        memcpy(v->slots, slots, sizeof(v->slots));
+    pthread_rwlock_unlock(&v->map_lock);
+    free(slots);
+    return err;
+}
+
 /* Reads CLUSTER SLOTS from node 'n' into the map. */
 static int map_read_from(sluice__vk_store *v, sluice__vk_node *n)
 {
@@ -190,30 +213,12 @@ static int map_read_from(sluice__vk_store *v, sluice__vk_node *n)
     size_t lens[] = {7, 5};
     uint64_t deadline = sluice__monotonic_ms() + v->command_timeout_ms;
     redisReply *r = NULL;
-    int32_t *slots;
     int err;
 
     if ((err = sluice__vk_node_command(v, n, false, deadline, 2, argv, lens,
                                        &r)) < 0)
         return err;
-    if (r->type == REDIS_REPLY_ERROR)
-        err = sluice__vk_reply_error(n, r, "CLUSTER SLOTS");
-    else if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
-        err = sluice__error(SLUICE_ECONN, "valkey %s: CLUSTER SLOTS "
-                            "answered no slots", n->name);
-    else if ((slots = malloc(sizeof(v->slots))) == NULL)
-        err = sluice__error(SLUICE_ENOMEM, "out of memory");
-    if (err < 0) {
-        freeReplyObject(r);
-        return err;
-    }
-    for (unsigned s = 0; s < SLUICE__SLOTS; s++)
-        slots[s] = -1;
-    pthread_rwlock_wrlock(&v->map_lock);
-    if ((err = map_fill_locked(v, n, r, slots)) == 0)
-        memcpy(v->slots, slots, sizeof(v->slots));
-    pthread_rwlock_unlock(&v->map_lock);
-    free(slots);
+    err = sluice__vk_map_apply(v, n, r);
     freeReplyObject(r);
     return err;
 }
@@ -288,9 +293,8 @@ int sluice__vk_map_refresh(sluice__vk_store *v, bool force)
     return err;
 }
 
-/* After MOVED: 'slot' is served by host:port from now on. */
-static void map_moved(sluice__vk_store *v, unsigned slot, const char *host,
-                      size_t host_len, int port)
+void sluice__vk_map_moved(sluice__vk_store *v, unsigned slot,
+                          const char *host, size_t host_len, int port)
 {
     int idx;
 
@@ -301,15 +305,14 @@ static void map_moved(sluice__vk_store *v, unsigned slot, const char *host,
     atomic_store(&v->map_stale, 1);
 }
 
-/*
- * Parses "MOVED 3999 127.0.0.1:6381" or "ASK ..." into the endpoint; -1 if
- * it is neither.
- */
-static int parse_redirect(const redisReply *r, bool *ask, const char **host,
-                          size_t *host_len, int *port)
+int sluice__vk_redirect_parse(const redisReply *r, bool *ask, unsigned *slot,
+                              const char **host, size_t *host_len, int *port)
 {
     const char *s = r->str, *end = r->str + r->len, *sp;
+    uint64_t num;
 
+    if (r->type != REDIS_REPLY_ERROR)
+        return -1;
     if (r->len > 6 && strncmp(s, "MOVED ", 6) == 0) {
         *ask = false;
         s += 6;
@@ -320,8 +323,10 @@ static int parse_redirect(const redisReply *r, bool *ask, const char **host,
         return -1;
     }
     sp = memchr(s, ' ', (size_t)(end - s));
-    if (sp == NULL)
+    if (sp == NULL ||
+        sluice__parse_u64(s, (size_t)(sp - s), 0, SLUICE__SLOTS - 1, &num) < 0)
         return -1;
+    *slot = (unsigned)num;
     *host = sp + 1;
     return split_endpoint(sp + 1, (size_t)(end - sp - 1), host_len, port);
 }
@@ -381,6 +386,7 @@ int sluice__vk_follow(sluice__vk_store *v, sluice__vk_route *rt,
 {
     const char *host;
     size_t host_len;
+    unsigned slot;
     bool ask;
     int port;
 
@@ -396,12 +402,15 @@ int sluice__vk_follow(sluice__vk_store *v, sluice__vk_route *rt,
     }
     if (!v->cluster)
         return 0;
-    if (parse_redirect(r, &ask, &host, &host_len, &port) == 0) {
+    /* The call's own slot is mended, not the one named: they are the same
+       unless a node answers for a slot it was not asked about. */
+    if (sluice__vk_redirect_parse(r, &ask, &slot, &host, &host_len,
+                                  &port) == 0) {
         atomic_fetch_add(&v->redirects, 1);
         if (ask)
             rt->ask = sluice__vk_node_get(v, host, host_len, port);
         else
-            map_moved(v, rt->slot, host, host_len, port);
+            sluice__vk_map_moved(v, rt->slot, host, host_len, port);
         if (rt->sends >= MAX_SENDS)
             return sluice__error(SLUICE_ECONFIG, "cluster: slot %u still "
                                  "redirected after %d tries (last: %.*s): "

@@ -148,31 +148,35 @@ static int version_ask(sluice__vk_store *v, sluice__vk_node *n,
                                     "SLUICE.VERSION", 1, argv, lens, out);
 }
 
+int sluice__vk_engine_note(sluice__vk_store *v, sluice__vk_node *n,
+                           const redisReply *r)
+{
+    char why[80];
+
+    /* A server that cannot answer now (LOADING, BUSY, ...) says nothing
+       of its module: the connect fails as it would on the next command. */
+    if (r->type == REDIS_REPLY_ERROR && sluice__vk_unavailable(r))
+        return sluice__vk_reply_error(n, r, "SLUICE.VERSION");
+    if (module_note(n, r) == SLUICE__VK_MODULE_NO &&
+        v->engine == SLUICE_ENGINE_MODULE) {
+        version_shown(why, sizeof(why), r);
+        return module_refused(n, why);
+    }
+    return SLUICE_OK;
+}
+
 /* A connection that fails here is closed by the caller (conn.c). */
 int sluice__vk_engine_detect(sluice__vk_store *v, sluice__vk_node *n,
                              sluice__vk_conn *c, uint64_t deadline_ms)
 {
     redisReply *r = NULL;
-    char why[80];
     int err;
 
     if (v->engine == SLUICE_ENGINE_LUA)
         return SLUICE_OK;
     if ((err = version_ask(v, n, c, deadline_ms, &r)) < 0)
         return err; /* no answer to note */
-    /* A server that cannot answer now (LOADING, BUSY, ...) says nothing
-       of its module: the connect fails as it would on the next command. */
-    if (r->type == REDIS_REPLY_ERROR && sluice__vk_unavailable(r)) {
-        err = sluice__vk_reply_error(n, r, "SLUICE.VERSION");
-        freeReplyObject(r);
-        return err;
-    }
-    err = SLUICE_OK;
-    if (module_note(n, r) == SLUICE__VK_MODULE_NO &&
-        v->engine == SLUICE_ENGINE_MODULE) {
-        version_shown(why, sizeof(why), r);
-        err = module_refused(n, why);
-    }
+    err = sluice__vk_engine_note(v, n, r);
     freeReplyObject(r);
     return err;
 }

@@ -9,7 +9,7 @@
  * Every key of the call has the same hashtag, so they share a cluster slot
  * and the call goes to one node, redirections followed (cluster.c).
  */
-#include "valkey/valkey.h"
+#include "valkey/control.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,33 +17,22 @@
 
 extern const sluice__script sluice__script_hit_all;
 
-/* The arguments of one call: EVALSHA, SHA1, NUMKEYS, the keys, then the
-   six of all_prelude.lua and four per limit. */
-typedef struct all_args {
-    int argc;
-    const char *argv[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
-    size_t lens[3 + 5 * SLUICE_HIT_ALL_MAX + 6];
-    char keys[SLUICE_HIT_ALL_MAX][SLUICE__VK_KEY_BUF];
-    char nums[4 * SLUICE_HIT_ALL_MAX + 3][24]; /* numkeys, now, cost, ... */
-    char token[40];
-} all_args;
-
-static void args_free(all_args *a, size_t n)
+void sluice__vk_all_free(sluice__vk_all_args *a)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < a->n; i++)
         if (a->argv[3 + i] != NULL && a->argv[3 + i] != a->keys[i])
             free((char *)a->argv[3 + i]);
 }
 
 /* Sets argument 'j' of 'a' to the number 'v', written into nums[k]. */
-static void arg_u64(all_args *a, int j, size_t k, uint64_t v)
+static void arg_u64(sluice__vk_all_args *a, int j, size_t k, uint64_t v)
 {
     a->argv[j] = a->nums[k];
     a->lens[j] = sluice__u64_text(a->nums[k], v);
 }
 
 /* The keys of limits[0..n) for 'id', at argv[3..3 + n). */
-static int args_keys(all_args *a, const sluice__vk_store *v,
+static int args_keys(sluice__vk_all_args *a, const sluice__vk_store *v,
                      const sluice_limit *limits, size_t n, const char *id,
                      size_t id_len)
 {
@@ -63,7 +52,7 @@ static int args_keys(all_args *a, const sluice__vk_store *v,
 }
 
 /* Everything after the keys (all_prelude.lua). */
-static int args_rest(all_args *a, sluice__vk_store *v,
+static int args_rest(sluice__vk_all_args *a, sluice__vk_store *v,
                      const sluice_limit *limits, size_t n, uint64_t cost,
                      bool consume)
 {
@@ -92,11 +81,45 @@ static int args_rest(all_args *a, sluice__vk_store *v,
     return SLUICE_OK;
 }
 
-/* Reads every limit's decision from the script's reply 'r'. */
-static int read_reply(const all_args *a, const redisReply *r,
-                      const sluice_limit *limits, size_t n, uint64_t cost,
-                      sluice_decision *each)
+int sluice__vk_all_build(sluice__vk_all_args *a, sluice__vk_store *v,
+                         const sluice_limit *limits, size_t n,
+                         const char *key, size_t key_len, uint64_t cost,
+                         sluice__all how)
 {
+    int err;
+
+    memset(a, 0, sizeof(*a));
+    a->n = n;
+    if ((err = args_keys(a, v, limits, n, key, key_len)) < 0)
+        return err;
+    if (how == SLUICE__ALL_RESET) {
+        a->argv[2] = "DEL";
+        a->lens[2] = 3;
+        a->argc = 1 + (int)n;
+        a->first = 2;
+        a->script = NULL;
+        return SLUICE_OK;
+    }
+    if ((err = args_rest(a, v, limits, n, cost, how == SLUICE__ALL_HIT)) < 0)
+        return err;
+    a->argv[0] = "EVALSHA";
+    a->lens[0] = 7;
+    a->argv[1] = sluice__script_hit_all.sha1;
+    a->lens[1] = 40;
+    arg_u64(a, 2, 0, n);
+    a->first = 0;
+    a->script = &sluice__script_hit_all;
+    return SLUICE_OK;
+}
+
+int sluice__vk_all_read(const sluice__vk_all_args *a, const redisReply *r,
+                        const sluice_limit *limits, uint64_t cost,
+                        sluice_decision *each)
+{
+    size_t n = a->n;
+
+    if (a->script == NULL) /* a reset: DEL's count of keys says nothing */
+        return SLUICE_OK;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 * n)
         return sluice__error(SLUICE_EPROTO, "valkey: the hit_all script "
                              "answered %s for %zu limits",
@@ -123,35 +146,21 @@ int sluice__vk_decide_all(void *impl, const sluice_limit *limits, size_t n,
                           sluice__all how, sluice_decision *each)
 {
     sluice__vk_store *v = impl;
-    all_args *a = calloc(1, sizeof(*a));
+    sluice__vk_all_args *a = malloc(sizeof(*a));
     redisReply *r = NULL;
     int err;
 
     if (a == NULL)
         return sluice__error(SLUICE_ENOMEM, "no memory for a script call");
-    if ((err = args_keys(a, v, limits, n, key, key_len)) == 0 &&
-        how == SLUICE__ALL_RESET) {
-        a->argv[2] = "DEL";
-        a->lens[2] = 3;
-        err = sluice__vk_call(v, a->argv[3], a->lens[3], NULL, 1 + (int)n,
-                              a->argv + 2, a->lens + 2, &r);
-    } else if (err == 0 &&
-               (err = args_rest(a, v, limits, n, cost,
-                                how == SLUICE__ALL_HIT)) == 0) {
-        a->argv[0] = "EVALSHA";
-        a->lens[0] = 7;
-        a->argv[1] = sluice__script_hit_all.sha1;
-        a->lens[1] = 40;
-        arg_u64(a, 2, 0, n);
-        err = sluice__vk_call(v, a->argv[3], a->lens[3],
-                              &sluice__script_hit_all, a->argc, a->argv,
-                              a->lens, &r);
-        if (err == 0)
-            err = read_reply(a, r, limits, n, cost, each);
-    }
+    if ((err = sluice__vk_all_build(a, v, limits, n, key, key_len, cost,
+                                    how)) == 0 &&
+        (err = sluice__vk_call(v, a->argv[3], a->lens[3], a->script, a->argc,
+                               a->argv + a->first, a->lens + a->first,
+                               &r)) == 0)
+        err = sluice__vk_all_read(a, r, limits, cost, each);
     if (r != NULL)
         freeReplyObject(r);
-    args_free(a, n);
+    sluice__vk_all_free(a);
     free(a);
     return err;
 }

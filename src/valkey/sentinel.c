@@ -25,7 +25,7 @@
  * sentinel_password=); the URL's userinfo is the master's. The transport
  * is the store's: valkeys+sentinel:// speaks TLS to both.
  */
-#include "valkey/valkey.h"
+#include "valkey/control.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,43 +38,67 @@
 
 /* ---- Asking ------------------------------------------------------------------------- */
 
+int sluice__vk_sentinel_addr_parse(const sluice__vk_store *v,
+                                   sluice__vk_node *s, const redisReply *r,
+                                   char *host, size_t cap, int *port)
+{
+    static const char what[] = "SENTINEL GET-MASTER-ADDR-BY-NAME";
+    uint64_t num;
+
+    if (r->type == REDIS_REPLY_ERROR)
+        return sluice__vk_reply_error(s, r, what);
+    if (r->type == REDIS_REPLY_NIL)
+        return sluice__error(SLUICE_ECONFIG, "sentinel %s: it knows no master "
+                             "named '%s' (the URL's /MASTER_NAME)", s->name,
+                             v->master_name);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING ||
+        r->element[0]->len == 0 || r->element[0]->len >= cap ||
+        sluice__parse_u64(r->element[1]->str, r->element[1]->len, 1, 65535,
+                          &num) < 0)
+        return sluice__error(SLUICE_EPROTO, "sentinel %s: %s: not an address",
+                             s->name, what);
+    memcpy(host, r->element[0]->str, r->element[0]->len);
+    host[r->element[0]->len] = '\0';
+    *port = (int)num;
+    return SLUICE_OK;
+}
+
 /* Sentinel 's's address of the master: host into 'host' (of 'cap'), and
    its port. */
 static int ask_sentinel(sluice__vk_store *v, sluice__vk_node *s,
                         uint64_t deadline_ms, char *host, size_t cap, int *port)
 {
-    static const char what[] = "SENTINEL GET-MASTER-ADDR-BY-NAME";
     const char *argv[] = {"SENTINEL", "GET-MASTER-ADDR-BY-NAME",
                           v->master_name};
     size_t lens[] = {8, 23, strlen(v->master_name)};
     redisReply *r = NULL;
-    uint64_t num;
     int err = sluice__vk_node_send(v, s, false, deadline_ms, NULL, 3, argv,
                                    lens, &r);
 
     if (err < 0)
         return err;
-    if (r->type == REDIS_REPLY_ERROR) {
-        err = sluice__vk_reply_error(s, r, what);
-    } else if (r->type == REDIS_REPLY_NIL) {
-        err = sluice__error(SLUICE_ECONFIG, "sentinel %s: it knows no master "
-                            "named '%s' (the URL's /MASTER_NAME)", s->name,
-                            v->master_name);
-    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-               r->element[0]->type != REDIS_REPLY_STRING ||
-               r->element[1]->type != REDIS_REPLY_STRING ||
-               r->element[0]->len == 0 || r->element[0]->len >= cap ||
-               sluice__parse_u64(r->element[1]->str, r->element[1]->len, 1,
-                                 65535, &num) < 0) {
-        err = sluice__error(SLUICE_EPROTO, "sentinel %s: %s: not an address",
-                            s->name, what);
-    } else {
-        memcpy(host, r->element[0]->str, r->element[0]->len);
-        host[r->element[0]->len] = '\0';
-        *port = (int)num;
-    }
+    err = sluice__vk_sentinel_addr_parse(v, s, r, host, cap, port);
     freeReplyObject(r);
     return err;
+}
+
+int sluice__vk_role_parse(const sluice__vk_store *v, sluice__vk_node *n,
+                          const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        return sluice__vk_reply_error(n, r, "ROLE");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return sluice__error(SLUICE_EPROTO, "valkey %s: ROLE: not a role",
+                             n->name);
+    if (strcmp(r->element[0]->str, "master") != 0)
+        return sluice__error(SLUICE_ECONN, "valkey %s: the sentinels name it "
+                             "master '%s', but it is a %s (a failover in "
+                             "progress?)", n->name, v->master_name,
+                             r->element[0]->str);
+    return SLUICE_OK;
 }
 
 /* Whether node 'n' says it is a master (ROLE); SLUICE_ECONN when it is a
@@ -90,17 +114,7 @@ static int confirm_master(sluice__vk_store *v, sluice__vk_node *n,
 
     if (err < 0)
         return err;
-    if (r->type == REDIS_REPLY_ERROR)
-        err = sluice__vk_reply_error(n, r, "ROLE");
-    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-             r->element[0]->type != REDIS_REPLY_STRING)
-        err = sluice__error(SLUICE_EPROTO, "valkey %s: ROLE: not a role",
-                            n->name);
-    else if (strcmp(r->element[0]->str, "master") != 0)
-        err = sluice__error(SLUICE_ECONN, "valkey %s: the sentinels name it "
-                            "master '%s', but it is a %s (a failover in "
-                            "progress?)", n->name, v->master_name,
-                            r->element[0]->str);
+    err = sluice__vk_role_parse(v, n, r);
     freeReplyObject(r);
     return err;
 }

@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -121,6 +122,7 @@ typedef struct lookup {
     int rc;                   /* getaddrinfo()'s */
     struct addrinfo *result;
     char port[8];
+    int wake_fd;              /* the async dial's pipe; -1: none */
     char host[];
 } lookup;
 
@@ -190,6 +192,7 @@ static int resolve(struct addrinfo **out, const sluice__vk_node *n,
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->done_cond, NULL);
     l->refs = 2;
+    l->wake_fd = -1;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&t, &attr, lookup_run, l);
@@ -293,9 +296,268 @@ ssize_t sluice__vk_fd_write(sluice__vk_wire *w, const sluice__vk_node *n,
 
 void sluice__vk_fd_close(sluice__vk_wire *w)
 {
+    sluice__vk_dial_free(w->dial);
+    w->dial = NULL;
     if (w->fd >= 0)
         close(w->fd);
     w->fd = -1;
+}
+
+
+/* ---- Connecting without waiting (the async API's) ------------------------------------ */
+
+/*
+ * A dial in progress: a name being resolved on its lookup thread, which
+ * writes a byte to 'pipe' when done (so a loop can wait for it), then each
+ * address tried in turn by a non-blocking connect.
+ */
+struct sluice__vk_dial {
+    lookup *l;              /* while resolving; NULL after */
+    int pipe[2];
+    struct addrinfo *list, *next;
+    struct sockaddr_storage one; /* a host that is an address */
+    socklen_t one_len;
+};
+
+static void *lookup_run_piped(void *arg)
+{
+    lookup *l = arg;
+    struct addrinfo *result;
+    int rc = lookup_do(l, &result), fd;
+
+    pthread_mutex_lock(&l->lock);
+    l->rc = rc;
+    l->result = result;
+    l->done = true;
+    fd = l->wake_fd;
+    if (fd >= 0)
+        (void)!write(fd, "x", 1);
+    pthread_mutex_unlock(&l->lock);
+    lookup_release(l);
+    return NULL;
+}
+
+void sluice__vk_dial_free(sluice__vk_dial *d)
+{
+    if (d == NULL)
+        return;
+    if (d->l != NULL) {
+        pthread_mutex_lock(&d->l->lock);
+        d->l->wake_fd = -1; /* the thread must not write to a closed pipe */
+        pthread_mutex_unlock(&d->l->lock);
+        lookup_release(d->l);
+    }
+    if (d->pipe[0] >= 0)
+        close(d->pipe[0]);
+    if (d->pipe[1] >= 0)
+        close(d->pipe[1]);
+    if (d->list != NULL)
+        freeaddrinfo(d->list);
+    free(d);
+}
+
+/* A pipe whose ends are non-blocking and closed on exec. */
+static int pipe_open(int fds[2])
+{
+    if (pipe(fds) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (fcntl(fds[i], F_SETFL, O_NONBLOCK) < 0 ||
+            fcntl(fds[i], F_SETFD, FD_CLOEXEC) < 0) {
+            close(fds[0]);
+            close(fds[1]);
+            fds[0] = fds[1] = -1;
+            return -1;
+        }
+    return 0;
+}
+
+/* Starts the lookup thread of 'd' for the name of 'n'. */
+static int dial_resolve(sluice__vk_dial *d, const sluice__vk_node *n)
+{
+    size_t len = strlen(n->host);
+    lookup *l = calloc(1, sizeof(*l) + len + 1);
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc;
+
+    if (l == NULL || pipe_open(d->pipe) < 0) {
+        free(l);
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: resolve: %s", n->name,
+                             l == NULL ? "out of memory" : strerror(errno));
+    }
+    memcpy(l->host, n->host, len + 1);
+    snprintf(l->port, sizeof(l->port), "%d", n->port);
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->done_cond, NULL);
+    l->refs = 2;
+    l->wake_fd = d->pipe[1];
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, lookup_run_piped, l);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { /* no thread: resolve here, as getaddrinfo() would */
+        l->rc = lookup_do(l, &l->result);
+        l->done = true;
+        l->refs = 1;
+        (void)!write(d->pipe[1], "x", 1);
+    }
+    d->l = l;
+    return SLUICE_OK;
+}
+
+/* Takes the lookup's answer, once its thread said it is done. */
+static int dial_resolved(sluice__vk_dial *d, const sluice__vk_node *n)
+{
+    lookup *l = d->l;
+    int err = SLUICE_OK;
+
+    pthread_mutex_lock(&l->lock);
+    if (!l->done) {
+        pthread_mutex_unlock(&l->lock);
+        return 1;
+    }
+    if (l->rc != 0)
+        err = sluice__error(SLUICE_ECONN, "valkey %s: resolve: %s", n->name,
+                            gai_strerror(l->rc));
+    d->list = l->result;
+    l->result = NULL;
+    l->wake_fd = -1;
+    pthread_mutex_unlock(&l->lock);
+    lookup_release(l);
+    d->l = NULL;
+    d->next = d->list;
+    return err;
+}
+
+/* Tries the next address of 'd' on 'w->fd': 0 connected, 1 in progress,
+   or the error of the last address when none is left. */
+static int dial_next(sluice__vk_dial *d, sluice__vk_wire *w,
+                     const sluice__vk_node *n, int *err)
+{
+    while (d->next != NULL || d->one_len > 0) {
+        const struct sockaddr *sa;
+        socklen_t salen;
+        int fd;
+
+        if (d->one_len > 0) {
+            sa = (const struct sockaddr *)&d->one;
+            salen = d->one_len;
+            d->one_len = 0;
+        } else {
+            sa = d->next->ai_addr;
+            salen = d->next->ai_addrlen;
+            d->next = d->next->ai_next;
+        }
+        fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    0);
+        if (fd < 0) {
+            *err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
+                                 n->name, strerror(errno));
+            continue;
+        }
+        if (connect(fd, sa, salen) == 0 || errno == EINPROGRESS) {
+            w->fd = fd;
+            return errno == EINPROGRESS ? 1 : 0;
+        }
+        *err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                             strerror(errno));
+        close(fd);
+    }
+    return *err < 0 ? *err : sluice__error(SLUICE_ECONN, "valkey %s: connect: "
+                                           "no address", n->name);
+}
+
+static void socket_tune(int fd)
+{
+    int one = 1;
+
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+}
+
+int sluice__vk_dial_start(sluice__vk_dial **out, sluice__vk_wire *w,
+                          const sluice__vk_node *n, int *wait_fd, short *want)
+{
+    sluice__vk_dial *d = calloc(1, sizeof(*d));
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&d->one;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&d->one;
+    int err = SLUICE_OK, rc;
+
+    *out = d;
+    if (d == NULL)
+        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
+                             "memory", n->name);
+    d->pipe[0] = d->pipe[1] = -1;
+    if (inet_pton(AF_INET, n->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)n->port);
+        d->one_len = sizeof(*a4);
+    } else if (inet_pton(AF_INET6, n->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)n->port);
+        d->one_len = sizeof(*a6);
+    } else {
+        if ((err = dial_resolve(d, n)) < 0)
+            return err;
+        *wait_fd = d->pipe[0];
+        *want = POLLIN;
+        return 1;
+    }
+    if ((rc = dial_next(d, w, n, &err)) == 1) {
+        *wait_fd = w->fd;
+        *want = POLLOUT;
+    } else if (rc == 0) {
+        socket_tune(w->fd);
+    }
+    return rc;
+}
+
+int sluice__vk_dial_resume(sluice__vk_dial *d, sluice__vk_wire *w,
+                           const sluice__vk_node *n, int *wait_fd, short *want)
+{
+    int err = SLUICE_OK, soerr = 0, rc;
+    socklen_t len = sizeof(soerr);
+
+    if (d->l != NULL) {
+        if ((rc = dial_resolved(d, n)) != 0) {
+            *wait_fd = d->pipe[0];
+            *want = POLLIN;
+            return rc;
+        }
+    } else if (w->fd >= 0) {
+        if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            soerr = errno;
+        if (soerr == 0) {
+            socket_tune(w->fd);
+            return SLUICE_OK;
+        }
+        err = sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                            strerror(soerr));
+        close(w->fd);
+        w->fd = -1;
+    }
+    if ((rc = dial_next(d, w, n, &err)) == 1) {
+        *wait_fd = w->fd;
+        *want = POLLOUT;
+    } else if (rc == 0) {
+        socket_tune(w->fd);
+    }
+    return rc;
+}
+
+static int tcp_start(sluice__vk_wire *w, const sluice__vk_node *n,
+                     const struct sluice__vk_tls *tls, int *wait_fd,
+                     short *want)
+{
+    (void)tls;
+    return sluice__vk_dial_start(&w->dial, w, n, wait_fd, want);
+}
+
+static int tcp_resume(sluice__vk_wire *w, const sluice__vk_node *n,
+                      int *wait_fd, short *want)
+{
+    return sluice__vk_dial_resume(w->dial, w, n, wait_fd, want);
 }
 
 /* ---- The transport ------------------------------------------------------------------ */
@@ -317,6 +579,8 @@ bool sluice__vk_fd_pending(const sluice__vk_wire *w)
 const sluice__vk_transport sluice__vk_transport_tcp = {
     .name = "tcp",
     .open = tcp_open,
+    .start = tcp_start,
+    .resume = tcp_resume,
     .read = sluice__vk_fd_read,
     .write = sluice__vk_fd_write,
     .pending = sluice__vk_fd_pending,

@@ -296,17 +296,15 @@ static bool is_address(const char *s)
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
 }
 
-static int tls_open(sluice__vk_wire *w, const sluice__vk_node *n,
-                    const struct sluice__vk_tls *tls, uint64_t deadline_ms,
-                    uint64_t shown_ms)
+/* The SSL of 'w' over its connected socket, set to check the server's
+   name (or address) unless 'insecure'. */
+static int tls_setup(sluice__vk_wire *w, const sluice__vk_node *n,
+                     const struct sluice__vk_tls *tls)
 {
     const char *name = tls->server_name ? tls->server_name : n->host;
     X509_VERIFY_PARAM *param;
     SSL *ssl;
-    int err;
 
-    if ((err = sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms)) < 0)
-        return err;
     ERR_clear_error();
     if ((ssl = SSL_new(tls->ctx)) == NULL || !ssl_take_fd(ssl, w->fd)) {
         SSL_free(ssl);
@@ -315,6 +313,7 @@ static int tls_open(sluice__vk_wire *w, const sluice__vk_node *n,
                              "a connection", n->name);
     }
     w->ssl = ssl;
+    w->tls = tls;
     param = SSL_get0_param(ssl);
     if (!is_address(name))
         SSL_set_tlsext_host_name(ssl, name);
@@ -329,25 +328,87 @@ static int tls_open(sluice__vk_wire *w, const sluice__vk_node *n,
         }
     }
     SSL_set_connect_state(ssl);
+    return SLUICE_OK;
+}
+
+/* One step of the handshake: 0 done, 1 to go on once the socket is ready
+   for '*want', or the error (the connection then closed). */
+static int handshake_step(sluice__vk_wire *w, const sluice__vk_node *n,
+                          short *want)
+{
+    const struct sluice__vk_tls *tls = w->tls;
+    const char *name = tls->server_name ? tls->server_name : n->host;
+    int rc, err;
+
+    ERR_clear_error();
+    errno = 0;
+    if ((rc = SSL_do_handshake(w->ssl)) == 1) {
+        w->fresh = true;
+        return SLUICE_OK;
+    }
+    *want = 0;
+    if ((err = ssl_fail(w->ssl, rc, n, "TLS handshake", name, false, want)) <
+        0) {
+        tls_close(w);
+        return err;
+    }
+    return 1;
+}
+
+static int tls_open(sluice__vk_wire *w, const sluice__vk_node *n,
+                    const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                    uint64_t shown_ms)
+{
+    int err;
+
+    if ((err = sluice__vk_tcp_connect(&w->fd, n, deadline_ms, shown_ms)) < 0 ||
+        (err = tls_setup(w, n, tls)) < 0)
+        return err;
     for (;;) {
         short want = 0;
-        int rc;
 
-        ERR_clear_error();
-        errno = 0;
-        if ((rc = SSL_do_handshake(ssl)) == 1) {
-            w->fresh = true;
-            return SLUICE_OK;
-        }
-        if ((err = ssl_fail(ssl, rc, n, "TLS handshake", name, false, &want)) < 0) {
-            tls_close(w);
+        if ((err = handshake_step(w, n, &want)) <= 0)
             return err;
-        }
         if (!sluice__vk_fd_wait(w->fd, want, deadline_ms)) {
             tls_close(w);
             return sluice__vk_timed_out(n, "TLS handshake", shown_ms);
         }
     }
+}
+
+/* The async API's connect: the TCP dial, then the handshake, each step
+   returning at once. */
+static int tls_step(sluice__vk_wire *w, const sluice__vk_node *n, int rc,
+                    int *wait_fd, short *want)
+{
+    int err;
+
+    if (rc != 0)
+        return rc; /* still dialling, or failed */
+    if (w->ssl == NULL && (err = tls_setup(w, n, w->tls)) < 0)
+        return err;
+    *wait_fd = w->fd;
+    return handshake_step(w, n, want);
+}
+
+static int tls_start(sluice__vk_wire *w, const sluice__vk_node *n,
+                     const struct sluice__vk_tls *tls, int *wait_fd,
+                     short *want)
+{
+    w->tls = tls;
+    return tls_step(w, n, sluice__vk_dial_start(&w->dial, w, n, wait_fd, want),
+                    wait_fd, want);
+}
+
+static int tls_resume(sluice__vk_wire *w, const sluice__vk_node *n,
+                      int *wait_fd, short *want)
+{
+    if (w->ssl != NULL) {
+        *wait_fd = w->fd;
+        return handshake_step(w, n, want);
+    }
+    return tls_step(w, n, sluice__vk_dial_resume(w->dial, w, n, wait_fd, want),
+                    wait_fd, want);
 }
 
 static ssize_t tls_read(sluice__vk_wire *w, const sluice__vk_node *n, char *buf,
@@ -398,6 +459,8 @@ static void tls_close(sluice__vk_wire *w)
 const sluice__vk_transport sluice__vk_transport_tls = {
     .name = "tls",
     .open = tls_open,
+    .start = tls_start,
+    .resume = tls_resume,
     .read = tls_read,
     .write = tls_write,
     .pending = tls_pending,

@@ -156,6 +156,36 @@ static int reader_fail(const sluice__vk_node *n, const sluice__vk_wire *w,
 
 /* ---- Opening and closing ------------------------------------------------------------ */
 
+/* A wire not yet connected, with its reader; NULL out of memory (the
+   message set). */
+static sluice__vk_wire *wire_new(const sluice__vk_node *n)
+{
+    sluice__vk_wire *w = calloc(1, sizeof(*w));
+
+    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
+        free(w);
+        sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of memory",
+                      n->name);
+        return NULL;
+    }
+    w->t = n->transport;
+    w->fd = -1;
+    return w;
+}
+
+/* Has the reader of connected 'w' count into 'caps', with these caps. */
+static void wire_caps(sluice__vk_wire *w, sluice__vk_caps *caps,
+                      uint64_t max_bytes, uint64_t max_elements)
+{
+    capped_make(w->reader->fn);
+    w->reader->fn = &capped_fn;
+    w->reader->privdata = caps;
+    memset(caps, 0, sizeof(*caps));
+    caps->reader = w->reader;
+    caps->max_bytes = max_bytes;
+    caps->max_elements = max_elements;
+}
+
 int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
                          const sluice__vk_node *n,
                          const struct sluice__vk_tls *tls,
@@ -169,17 +199,12 @@ int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
     bool call_bound = deadline_ms < now + connect_timeout_ms;
     uint64_t until = call_bound ? deadline_ms : now + connect_timeout_ms;
     uint64_t shown = call_bound ? timeout_ms : connect_timeout_ms;
-    sluice__vk_wire *w = calloc(1, sizeof(*w));
+    sluice__vk_wire *w = wire_new(n);
     int err;
 
     *out = NULL;
-    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
-        free(w);
-        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
-                             "memory", n->name);
-    }
-    w->t = n->transport;
-    w->fd = -1;
+    if (w == NULL)
+        return SLUICE_ENOMEM;
     if (until <= now) {
         sluice__vk_wire_close(w);
         return sluice__vk_timed_out(n, "connect", shown);
@@ -189,15 +214,38 @@ int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
         sluice__vk_wire_close(w);
         return err;
     }
-    capped_make(w->reader->fn);
-    w->reader->fn = &capped_fn;
-    w->reader->privdata = caps;
-    memset(caps, 0, sizeof(*caps));
-    caps->reader = w->reader;
-    caps->max_bytes = max_bytes;
-    caps->max_elements = max_elements;
+    wire_caps(w, caps, max_bytes, max_elements);
     *out = w;
     return SLUICE_OK;
+}
+
+int sluice__vk_wire_start(sluice__vk_wire **out, sluice__vk_caps *caps,
+                          const sluice__vk_node *n,
+                          const struct sluice__vk_tls *tls, uint64_t max_bytes,
+                          uint64_t max_elements, int *wait_fd, short *want)
+{
+    sluice__vk_wire *w = wire_new(n);
+    int rc;
+
+    *out = NULL;
+    *wait_fd = -1;
+    *want = 0;
+    if (w == NULL)
+        return SLUICE_ENOMEM;
+    if ((rc = w->t->start(w, n, tls, wait_fd, want)) < 0) {
+        sluice__vk_wire_close(w);
+        return rc;
+    }
+    wire_caps(w, caps, max_bytes, max_elements);
+    *out = w;
+    return rc;
+}
+
+int sluice__vk_wire_resume(sluice__vk_wire *w, const sluice__vk_node *n,
+                           int *wait_fd, short *want)
+{
+    *want = 0;
+    return w->t->resume(w, n, wait_fd, want);
 }
 
 void sluice__vk_wire_close(sluice__vk_wire *w)
@@ -267,6 +315,24 @@ int sluice__vk_wire_write(const sluice__vk_node *n, sluice__vk_wire *w,
     return SLUICE_OK;
 }
 
+int sluice__vk_wire_flush(const sluice__vk_node *n, sluice__vk_wire *w,
+                          short *want)
+{
+    while (w->opos < w->olen) {
+        ssize_t put;
+
+        *want = 0;
+        put = w->t->write(w, n, w->obuf + w->opos, w->olen - w->opos, want);
+        if (put < 0)
+            return (int)put;
+        if (put == 0)
+            return 1;
+        w->opos += (size_t)put;
+    }
+    w->opos = w->olen = 0;
+    return SLUICE_OK;
+}
+
 /* ---- Reading ------------------------------------------------------------------------ */
 
 /*
@@ -300,36 +366,57 @@ static ssize_t read_some(const sluice__vk_node *n, sluice__vk_wire *w,
     return got;
 }
 
+int sluice__vk_wire_next(const sluice__vk_node *n, sluice__vk_wire *w,
+                         sluice__vk_caps *caps, redisReply **out)
+{
+    void *reply = NULL;
+
+    if (w->reader->ridx < 0) { /* a new reply starts: count it afresh */
+        caps->bytes = caps->elements = 0;
+        caps->over = false;
+        caps->bad = NULL;
+    }
+    if (redisReaderGetReply(w->reader, &reply) != REDIS_OK)
+        return reader_fail(n, w, caps, "read");
+    if (reply != NULL) {
+        *out = reply;
+        return 1;
+    }
+    /* What is buffered and not yet a reply counts against the cap: a
+       length announced but not yet sent must not grow it unbounded. */
+    if (w->reader->len - w->reader->pos > caps->max_bytes) {
+        caps->over = true;
+        caps->bytes = w->reader->len - w->reader->pos;
+        return reader_fail(n, w, caps, "read");
+    }
+    if (bare_lf(w->reader))
+        return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
+                             "reply (a line ended by LF without CR)",
+                             n->name);
+    return 0;
+}
+
+int sluice__vk_wire_fill(const sluice__vk_node *n, sluice__vk_wire *w,
+                         short *want)
+{
+    ssize_t got;
+
+    *want = POLLIN;
+    got = read_some(n, w, want);
+    return got > 0 ? 1 : (int)got;
+}
+
 int sluice__vk_wire_read(const sluice__vk_node *n, sluice__vk_wire *w,
                          sluice__vk_caps *caps, uint64_t deadline_ms,
                          uint64_t timeout_ms, redisReply **out)
 {
-    void *reply = NULL;
-
-    caps->bytes = caps->elements = 0;
-    caps->over = false;
-    caps->bad = NULL;
     for (bool first = true;; first = false) {
         short want = POLLIN;
         ssize_t got;
+        int rc;
 
-        if (redisReaderGetReply(w->reader, &reply) != REDIS_OK)
-            return reader_fail(n, w, caps, "read");
-        if (reply != NULL) {
-            *out = reply;
-            return SLUICE_OK;
-        }
-        /* What is buffered and not yet a reply counts against the cap: a
-           length announced but not yet sent must not grow it unbounded. */
-        if (w->reader->len - w->reader->pos > caps->max_bytes) {
-            caps->over = true;
-            caps->bytes = w->reader->len - w->reader->pos;
-            return reader_fail(n, w, caps, "read");
-        }
-        if (bare_lf(w->reader))
-            return sluice__error(SLUICE_EPROTO, "valkey %s: read: not a "
-                                 "reply (a line ended by LF without CR)",
-                                 n->name);
+        if ((rc = sluice__vk_wire_next(n, w, caps, out)) != 0)
+            return rc < 0 ? rc : SLUICE_OK;
         /* Past the deadline, what the transport holds already is read once
            (a wait of 0 ms takes what is there); after that, bytes that
            come late are a timeout, however fast they keep coming. */

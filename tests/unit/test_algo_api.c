@@ -60,10 +60,10 @@ static void test_error_names(void)
         SLUICE_ERRNO_MAP(ROW)
 #undef ROW
     };
-    static const int unknown[] = {1, 7, -14, -15, -100, 1000, INT32_MIN};
+    static const int unknown[] = {1, 7, -15, -16, -100, 1000, INT32_MIN};
     size_t n = sizeof(codes) / sizeof(codes[0]);
 
-    CHECK_EQ_U64(n, 13);
+    CHECK_EQ_U64(n, 14);
     CHECK(strcmp(sluice_strerror(SLUICE_OK), "success") == 0);
     CHECK(strcmp(sluice_err_name(SLUICE_OK), "OK") == 0);
     for (size_t i = 0; i < n; i++) {
@@ -87,6 +87,7 @@ static void test_error_names(void)
     CHECK(strcmp(sluice_strerror(SLUICE_ECONFIG), "store misconfigured: its "
                  "URL or its servers, no outage") == 0);
     CHECK(strcmp(sluice_err_name(SLUICE_EAUTH), "EAUTH") == 0);
+    CHECK(strcmp(sluice_err_name(SLUICE_ECANCELED), "ECANCELED") == 0);
     for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
         CHECK(strcmp(sluice_strerror(unknown[i]), "unknown error") == 0);
         CHECK(strcmp(sluice_err_name(unknown[i]), "UNKNOWN") == 0);
