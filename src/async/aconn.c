@@ -300,6 +300,28 @@ static bool hello_answer(sluice__aconn *conn, sluice__abatch *b,
     return true;
 }
 
+/*
+ * Reply 'r' to 'b', the last batch sent, has bytes behind it already read:
+ * a reply nobody asked for. The stream is out of step, and since the extra
+ * reply may have come anywhere in it, 'r' may be another request's: 'b'
+ * fails with SLUICE_EPROTO and the connection is closed, as the blocking
+ * path does (its conn_in_step()). Always false: the connection failed.
+ */
+static bool reply_out_of_step(sluice__aconn *conn, sluice__abatch *b,
+                              redisReply *r)
+{
+    int err = sluice__error(SLUICE_EPROTO, "valkey %s: a reply nobody asked "
+                            "for after the last one asked for; the "
+                            "connection is closed", conn->node->name);
+    char msg[256];
+
+    snprintf(msg, sizeof(msg), "%s", sluice_last_error());
+    freeReplyObject(r);
+    conn_fail(conn, err);
+    sluice__acalls_answer(conn, b, err, msg, NULL);
+    return false;
+}
+
 /* Hands out one reply to the oldest batch sent; false when the
    connection failed. */
 static bool conn_reply(sluice__aconn *conn, redisReply *r)
@@ -319,6 +341,9 @@ static bool conn_reply(sluice__aconn *conn, redisReply *r)
     b->next = NULL;
     if (b->kind == SLUICE__ABATCH_HELLO)
         return hello_answer(conn, b, r);
+    if (b->skip == 0 && conn->sent == NULL &&
+        conn->w->reader->len > conn->w->reader->pos)
+        return reply_out_of_step(conn, b, r);
     sluice__acalls_answer(conn, b, 0, NULL, r);
     return conn->w != NULL;
 }

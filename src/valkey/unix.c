@@ -13,36 +13,47 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int unix_open(sluice__vk_wire *w, const sluice__vk_node *n,
-                     const struct sluice__vk_tls *tls, uint64_t deadline_ms,
-                     uint64_t shown_ms)
+/* A non-blocking socket whose connect to the path of 'n' began: 0 done,
+   1 in progress (errno EINPROGRESS), or the error ('*fd' then -1 or the
+   socket, for the caller to close). */
+static int unix_dial(int *fd, const sluice__vk_node *n)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     size_t len = strlen(n->host);
-    int fd, err;
 
-    (void)tls;
+    *fd = -1;
     if (len >= sizeof(a.sun_path))
         return sluice__error(SLUICE_EURL, "valkey %s: a Unix socket's path "
                              "holds at most %zu bytes", n->name,
                              sizeof(a.sun_path) - 1);
     memcpy(a.sun_path, n->host, len + 1);
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                     0)) < 0)
+    if ((*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                      0)) < 0)
         return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
                              strerror(errno));
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-        /* A full backlog answers EAGAIN at once: an outage, as a refused
-           TCP connect is. */
-        err = errno == EINPROGRESS
-                  ? sluice__vk_fd_wait_connected(fd, n, deadline_ms, shown_ms)
-                  : sluice__error(SLUICE_ECONN, "valkey %s: connect: %s",
-                                  n->name, strerror(errno));
-        if (err < 0) {
-            close(fd);
-            return err;
-        }
-    }
+    if (connect(*fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+        return SLUICE_OK;
+    if (errno == EINPROGRESS)
+        return 1;
+    /* A full backlog answers EAGAIN at once: an outage, as a refused TCP
+       connect is. */
+    return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
+                         strerror(errno));
+}
+
+static int unix_open(sluice__vk_wire *w, const sluice__vk_node *n,
+                     const struct sluice__vk_tls *tls, uint64_t deadline_ms,
+                     uint64_t shown_ms)
+{
+    int fd, err = unix_dial(&fd, n);
+
+    (void)tls;
+    if (err == 1)
+        err = sluice__vk_fd_wait_connected(fd, n, deadline_ms, shown_ms);
+    if (err < 0 && fd >= 0)
+        close(fd);
+    if (err < 0)
+        return err;
     w->fd = fd;
     return SLUICE_OK;
 }
@@ -53,30 +64,14 @@ static int unix_start(sluice__vk_wire *w, const sluice__vk_node *n,
                       const struct sluice__vk_tls *tls, int *wait_fd,
                       short *want)
 {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    size_t len = strlen(n->host);
-    int fd;
+    int rc = unix_dial(&w->fd, n);
 
     (void)tls;
-    if (len >= sizeof(a.sun_path))
-        return sluice__error(SLUICE_EURL, "valkey %s: a Unix socket's path "
-                             "holds at most %zu bytes", n->name,
-                             sizeof(a.sun_path) - 1);
-    memcpy(a.sun_path, n->host, len + 1);
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                     0)) < 0)
-        return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
-                             strerror(errno));
-    w->fd = fd;
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-        return SLUICE_OK;
-    if (errno == EINPROGRESS) {
-        *wait_fd = fd;
+    if (rc == 1) {
+        *wait_fd = w->fd;
         *want = POLLOUT;
-        return 1;
     }
-    return sluice__error(SLUICE_ECONN, "valkey %s: connect: %s", n->name,
-                         strerror(errno));
+    return rc; /* on an error, close() closes the socket */
 }
 
 static int unix_resume(sluice__vk_wire *w, const sluice__vk_node *n,

@@ -156,6 +156,36 @@ static int reader_fail(const sluice__vk_node *n, const sluice__vk_wire *w,
 
 /* ---- Opening and closing ------------------------------------------------------------ */
 
+/* A wire not yet connected, with its reader; NULL out of memory (the
+   message set). */
+static sluice__vk_wire *wire_new(const sluice__vk_node *n)
+{
+    sluice__vk_wire *w = calloc(1, sizeof(*w));
+
+    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
+        free(w);
+        sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of memory",
+                      n->name);
+        return NULL;
+    }
+    w->t = n->transport;
+    w->fd = -1;
+    return w;
+}
+
+/* Has the reader of connected 'w' count into 'caps', with these caps. */
+static void wire_caps(sluice__vk_wire *w, sluice__vk_caps *caps,
+                      uint64_t max_bytes, uint64_t max_elements)
+{
+    capped_make(w->reader->fn);
+    w->reader->fn = &capped_fn;
+    w->reader->privdata = caps;
+    memset(caps, 0, sizeof(*caps));
+    caps->reader = w->reader;
+    caps->max_bytes = max_bytes;
+    caps->max_elements = max_elements;
+}
+
 int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
                          const sluice__vk_node *n,
                          const struct sluice__vk_tls *tls,
@@ -169,17 +199,12 @@ int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
     bool call_bound = deadline_ms < now + connect_timeout_ms;
     uint64_t until = call_bound ? deadline_ms : now + connect_timeout_ms;
     uint64_t shown = call_bound ? timeout_ms : connect_timeout_ms;
-    sluice__vk_wire *w = calloc(1, sizeof(*w));
+    sluice__vk_wire *w = wire_new(n);
     int err;
 
     *out = NULL;
-    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
-        free(w);
-        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
-                             "memory", n->name);
-    }
-    w->t = n->transport;
-    w->fd = -1;
+    if (w == NULL)
+        return SLUICE_ENOMEM;
     if (until <= now) {
         sluice__vk_wire_close(w);
         return sluice__vk_timed_out(n, "connect", shown);
@@ -189,13 +214,7 @@ int sluice__vk_wire_open(sluice__vk_wire **out, sluice__vk_caps *caps,
         sluice__vk_wire_close(w);
         return err;
     }
-    capped_make(w->reader->fn);
-    w->reader->fn = &capped_fn;
-    w->reader->privdata = caps;
-    memset(caps, 0, sizeof(*caps));
-    caps->reader = w->reader;
-    caps->max_bytes = max_bytes;
-    caps->max_elements = max_elements;
+    wire_caps(w, caps, max_bytes, max_elements);
     *out = w;
     return SLUICE_OK;
 }
@@ -205,30 +224,19 @@ int sluice__vk_wire_start(sluice__vk_wire **out, sluice__vk_caps *caps,
                           const struct sluice__vk_tls *tls, uint64_t max_bytes,
                           uint64_t max_elements, int *wait_fd, short *want)
 {
-    sluice__vk_wire *w = calloc(1, sizeof(*w));
+    sluice__vk_wire *w = wire_new(n);
     int rc;
 
     *out = NULL;
-    if (w == NULL || (w->reader = redisReaderCreate()) == NULL) {
-        free(w);
-        return sluice__error(SLUICE_ENOMEM, "valkey %s: connect: out of "
-                             "memory", n->name);
-    }
-    w->t = n->transport;
-    w->fd = -1;
     *wait_fd = -1;
     *want = 0;
+    if (w == NULL)
+        return SLUICE_ENOMEM;
     if ((rc = w->t->start(w, n, tls, wait_fd, want)) < 0) {
         sluice__vk_wire_close(w);
         return rc;
     }
-    capped_make(w->reader->fn);
-    w->reader->fn = &capped_fn;
-    w->reader->privdata = caps;
-    memset(caps, 0, sizeof(*caps));
-    caps->reader = w->reader;
-    caps->max_bytes = max_bytes;
-    caps->max_elements = max_elements;
+    wire_caps(w, caps, max_bytes, max_elements);
     *out = w;
     return rc;
 }
