@@ -14,11 +14,13 @@
  * decides them is only known then.
  *
  * Order. Calls leave in the order they were started, and the server runs
- * them so, with one exception: a call answered NOSCRIPT (the scripts
- * flushed under an open connection) or "unknown command" (the module
- * unloaded under it) is sent again after what was pipelined behind it,
- * which has run by then; a reset of its key among that runs first.
- * Loading the scripts at each connect keeps that to those two events.
+ * them so. A call answered NOSCRIPT (the scripts flushed under an open
+ * connection) is sent again after what was pipelined behind it; since
+ * every call that names a decision's key is a script (a reset too:
+ * reset.lua), those met NOSCRIPT as well and go again in their order.
+ * The one exception: a decision answered "unknown command" (the module
+ * unloaded under an open connection) goes again as the script after a
+ * reset of its key pipelined behind it has run.
  *
  * Calls queued on a READY connection have it watched for writing; once
  * the loop says it is writable, everything queued is written at once

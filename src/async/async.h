@@ -33,6 +33,10 @@
 
 #include "sluice.h"
 
+/* The reset's script (reset.lua): a DEL that keeps its place in a
+   pipeline that NOSCRIPT sends again. */
+extern const sluice__script sluice__script_async_reset;
+
 /* ---- Calls -------------------------------------------------------------------- */
 
 typedef enum sluice__acall_kind {

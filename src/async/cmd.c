@@ -1,7 +1,7 @@
 /*
- * cmd.c - commands through the async API: a reset's DEL, and any script
- * with its keys (sluice__async_eval(), the queue's), each one call routed
- * by its first key.
+ * cmd.c - commands through the async API: a reset (its DEL a script,
+ * reset.lua), and any script with its keys (sluice__async_eval(), the
+ * queue's), each one call routed by its first key.
  */
 #include "async/async.h"
 
@@ -181,15 +181,18 @@ static int reset_server(sluice_async *a, const sluice_limit *limit,
     size_t klen = 0;
     char *k = sluice__key_build(kbuf, sizeof(kbuf), &klen, a->v->prefix, key,
                                 key_len, sluice__algos[limit->algo]->name);
-    const char *argv[2] = {"DEL", k};
-    size_t lens[2] = {3, klen};
+    const char *args[1] = {k};
+    size_t lens[1] = {klen};
     int err;
 
     if (k == NULL)
         return sluice__error(SLUICE_ENOMEM, "cannot build a key name");
     if (a->guard != NULL)
         sluice__guard_forget(a->guard, limit, key, key_len);
-    err = sluice__async_command(a, 2, argv, lens, reset_reply, ra);
+    /* The DEL as a script (reset.lua), never a plain DEL: a NOSCRIPT that
+       sends the decisions before it again sends it again after them. */
+    err = sluice__async_eval(a, &sluice__script_async_reset, NULL, 1, 1,
+                             args, lens, reset_reply, ra);
     if (k != kbuf)
         free(k);
     return err;

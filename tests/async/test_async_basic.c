@@ -368,7 +368,9 @@ static void trace(sluice_algo algo, const char *engine, uint64_t seed)
  * new connection to a server without the scripts (SCRIPT FLUSH): the
  * reset runs after the hit, so a peek after them finds the key whole.
  * (Were the scripts given only after NOSCRIPT, the hit would be sent
- * again after the reset had run.)
+ * again after the reset had run.) Then the scripts are flushed under the
+ * open connection, and the same three calls keep their order (the reset
+ * is a script too, sent again after the hit).
  */
 static void order_after_flush(void)
 {
@@ -392,6 +394,16 @@ static void order_after_flush(void)
     CHECK(hit.fired == 1 && hit.err == 0 && hit.d.remaining == 6);
     CHECK(reset.fired == 1 && reset.err == 0);
     CHECK(peek.fired == 1 && peek.err == 0 && peek.d.remaining == 9);
+    /* The same with the connection open: the hit and the reset both meet
+       NOSCRIPT, and go again in their order. */
+    CHECK(rs_ok(&server, "SCRIPT FLUSH") == 0);
+    CHECK_OK(op_start(a, &lim, &hit));
+    CHECK_OK(op_start(a, &lim, &reset));
+    CHECK_OK(op_start(a, &lim, &peek));
+    drain(&loop, a);
+    CHECK(hit.fired == 2 && hit.err == 0 && hit.d.remaining == 6);
+    CHECK(reset.fired == 2 && reset.err == 0);
+    CHECK(peek.fired == 2 && peek.err == 0 && peek.d.remaining == 9);
     sluice_async_free(a);
     sluice_store_free(st);
     test_context(NULL);

@@ -1,0 +1,11 @@
+-- reset.lua - the async API's reset (src/async/cmd.c): the DEL of a key's
+-- state, as a script so that it keeps its place among the decisions
+-- pipelined with it. A server that has lost the scripts (SCRIPT FLUSH under
+-- an open connection) answers each of them NOSCRIPT, this one too, and the
+-- handle sends them all again in the order they were sent; a plain DEL
+-- would have run before the decisions it followed.
+--
+-- KEYS[1]  the key of an algorithm's state (PREFIX:{id}:ALGORITHM)
+-- ARGV     none
+-- Reply    what DEL answers: 1 the key was there, 0 it was not
+return redis.call('DEL', KEYS[1])
