@@ -135,7 +135,7 @@ int sluice_async_hit_many(sluice_async *a, const sluice_limit *limit,
                           sluice_request *reqs, size_t n,
                           sluice_async_many_cb cb, void *user)
 {
-    sluice__acall *p;
+    sluice__acall *p = NULL;
     size_t todo = 0;
     int err;
 
