@@ -62,7 +62,7 @@ start_example() {
     eport=$((35000 + $$ % 2000))
     "$EXAMPLE" --port "$eport" "$@" >"$TMP/example.log" 2>&1 &
     example_pid=$!
-    if wait_for "$TMP/example.log" '^listening on 127\.0\.0\.1:' 5 &&
+    if wait_for "$TMP/example.log" '^listening on 127\.0\.0\.1:' 30 &&
        wait_port "$eport"; then
         pass "$name: the example listens on 127.0.0.1:$eport"
         return 0
