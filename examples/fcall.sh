@@ -19,6 +19,10 @@ set -u
 host=${1:-127.0.0.1} port=${2:-6379} id=${3:-user42} algo=${4:-fixed}
 max=${5:-3} window_ms=${6:-10000} n=${7:-5}
 cli() { redis-cli -h "$host" -p "$port" "$@" 2>&1; }
+if [ $# -gt 7 ] || ! [[ $port$max$window_ms$n =~ ^[0-9]+$ ]]; then
+    echo "usage: fcall.sh [HOST [PORT [ID [ALGO [MAX [WINDOW_MS [N]]]]]]]" >&2
+    exit 1
+fi
 
 pong=$(cli PING)
 if [ "$pong" != PONG ]; then

@@ -12,6 +12,11 @@ sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev openssl l
 # The example HTTP server (examples/http_server.c) is built on libevent's
 # evhttp, and tests/cli/http_example_test.sh asks it with curl.
 sluice_need curl
+# The examples' clients (tests/examples/examples_test.sh): Debian's Python
+# client and the npm client redis as Debian packages it, and node for it
+# (nodesource's, when one is installed, else Debian's).
+sluice_need python3-redis node-redis
+command -v node >/dev/null || sluice_need nodejs
 # The server build under test: Debian's redis-server, redis-tools
 # (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
 # and SLUICE_TEST_SENTINEL name another build (README: "Running the suite

@@ -1,38 +1,42 @@
 #!/usr/bin/python3
-"""hit.py - sluice from Python: the same key decided by the Functions
-library (FCALL sluice_hit) and by the module (SLUICE.HIT), N times each,
-printing each decision. The key is the C library's, sluice:{ID}:ALGO (as
-`sluice hit ID --store valkey://HOST:PORT` names it), so all share one
-budget; each pass starts by resetting it, so both print the same decisions.
+"""hit.py - sluice from Python: one key decided N times by the Functions
+library (FCALL sluice_hit), then, after a reset, by the module (SLUICE.HIT),
+printing each decision. The key is the C library's, sluice:{ID}:ALGO, as
+`sluice hit ID --store valkey://HOST:PORT` names it: all share one budget.
 
 Usage: /usr/bin/python3 examples/python/hit.py [HOST [PORT [ID [ALGO [MAX
        [WINDOW_MS [N [fcall|module|both]]]]]]]]
        (defaults: 127.0.0.1 6379 user42 fixed 3 10000 5 both)
 
 Needs Debian's python3-redis (apt-get install python3-redis; hence
-/usr/bin/python3) and a Redis 7+ server with the Functions library loaded
-(sluice functions --load --store valkey://HOST:PORT) for fcall, and with
-sluice.so loaded (redis-server --loadmodule /PATH/sluice.so) for module.
-Exits 1 if the server cannot be reached or either is missing.
+/usr/bin/python3), a Redis 7+ server with the Functions library (sluice
+functions --load --store valkey://HOST:PORT) and sluice.so (redis-server
+--loadmodule /PATH/sluice.so). Exits 1 if any of them is missing.
 """
 import sys
-
-import redis
-
+try:
+    import redis
+except ImportError:
+    sys.exit("hit.py: no redis module: apt-get install python3-redis, then /usr/bin/python3")
 LOAD = {"fcall": "sluice functions --load --store valkey://{0}:{1}",
-        "module": "redis-server --loadmodule /PATH/TO/sluice.so"}
+        "module": "redis-server --loadmodule /PATH/sluice.so"}
+USAGE = __doc__.split("\n\n")[1]
+DEFAULTS = ["127.0.0.1", "6379", "user42", "fixed", "3", "10000", "5", "both"]
 
 
 def call(r, via, what, key, *args):
-    """FCALL sluice_WHAT or SLUICE.WHAT on key: a hit's reply is [allowed,
-    remaining, retry_after_ms, reset_after_ms]; a reset's, 1 if it was there."""
+    """FCALL sluice_WHAT or SLUICE.WHAT on key: a hit answers [allowed,
+    remaining, retry_after_ms, reset_after_ms], a reset 1 if it was there."""
     if via == "fcall":
         return r.fcall("sluice_" + what, 1, key, *args)
     return r.execute_command("SLUICE." + what.upper(), key, *args)
 
 
-def main(host="127.0.0.1", port="6379", uid="user42", algo="fixed",
-         max_="3", window_ms="10000", n="5", vias="both"):
+def main(argv):
+    if (argv[7:] not in ([], ["fcall"], ["module"], ["both"])
+            or not all(a.isdigit() for a in argv[1:2] + argv[4:7])):
+        sys.exit(USAGE)
+    host, port, uid, algo, max_, window_ms, n, vias = argv + DEFAULTS[len(argv):]
     r = redis.Redis(host=host, port=int(port), socket_timeout=5)
     # The key as the library names it: an id's '%', '{' and '}' escaped.
     esc = uid.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
@@ -42,9 +46,8 @@ def main(host="127.0.0.1", port="6379", uid="user42", algo="fixed",
             call(r, via, "reset", key)
             for i in range(1, int(n) + 1):
                 d = call(r, via, "hit", key, algo, max_, window_ms)
-                print("%s hit %d: %s remaining=%d retry_after_ms=%d "
-                      "reset_after_ms=%d" % (via, i, "allowed" if d[0] == 1
-                                             else "refused", *d[1:]))
+                print("%s hit %d: %s remaining=%d retry_after_ms=%d reset_after_ms=%d"
+                      % (via, i, "allowed" if d[0] == 1 else "refused", *d[1:]))
         except redis.ConnectionError as e:
             sys.exit("hit.py: no server answers at %s:%s: %s" % (host, port, e))
         except redis.ResponseError as e:
@@ -54,4 +57,4 @@ def main(host="127.0.0.1", port="6379", uid="user42", algo="fixed",
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    main(sys.argv[1:])

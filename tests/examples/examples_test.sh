@@ -102,7 +102,7 @@ done
 "$CLI" -p "$port" FUNCTION DELETE sluice >/dev/null
 examples=("bash $EX/fcall.sh" "/usr/bin/python3 $EX/python/hit.py" "node $EX/node/hit.js")
 for ex in "${examples[@]}"; do
-    $ex 127.0.0.1 "$port" e-noload fixed 3 60000 1 fcall >"$TMP/o" 2>"$TMP/e"
+    $ex 127.0.0.1 "$port" e-noload fixed 3 60000 1 >"$TMP/o" 2>"$TMP/e"
     rc=$?
     if [ "$rc" -ne 0 ] && grep -q 'sluice functions --load' "$TMP/e"; then
         pass "${ex##*/examples/} without the library: exit $rc, $(head -n 1 "$TMP/e")"
@@ -111,6 +111,26 @@ for ex in "${examples[@]}"; do
              "exit $rc: $(cat "$TMP/o" "$TMP/e")"
     fi
 done
+# And a server without the module, for the module passes.
+stop_pid "$server_pid"
+server_pid=
+if [ "$MODULE" = - ]; then
+    echo "SKIP: hit.py and hit.js on a server without the module: no sluice.so in this build"
+elif spawn_server "$port" "$TMP/server.log"; then
+    server_pid=$spawned_pid
+    for ex in "${examples[@]:1}"; do
+        $ex 127.0.0.1 "$port" e-nomod fixed 3 60000 1 module >"$TMP/o" 2>"$TMP/e"
+        rc=$?
+        if [ "$rc" -ne 0 ] && grep -q 'load it with: redis-server --loadmodule' "$TMP/e"; then
+            pass "${ex##*/examples/} without the module: exit $rc, $(head -n 1 "$TMP/e")"
+        else
+            fail "${ex##*/examples/} without the module says how to load it" \
+                 "exit $rc: $(cat "$TMP/o" "$TMP/e")"
+        fi
+    done
+else
+    fail "a server without the module starts on port $port" "$(cat "$TMP/server.log")"
+fi
 stop_pid "$server_pid"
 server_pid=
 for ex in "${examples[@]}"; do
