@@ -182,7 +182,7 @@ static int decide_all(sluice_async *a, const sluice_limit *limits, size_t n,
                       const char *key, size_t key_len, uint64_t cost,
                       bool consume, sluice_async_all_cb cb, void *user)
 {
-    sluice__acall *c;
+    sluice__acall *c = NULL;
     int err;
 
     if ((err = sluice__async_enter(a)) < 0)
