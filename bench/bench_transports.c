@@ -211,11 +211,16 @@ static int take_value(options *o, int argc, char **argv, int *i)
     return 0;
 }
 
-/* Parses 'argv' into 'o': -1 if it is good, else the exit status. */
+/* Parses 'argv' into 'o': -1 if it is good, else the exit status (0 for
+   --help, answered). */
 static int parse(options *o, int argc, char **argv)
 {
     int status;
 
+    if (bench_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return 0;
+    }
     for (int i = 1; i < argc; i++)
         if ((status = take_value(o, argc, argv, &i)) != 0)
             return status;
@@ -295,10 +300,6 @@ int main(int argc, char **argv)
 
     int status;
 
-    if (bench_wants_help(argc, argv)) {
-        fputs(usage, stdout);
-        return 0;
-    }
     if ((status = parse(&o, argc, argv)) >= 0)
         return status;
     keys = calloc(o.keys, sizeof(*keys));
