@@ -34,18 +34,15 @@ cleanup() {
 trap cleanup EXIT
 
 # widest FILE: the widest line of FILE in characters, once the terminal's
-# escape sequences (colors, ESC [ ... m) and carriage returns are out.
-# Python counts the characters, so a UTF-8 sign is one column, not its bytes.
+# escape sequences (colors, ESC [ ... m) and carriage returns are out. wc -L
+# in a UTF-8 locale counts characters (columns), so a UTF-8 sign is one
+# column, not its bytes.
 widest() {
-    /usr/bin/python3 -c '
-import re, sys
-text = open(sys.argv[1], encoding="utf-8").read()
-text = re.sub("\x1b\\[[0-9;]*m", "", text).replace("\r", "")
-print(max((len(l) for l in text.split("\n")), default=0))' "$1"
+    sed -e 's/\x1b\[[0-9;]*m//g' -e 's/\r//g' "$1" | LC_ALL=C.UTF-8 wc -L
 }
 
 # check_width NAME FILE: every line of FILE fits COLUMNS_MAX; the detail of
-# a failure shows the lines that do not.
+# a failure shows the lines that do not (awk's length: bytes, near enough).
 check_width() {
     local w
     w=$(widest "$2")
