@@ -12,6 +12,9 @@ sluice_need build-essential cmake pkg-config libhiredis-dev libssl-dev openssl l
 # The example HTTP server (examples/http_server.c) is built on libevent's
 # evhttp, and tests/cli/http_example_test.sh asks it with curl.
 sluice_need curl
+# tests/cli/man_page_test.sh renders docs/sluice.1 with groff (-ww: no
+# warning may pass).
+sluice_need groff-base
 # The server build under test: Debian's redis-server, redis-tools
 # (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
 # and SLUICE_TEST_SENTINEL name another build (README: "Running the suite
