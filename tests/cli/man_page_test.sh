@@ -65,8 +65,9 @@ if command -v man >/dev/null 2>&1; then
 else
     echo "SKIP: man --warnings (no man-db)"
 fi
-# The text a reader sees: wide lines, no hyphenation breaks in the words.
-groff -man -Tascii -rLL=300n "$PAGE" 2>/dev/null | col -b >"$TMP/page"
+# The text a reader sees, plain (-P-cbou: no overstriking, so no col(1)),
+# on wide lines.
+groff -man -Tascii -P-cbou -rLL=300n "$PAGE" 2>/dev/null >"$TMP/page"
 if [ "$(wc -l <"$TMP/page")" -gt 100 ]; then
     pass "it renders to $(wc -l <"$TMP/page") lines of text"
 else
