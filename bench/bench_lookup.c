@@ -33,12 +33,26 @@
 #define ADMIT_MAX 100u
 #define WINDOW_MS 3600000u
 
+static const char usage[] =
+    "usage: sluice_bench_lookup [--keys N] [--hits N] [--algo NAME] [--time]\n"
+    "\n"
+    "The embedded store's work per decision on many keys: makes N keys\n"
+    "\"user:I\" (one admitted hit each), then HITS more hits on keys chosen at\n"
+    "random among them, and prints what it did. Run it under callgrind\n"
+    "(bench/mem_misses.sh: instructions and cache misses per hit; needs\n"
+    "valgrind) or, with --time, alone on a CPU (taskset -c N) for ns per hit.\n"
+    "Needs nothing but this build (no server). Exit 0, 1 if the store fails.\n"
+    "\n"
+    "  --keys N      keys made, 1..10000000 (default 100000)\n"
+    "  --hits N      hits after that, 0..1000000000 (default 500000)\n"
+    "  --algo NAME   the algorithm (default fixed)\n"
+    "  --time        time the hits and print ns per hit\n"
+    "  --help        show this text\n";
+
 static int bad(const char *what, const char *arg)
 {
-    fprintf(stderr, "sluice_bench_lookup: %s '%s'\n"
-                    "usage: sluice_bench_lookup [--keys N] [--hits N] "
-                    "[--algo NAME] [--time]\n", what, arg);
-    return 2;
+    return bench_usage_error("sluice_bench_lookup", usage, "%s '%s'", what,
+                             arg);
 }
 
 /* A whole number from 'v' into '*out' (at most 'max'); false if not one. */
@@ -101,6 +115,10 @@ int main(int argc, char **argv)
     keyset ks;
     int err;
 
+    if (bench_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return 0;
+    }
     if ((err = options(&r, argc, argv)) >= 0)
         return err;
     keys = r.keys, hits = r.hits, algo = r.algo, timed = r.timed;

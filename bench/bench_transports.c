@@ -24,6 +24,7 @@
 #include "server.h"
 #include "tls_certs.h"
 #include "sluice.h"
+#include "bench_options.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -148,49 +149,82 @@ static sample median(sample *s, int n)
 
 /* ---- Options -------------------------------------------------------------- */
 
-static void usage(void)
+#define PROG "sluice_bench_transports"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const char usage[] =
+    "usage: " PROG " [--seconds S] [--rounds R] [--batch B]\n"
+    "                               [--keys K]\n"
+    "\n"
+    "The fixed window over the three transports of one private redis-server\n"
+    "it starts (plain TCP, TLS and a Unix socket, all on loopback): one\n"
+    "caller's sluice_hit() in a loop, and sluice_hit_many() batches of B,\n"
+    "pipelined; decisions a second and the client's CPU per decision (the\n"
+    "median round), beside issue 20's two targets. Needs a redis-server\n"
+    "built with TLS on PATH (or $SLUICE_TEST_SERVER) and openssl, which\n"
+    "makes its test certificates. Benchmarks never fail: the exit status is\n"
+    "0 whatever the figures (1 if a store fails).\n"
+    "\n"
+    "  --seconds S   each row runs S seconds, up to 3600 (default 2)\n"
+    "  --rounds R    rounds, transports in turn, 1.." STR(MAX_ROUNDS)
+    " (default 3)\n"
+    "  --batch B     requests per sluice_hit_many(), 1.." STR(MAX_BATCH)
+    " (default 100)\n"
+    "  --keys K      keys cycled through, 1..10000000 (default 1000)\n"
+    "  --help        show this text\n";
+
+/* The value of option argv[*i] among the four, into 'o' (advancing '*i');
+   0, or the exit status of a bad one (reported). */
+static int take_value(options *o, int argc, char **argv, int *i)
 {
-    fprintf(stderr, "usage: sluice_bench_transports [--seconds S] "
-                    "[--rounds 1..%d] [--batch 1..%d] [--keys N]\n",
-            MAX_ROUNDS, MAX_BATCH);
+    static const char *const names[] = {"--seconds", "--rounds", "--batch",
+                                        "--keys"};
+    const char *name = NULL, *text = NULL;
+    char *end = NULL;
+    bool missing = false;
+    double v;
+
+    for (size_t k = 0; k < 4 && text == NULL && !missing; k++)
+        if ((text = option_value(argc, argv, i, names[k], &missing)) != NULL ||
+            missing)
+            name = names[k];
+    if (name == NULL)
+        return bench_usage_error(PROG, usage, "unknown option '%s'", argv[*i]);
+    if (missing)
+        return bench_usage_error(PROG, usage, "%s needs a value", name);
+    v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v > 0))
+        return bench_usage_error(PROG, usage, "%s '%s': not a positive "
+                                 "number", name, text);
+    if (name == names[0] && v <= 3600)
+        o->seconds = v;
+    else if (name == names[1] && v <= MAX_ROUNDS && v == (int)v)
+        o->rounds = (int)v;
+    else if (name == names[2] && v <= MAX_BATCH && v == (size_t)v)
+        o->batch = (size_t)v;
+    else if (name == names[3] && v <= 10000000 && v == (size_t)v)
+        o->keys = (size_t)v;
+    else
+        return bench_usage_error(PROG, usage, "%s %s: out of range", name,
+                                 text);
+    return 0;
 }
 
-/* Parses 'argv' into 'o'; -1 (with the reason on stderr) if it cannot. */
+/* Parses 'argv' into 'o': -1 if it is good, else the exit status (0 for
+   --help, answered). */
 static int parse(options *o, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        char *end = NULL;
-        double v;
+    int status;
 
-        if (i + 1 >= argc) {
-            fprintf(stderr, "bench_transports: %s needs a value\n", argv[i]);
-            return -1;
-        }
-        v = strtod(argv[i + 1], &end);
-        if (end == argv[i + 1] || *end != '\0' || !(v > 0)) {
-            fprintf(stderr, "bench_transports: %s '%s': not a positive "
-                            "number\n", argv[i], argv[i + 1]);
-            return -1;
-        }
-        if (strcmp(argv[i], "--seconds") == 0 && v <= 3600) {
-            o->seconds = v;
-        } else if (strcmp(argv[i], "--rounds") == 0 && v <= MAX_ROUNDS &&
-                   v == (int)v) {
-            o->rounds = (int)v;
-        } else if (strcmp(argv[i], "--batch") == 0 && v <= MAX_BATCH &&
-                   v == (size_t)v) {
-            o->batch = (size_t)v;
-        } else if (strcmp(argv[i], "--keys") == 0 && v <= 10000000 &&
-                   v == (size_t)v) {
-            o->keys = (size_t)v;
-        } else {
-            fprintf(stderr, "bench_transports: unknown option or value out "
-                            "of range: %s %s\n", argv[i], argv[i + 1]);
-            return -1;
-        }
-        i++;
+    if (bench_wants_help(argc, argv)) {
+        fputs(usage, stdout);
+        return 0;
     }
-    return 0;
+    for (int i = 1; i < argc; i++)
+        if ((status = take_value(o, argc, argv, &i)) != 0)
+            return status;
+    return -1;
 }
 
 /* ---- The server ----------------------------------------------------------- */
@@ -264,10 +298,10 @@ int main(int argc, char **argv)
     rs_server server;
     int tcp_port;
 
-    if (parse(&o, argc, argv) < 0) {
-        usage();
-        return 2;
-    }
+    int status;
+
+    if ((status = parse(&o, argc, argv)) >= 0)
+        return status;
     keys = calloc(o.keys, sizeof(*keys));
     key_lens = calloc(o.keys, sizeof(*key_lens));
     reqs = calloc(o.batch, sizeof(*reqs));

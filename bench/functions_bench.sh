@@ -13,6 +13,23 @@
 
 set -eu
 
+usage="usage: bench/functions_bench.sh [PATH-TO-SLUICE]
+
+What one decision costs the server: FCALL sluice_hit (the Functions
+library) beside EVALSHA (the server store's script, sent by 'sluice
+replay') and a bare INCR, per algorithm, as INFO commandstats'
+usec_per_call, on a private redis-server it starts on loopback.
+
+  PATH-TO-SLUICE   the CLI to use (default build-rel/cli/sluice)
+  N=100000         calls per case (environment)
+  --help           show this text
+
+Needs redis-server, redis-cli and redis-benchmark (Debian's redis-server
+and redis-tools; or \$SLUICE_TEST_SERVER, \$SLUICE_TEST_CLI) and a Redis 7+
+server for FCALL. It never fails on a figure."
+. "$(dirname "$0")/bench_args.sh"
+bench_args "$usage" "" "" "$@"
+
 SLUICE=${1:-build-rel/cli/sluice}
 N=${N:-100000}
 . "$(dirname "$0")/private_server.sh"

@@ -24,6 +24,25 @@
 
 set -eu
 
+usage="usage: bench/mem_misses.sh [BUILD-DIR] [ALGO...]
+
+The embedded store's instructions, first-level data misses and last-level
+read misses per decision on KEYS keys, counted by valgrind's callgrind with
+its cache simulator inside sluice_hit() only, for each last-level cache
+size in MIBS: figures that do not move with the load of the machine.
+
+  BUILD-DIR    the build with bench/sluice_bench_lookup (default build-rel)
+  ALGO...      the algorithms (default fixed gcra sliding-counter)
+  KEYS=100000 HITS=200000 MIBS=\"2 8 32\"   (environment)
+  --help       show this text
+
+Needs valgrind (apt-get install -y valgrind) and a build of
+sluice_bench_lookup (a Release build: cmake -DCMAKE_BUILD_TYPE=Release).
+No server. It never fails on a figure; it exits 1 if valgrind, the build
+or a run fails."
+. "$(dirname "$0")/bench_args.sh"
+bench_args "$usage" "" "" "$@"
+
 BUILD=${1:-build-rel}
 shift || true
 ALGOS=${*:-fixed gcra sliding-counter}

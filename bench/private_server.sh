@@ -18,6 +18,26 @@
 # bound of BENCH_TIMEOUT seconds, default 600), so a server that died or a
 # port taken by another never leaves a client spinning.
 
+# Run rather than sourced, it says what it is for: --help is answered
+# (exit 0), anything else is a usage error (exit 2).
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    usage="usage: . bench/private_server.sh   (sourced, not run)
+
+Sourced by the benchmark scripts: bench_server_start [ARGS...] starts one
+private redis-server (\$SLUICE_TEST_SERVER, else redis-server, else
+valkey-server) on a free loopback port, in a temporary directory, and sets
+\$port, \$pid and \$tmp; bench_server_version names it. The script stops
+it by its PID when it exits. Needs redis-server and redis-cli (Debian's
+redis-server and redis-tools).
+
+  --help    show this text"
+    . "$(dirname "$0")/bench_args.sh"
+    bench_args "$usage" "" "" "$@"
+    printf '%s: it is sourced by the bench scripts, not run\n%s\n' \
+        "$(basename "$0")" "$usage" >&2
+    exit 2
+fi
+
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-600}
 bench_timeout() { timeout "$BENCH_TIMEOUT" "$@"; }
 

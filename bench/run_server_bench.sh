@@ -19,6 +19,26 @@
 # BUILD_DIR overrides the build directory.
 set -u
 
+. "$(dirname "$0")/bench_server_options.sh"
+usage="usage: bench/run_server_bench.sh [sluice_bench_server OPTIONS...]
+
+Installs what sluice_bench_server compares with, when missing (redis-server
+and redis-tools, python3-limits and python3-redis, and the Node peer's
+packages by npm ci in bench/peers; as root, or with sudo), builds the
+benchmark (Release, in \${BUILD_DIR:-build-bench}) and runs it with the
+options given: sluice's server store beside redis-benchmark INCR,
+rate-limiter-flexible and Python limits on one private redis-server, then
+the server's time per decision (BENCHMARKS.md). An install that fails is a
+warning: that reference is then shown \"not available\".
+
+Options, sluice_bench_server's (its --help tells what each does):
+  without a value:  $BENCH_SERVER_FLAGS
+  with a value:     ${BENCH_SERVER_VALUED% --only*}
+                    --only${BENCH_SERVER_VALUED#* --only}
+  --help    show this text"
+. "$(dirname "$0")/bench_args.sh"
+bench_args "$usage" "$BENCH_SERVER_FLAGS" "$BENCH_SERVER_VALUED" "$@"
+
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
 peers=$root/bench/peers

@@ -24,6 +24,25 @@
 
 set -eu
 
+usage="usage: bench/server_instructions.sh [BUILD-DIR]
+
+The server's instructions per decision, counted by valgrind's callgrind
+inside the server's call(): a bare INCR, and each algorithm through the
+native module (SLUICE.HIT), its script (EVALSHA) and the Functions library
+(FCALL sluice_hit), on one private redis-server it starts on loopback.
+
+  BUILD-DIR   the build with sluice.so, cli/sluice and lua_scripts.c
+              (default build-rel)
+  N=5000      counted requests per case (environment)
+  --help      show this text
+
+Needs valgrind and callgrind_annotate (Debian's valgrind), redis-server,
+redis-cli and redis-benchmark (redis-server, redis-tools), and a Redis 7+
+server. It never fails on a figure; it exits 1 if a tool, the server or the
+build is missing."
+. "$(dirname "$0")/bench_args.sh"
+bench_args "$usage" "" "" "$@"
+
 BUILD=${1:-build-rel}
 MODULE=$(realpath "$BUILD/sluice.so")
 SLUICE=$BUILD/cli/sluice

@@ -83,7 +83,9 @@ const char cli_demo_help[] =
 #define BIG_MAX 1000u            /* the second size memory is measured at */
 #define ATTACK_SENT (1u + 2u * DEMO_MAX)
 #define TRACE_MAX STEADY_SENT
-#define DEMO_TEXT_WIDTH 88u     /* where the sentence under the table wraps */
+#define DEMO_COLUMNS 80u /* the widest line: an 80-column terminal */
+#define MEANING_INDENT 16u /* where the words after an algorithm's name start */
+#define MEANING_MAX 1024u /* the longest words of an algorithm, figures in */
 
 _Static_assert(ATTACK_SENT <= TRACE_MAX, "the attack fits a trace");
 _Static_assert(DEMO_WINDOW_MS == 1000, "the text calls the window 1 s");
@@ -319,9 +321,11 @@ static const char *memory_words(sluice_algo algo, size_t *len)
 
 /*
  * Prints the 'len' bytes of words 'w', each after a space, or after a line
- * break where it would pass column DEMO_TEXT_WIDTH; '*col' is the column.
+ * break and 'indent' spaces where it would pass column DEMO_COLUMNS; '*col'
+ * is the column.
  */
-static void print_wrapped(const char *w, size_t len, size_t *col)
+static void print_wrapped(const char *w, size_t len, size_t *col,
+                          size_t indent)
 {
     size_t i = 0;
 
@@ -331,10 +335,10 @@ static void print_wrapped(const char *w, size_t len, size_t *col)
         while (i < len && w[i] != ' ')
             i++;
         if (i > start) {
-            if (*col > 0 && *col + 1 + (i - start) > DEMO_TEXT_WIDTH) {
-                printf("\n");
-                *col = 0;
-            } else if (*col > 0) {
+            if (*col > indent && *col + 1 + (i - start) > DEMO_COLUMNS) {
+                printf("\n%*s", (int)indent, "");
+                *col = indent;
+            } else if (*col > indent) {
                 printf(" ");
                 (*col)++;
             }
@@ -349,25 +353,24 @@ static void print_wrapped(const char *w, size_t len, size_t *col)
 /* The sentence under the table: what one used-up key holds, per algorithm. */
 static void print_memory_words(const palette *p, const report *r, unsigned n)
 {
-    static const char lead[] = "Memory is measured: what the embedded store "
-                               "holds for one key whose budget is used up, "
-                               "key included:";
+    static const char lead[] = "Memory is measured: the bytes the embedded "
+                               "store holds for a used-up key, key included:";
     size_t col = 0;
 
     printf("%s", p->dim);
-    print_wrapped(lead, strlen(lead), &col);
+    print_wrapped(lead, strlen(lead), &col, 0);
     for (unsigned a = 0; a < n; a++) {
         char named[64];
         size_t len;
         const char *words = memory_words(r[a].algo, &len);
         int k;
 
-        print_wrapped(words, len, &col);
+        print_wrapped(words, len, &col, 0);
         k = snprintf(named, sizeof(named), "(%s)%s",
                      sluice_algo_name(r[a].algo),
                      a + 1 == n ? "." : a + 2 == n ? (n > 2 ? ", or" : " or")
                                                    : ",");
-        print_wrapped(named, k > 0 ? (size_t)k : 0, &col);
+        print_wrapped(named, k > 0 ? (size_t)k : 0, &col, 0);
     }
     printf("%s\n", p->off);
 }
@@ -375,7 +378,8 @@ static void print_memory_words(const palette *p, const report *r, unsigned n)
 /*
  * The table: per algorithm (the 'n' reports 'r'), the seam requests of the
  * attack admitted (all but the opener at index 0, of 'attack_seam'), the
- * peaks, the memory and the steady traffic admitted.
+ * peaks, the memory and the steady traffic admitted. Its columns are set so
+ * that its widest line, the second heading, is DEMO_COLUMNS wide.
  */
 static void print_table(const palette *p, const report *r, unsigned n,
                         size_t attack_seam)
@@ -384,16 +388,16 @@ static void print_table(const palette *p, const report *r, unsigned n,
 
     snprintf(small, sizeof(small), "max=%u", DEMO_MAX);
     snprintf(big, sizeof(big), "max=%u", BIG_MAX);
-    printf("%s%-17s %-23s %-23s %s%s\n", p->bold, "", "boundary attack",
+    printf("%s%-15s %-21s%-20s%s%s\n", p->bold, "", "boundary attack",
            "memory per key", "steady traffic", p->off);
-    printf("%s%-17s %-9s %-13s %-9s %-13s %-10s %s%s\n", p->bold,
+    printf("%s%-15s %-9s %-11s%7s  %9s  %-11s %s%s\n", p->bold,
            "algorithm", "admitted", "peak in 1 s", small, big, "admitted",
            "peak in 1 s", p->off);
     for (unsigned a = 0; a < n; a++) {
-        printf("%-17s %2zu of %-3zu  ", sluice_algo_name(r[a].algo),
+        printf("%-15s %2zu of %-3zu ", sluice_algo_name(r[a].algo),
                r[a].attack.admitted - r[a].attack.allowed[0], attack_seam);
-        print_peak(p, r[a].attack.peak, 13, false);
-        printf("%6llu B  %8llu B    %3zu of %-3u  ",
+        print_peak(p, r[a].attack.peak, 11, false);
+        printf("%5llu B  %7llu B  %3zu of %-3u  ",
                (unsigned long long)r[a].bytes_small,
                (unsigned long long)r[a].bytes_big, r[a].steady.admitted,
                STEADY_SENT);
@@ -532,51 +536,61 @@ static size_t report_figures(figure *f, const report *r, const trace *attack)
     return n;
 }
 
-/* Prints the 'len' bytes of 'line', each {name} of 'f' as its figure. */
-static void print_line(const char *line, size_t len, const figure *f,
-                       size_t nf)
+/*
+ * Writes 'text' into 'out' ('cap' bytes) with each {name} of 'f' as its
+ * figure and each line break as a space, so that the words are wrapped
+ * where the screen needs, not where demo.txt breaks them. Returns the
+ * length written (the words are cut should they not fit).
+ */
+static size_t expand_words(char *out, size_t cap, const char *text,
+                           const figure *f, size_t nf)
 {
-    for (size_t i = 0; i < len; i++) {
-        const char *end = line[i] == '{' ? memchr(&line[i], '}', len - i)
+    size_t n = 0, len = strlen(text);
+
+    for (size_t i = 0; i < len && n + 1 < cap; i++) {
+        const char *end = text[i] == '{' ? memchr(&text[i], '}', len - i)
                                          : NULL;
-        size_t k = 0, name_len = end != NULL ? (size_t)(end - &line[i]) - 1
+        size_t k = 0, name_len = end != NULL ? (size_t)(end - &text[i]) - 1
                                              : 0;
 
         while (end != NULL && k < nf &&
                (strlen(f[k].name) != name_len ||
-                memcmp(f[k].name, &line[i + 1], name_len) != 0))
+                memcmp(f[k].name, &text[i + 1], name_len) != 0))
             k++;
         if (end != NULL && k < nf) {
-            printf("%llu", f[k].value);
+            int w = snprintf(&out[n], cap - n, "%llu", f[k].value);
+
+            n += w > 0 && (size_t)w < cap - n ? (size_t)w : 0;
             i += name_len + 1;
         } else {
-            putchar(line[i]);
+            out[n++] = text[i] == '\n' ? ' ' : text[i];
         }
     }
+    out[n] = '\0';
+    return n;
 }
 
-/* What the figures mean: per report of 'r' ('n'), its words, figures in. */
+/*
+ * What the figures mean: per report of 'r' ('n'), its name, then its words
+ * (all of demo.txt after the first line), figures in, wrapped under them.
+ */
 static void print_meaning(const palette *p, const report *r, unsigned n,
                           const trace *attack)
 {
     for (unsigned a = 0; a < n; a++) {
         figure f[FIGURES_MAX];
+        char words[MEANING_MAX];
         size_t nf = report_figures(f, &r[a], attack);
-        const char *line = strchr(cli_demo_texts[r[a].algo], '\n');
+        const char *text = strchr(cli_demo_texts[r[a].algo], '\n');
+        size_t col = MEANING_INDENT;
 
-        for (bool first = true; line != NULL; first = false) {
-            const char *nl = strchr(++line, '\n');
-            size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
-
-            if (first)
-                printf("%s%-16s%s ", p->bold, sluice_algo_name(r[a].algo),
-                       p->off);
-            else
-                printf("%-16s ", "");
-            print_line(line, len, f, nf);
-            printf("\n");
-            line = nl;
-        }
+        printf("%s%-*s%s", p->bold, (int)MEANING_INDENT,
+               sluice_algo_name(r[a].algo), p->off);
+        if (text != NULL)
+            print_wrapped(words, expand_words(words, sizeof(words), text + 1,
+                                              f, nf),
+                          &col, MEANING_INDENT);
+        printf("\n");
     }
 }
 
@@ -629,6 +643,26 @@ static int measure(report *r, unsigned n, const trace *attack,
     return 0;
 }
 
+/* What the two traces are, wrapped to DEMO_COLUMNS. */
+static void print_scenarios(const trace *steady)
+{
+    char text[512];
+    size_t col = 0;
+    int len = snprintf(text, sizeof(text),
+                       "Boundary attack: 1 request at t=0 opens the window, "
+                       "then %u at t=%u (its last ms) and %u at t=%u (the "
+                       "next window's first). Steady: %u requests %u-%u ms "
+                       "apart (seed %u), over %.1f s: about twice the budget.",
+                       DEMO_MAX, DEMO_WINDOW_MS - 1, DEMO_MAX, DEMO_WINDOW_MS,
+                       STEADY_SENT, STEADY_GAP_MIN_MS,
+                       STEADY_GAP_MIN_MS + STEADY_GAP_SPREAD_MS - 1,
+                       STEADY_SEED,
+                       (double)(steady->t[steady->n - 1] + 1) / 1000.0);
+
+    print_wrapped(text, len > 0 ? (size_t)len : 0, &col, 0);
+    printf("\n\n");
+}
+
 /* The screen: the heading, then the 'n' reports 'r' shown four ways. */
 static void print_screen(const palette *p, const report *r, unsigned n,
                          const trace *attack, const trace *steady)
@@ -638,13 +672,7 @@ static void print_screen(const palette *p, const report *r, unsigned n,
            cli_count_word(n), p->off);
     printf("Embedded store, virtual clock: every figure is a real decision "
            "of the library.\n");
-    printf("Boundary attack: 1 request at t=0 opens the window, then %u at "
-           "t=%u (its last ms)\nand %u at t=%u (the next window's first). "
-           "Steady: %u requests %u-%u ms apart\n(seed %u), over %.1f s: "
-           "about twice the budget.\n\n", DEMO_MAX, DEMO_WINDOW_MS - 1,
-           DEMO_MAX, DEMO_WINDOW_MS, STEADY_SENT, STEADY_GAP_MIN_MS,
-           STEADY_GAP_MIN_MS + STEADY_GAP_SPREAD_MS - 1, STEADY_SEED,
-           (double)(steady->t[steady->n - 1] + 1) / 1000.0);
+    print_scenarios(steady);
     print_table(p, r, n, attack->n - 1);
     printf("\n");
     print_seam(p, r, n, attack);

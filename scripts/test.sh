@@ -17,6 +17,9 @@ sluice_need curl
 # (nodesource's, when one is installed, else Debian's).
 sluice_need python3-redis node-redis
 command -v node >/dev/null || sluice_need nodejs
+# tests/cli/man_page_test.sh renders docs/sluice.1 with groff (-ww: no
+# warning may pass).
+sluice_need groff-base
 # The server build under test: Debian's redis-server, redis-tools
 # (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
 # and SLUICE_TEST_SENTINEL name another build (README: "Running the suite
