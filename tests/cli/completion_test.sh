@@ -128,6 +128,8 @@ has "work's options" \
     "$SLUICE" work q --
 expect "demo chat's options" "--store --store-file --help" \
     "$SLUICE" demo chat --
+expect "demo --chat's options" "--store --store-file --help" \
+    "$SLUICE" demo --chat --
 expect "functions' options" "--load --store --store-file --help" \
     "$SLUICE" functions --
 expect "a key is not completed" "" "$SLUICE" hit ""
