@@ -26,7 +26,7 @@ passed=0
 failed=0
 server_pid=
 . "$SRC/tests/cli/lib/cli_helpers.sh"
-trap 'stop_pid "$server_pid"; [ -n "${KEEP_TMP-}" ] || rm -rf "$TMP"' EXIT
+trap 'stop_pid "$server_pid"; rm -rf "$TMP"' EXIT
 unset LD_LIBRARY_PATH
 use_test_binaries install_test
 
@@ -185,3 +185,97 @@ grep -E 'R(UN)?PATH' "$TMP/log" | grep -qF "[$prefix/$(cache CMAKE_INSTALL_LIBDI
 st=$?; ok "CMake's build RPATH names the prefix's $(basename "$libdir")" $st
 run_example "find_package, sluice::sluice" "$TMP/proj/build/example_shared"
 run_example "find_package, sluice::sluice_static" "$TMP/proj/build/example_static"
+
+# ---- The installed CLI and module, against a server -------------------------------------
+
+port=$((41000 + $$ % 2000))
+module=$prefix/$(cache CMAKE_INSTALL_LIBDIR)/sluice/sluice.so
+load_module=
+if [ "$(cache SLUICE_MODULE)" = OFF ]; then
+    echo "SKIP: the module: this build has none (-DSLUICE_MODULE=OFF)"
+elif [ "$(stat -c %a "$module" 2>&1)" != 755 ]; then
+    fail "the installed module is mode 0755" "$(ls -l "$module" 2>&1)"
+elif nm -D --undefined-only "$module" | grep -q '__[a-z]*san_'; then
+    # The build filters sanitizers out of the module (CMakeLists.txt,
+    # sluice_add_module): a sanitizer's runtime must be loaded first.
+    echo "SKIP: loading the module: it was built with a sanitizer, whose" \
+         "runtime a server not built with it cannot load"
+else
+    pass "the installed module is mode 0755: ${module#"$prefix"/}"
+    load_module=$module
+fi
+if [ -n "$load_module" ] &&
+   ! "$SERVER" --version | grep -Eq 'v=([7-9]|[1-9][0-9])\.'; then
+    echo "SKIP: loading the module: it needs Redis 7.0+ or Valkey" \
+         "($("$SERVER" --version))"
+    load_module=
+fi
+
+# start NAME ARGS...: starts $SERVER on $port with ARGS; on failure ends
+# the test.
+start() {
+    local name=$1
+    shift
+    if ! spawn_server "$port" "$TMP/server.log" "$@"; then
+        server_pid=$spawned_pid
+        fail "$name" "$(cat "$TMP/server.log")"
+        echo "install_test: $passed passed, $failed failed"
+        exit 1
+    fi
+    server_pid=$spawned_pid
+    pass "$name: $(server_version "$port")"
+}
+
+# expect_reply NAME EXPECTED ARGS...: redis-cli ARGS answers EXPECTED (its
+# lines joined by spaces).
+expect_reply() {
+    local name=$1 expected=$2 reply
+    shift 2
+    reply=$("$CLI" -p "$port" "$@" 2>&1 | tr -d '\r' | paste -sd' ')
+    expect_eq "$name: $expected" "$expected" "$reply"
+}
+
+if [ -n "$load_module" ]; then
+    start "a server starts with --loadmodule ${module#"$prefix"/}" \
+        --loadmodule "$module"
+    expect_reply "SLUICE.HIT, admitted" "1 0 0 60000" \
+        SLUICE.HIT install:fixed fixed 1 60000
+    reply=$("$CLI" -p "$port" SLUICE.HIT install:fixed fixed 1 60000 | head -n 1)
+    expect_eq "SLUICE.HIT again, refused" 0 "$reply"
+    # Why the docs name enable-module-command: it is "no" by default.
+    "$CLI" -p "$port" MODULE LOAD "$module" >"$TMP/log" 2>&1
+    grep -q 'enable-module-command' "$TMP/log"
+    st=$?; ok "MODULE LOAD is refused by default: $(head -n 1 "$TMP/log" | cut -c 1-60)..." $st
+else
+    start "a server starts (without the module)"
+fi
+
+# The installed CLI, with no LD_LIBRARY_PATH: one unit a minute (a window
+# that no second hit can outlast), so the second hit is refused (exit 1).
+"$prefix/bin/sluice" --help >"$TMP/log" 2>&1
+ok "bin/sluice --help" $?
+store=valkey://127.0.0.1:$port
+run_cli_hit() {
+    "$prefix/bin/sluice" hit install-cli --algo fixed --max 1 --window 1m \
+        --store "$store" >"$TMP/log" 2>&1
+    st=$?
+    [ "$st" -eq "$1" ]
+    st=$?; ok "bin/sluice hit: exit $1 ($(head -n 1 "$TMP/log"))" $st
+}
+run_cli_hit 0
+run_cli_hit 1
+stop_pid "$server_pid"
+server_pid=
+
+if [ -n "$load_module" ]; then
+    start "a server starts with --enable-module-command yes" \
+        --enable-module-command yes
+    expect_reply "MODULE LOAD ${module#"$prefix"/}" OK MODULE LOAD "$module"
+    expect_reply "SLUICE.HIT after MODULE LOAD" "1 1 0 500" \
+        SLUICE.HIT install:gcra gcra 2 1000
+    stop_pid "$server_pid"
+    server_pid=
+fi
+
+echo "install_test: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
