@@ -329,6 +329,15 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
 void cli_store_error(const char *url, int err);
 
 /*
+ * The exit status of sluice_store_open()'s failure 'err': CLI_EXIT_USAGE for
+ * a URL the library refused before connecting (it does not parse, or has an
+ * unknown or invalid option: SLUICE_EINVAL, SLUICE_ERANGE), else
+ * CLI_EXIT_RUNTIME (the store could not be reached, refused us, is
+ * misconfigured for the URL, or failed).
+ */
+int cli_store_open_status(int err);
+
+/*
  * Reports the failure 'err' of a library call made for 'what' ("queue
  * take", "replay: line 4") as "sluice: WHAT: DETAIL (NAME)", with
  * sluice_last_error()'s detail, and returns its exit status. A request that
