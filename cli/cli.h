@@ -108,8 +108,8 @@ typedef enum cli_value {
     CLI_VALUE_TEXT,       /* any text, as given: into a const char * */
     CLI_VALUE_NUMBER,     /* a whole number in 'lo'..'hi' (cli_parse_u64()):
                              into a uint64_t */
-    CLI_VALUE_DURATION,   /* a duration (sluice_duration_parse(): 250ms, 1s,
-                             1m, 1h or a number of ms), in ms: a uint64_t */
+    CLI_VALUE_DURATION,   /* a duration (sluice_duration_parse(): 250ms,
+                             1m30s, 1d or a number of ms), in ms: a uint64_t */
     CLI_VALUE_DURATION_0, /* the same, or a zero ("0", "0s"...) meaning 0 */
     CLI_VALUE_ALGO        /* an algorithm's name: into a sluice_algo */
 } cli_value;
@@ -331,7 +331,7 @@ void cli_store_error(const char *url, int err);
 /*
  * The exit status of sluice_store_open()'s failure 'err': CLI_EXIT_USAGE for
  * a URL the library refused before connecting (it does not parse, or has an
- * unknown or invalid option: SLUICE_EINVAL, SLUICE_ERANGE), else
+ * unknown or invalid option: SLUICE_EURL, SLUICE_EINVAL, SLUICE_ERANGE), else
  * CLI_EXIT_RUNTIME (the store could not be reached, refused us, is
  * misconfigured for the URL, or failed).
  */

@@ -7,7 +7,7 @@
  * e.g. --limit fixed:10/1s --limit sliding-log:1000/1h: the request is
  * admitted only if every limit admits it, and counted in every one or in
  * none (sluice_hit_all()). WINDOW is a duration as --window takes it
- * ("250ms", "1s", "1m", "1h", or plain milliseconds); BURST, for gcra,
+ * ("250ms", "1m30s", "1h", "1d", or plain milliseconds); BURST, for gcra,
  * as --burst takes it (1..MAX). --limit may be given
  * up to SLUICE_HIT_ALL_MAX times, and not together with --algo, --max or
  * --window. The first line of the output is the combined decision, as

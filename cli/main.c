@@ -14,8 +14,25 @@
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] ... --store URL
  *   sluice demo [chat --store URL]                   (demo.c, demo_chat.c)
  *
- * Exit status: 0 admitted or success, 1 refused, 2 usage error, 3 store or
- * runtime error (cli.h).
+ * The exit-code rule, one for every command (the codes are CLI_EXIT_* in
+ * cli.h; 'sluice --help' states it to users):
+ *   0  did what was asked: hit admitted; peek would admit; reset done; ttl
+ *      printed its wait; replay decided its trace; a queue subcommand or
+ *      work did its job; demo ran.
+ *   1  the answer is "no": hit refused; peek would refuse; queue take found
+ *      nothing to take (deferred or empty); queue complete or fail lost the
+ *      lease; queue retry's job is not a failed job.
+ *   2  usage error: anything wrong with what the user gave, found before
+ *      the store is asked: arguments, options, numbers, durations, a trace
+ *      line, a store URL (--store, --store-file's line or SLUICE_STORE) that
+ *      does not parse or has an unknown or invalid option (SLUICE_EURL,
+ *      EINVAL, ERANGE from sluice_store_open(): cli_store_open_status()),
+ *      a --store-file that cannot be read or is not private, a request that
+ *      can never succeed (ECOST, ENOTSUP: cli_lib_error()).
+ *   3  store error: the store cannot be opened or reached (ECONN,
+ *      ETIMEDOUT), refused us (EAUTH: a password, TLS), is misconfigured
+ *      for the URL (ECONFIG, e.g. a cluster node behind valkey://), gave a
+ *      bad reply (EPROTO), or failed; also the output cannot be written.
  */
 #include "cli.h"
 
@@ -51,7 +68,8 @@ static const char main_help[] =
     "Options of hit, peek, reset and replay:\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
-    "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
+    "  --window DUR   the window: 250ms, 1s, 1m30s, 1h, 1d (units d, h, m,\n"
+    "                 s, ms, largest first, each once) or a number of ms\n"
     "  --burst B      units admitted at once, 1..N (default N): only\n"
     "                 @BURST_ALGOS@\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
@@ -79,15 +97,20 @@ static const char main_help[] =
     "replay' to see a budget run out, or a server store. ttl, queue, work\n"
     "and demo chat need a server store.\n"
     "\n"
-    "Exit status:\n"
-    "  0  admitted, or the command succeeded\n"
-    "  1  refused: the request is over the limit (queue: nothing to take,\n"
-    "     or a lost lease)\n"
-    "  2  usage error: a bad command, option, number or trace line\n"
-    "  3  runtime error: the store cannot be opened or reached, is\n"
+    "Exit status (every command):\n"
+    "  0  did what was asked: admitted (hit), would admit (peek), done\n"
+    "     (reset, ttl, replay, queue, work, demo)\n"
+    "  1  the answer is no: refused (hit), would refuse (peek); queue take:\n"
+    "     nothing to take; complete/fail: the lease was lost; retry: not a\n"
+    "     failed job\n"
+    "  2  usage error, found before the store is asked: a bad command,\n"
+    "     option, number, duration or trace line, a store URL (--store,\n"
+    "     --store-file, SLUICE_STORE) that does not parse or has an unknown\n"
+    "     or invalid option, a --store-file that cannot be read\n"
+    "  3  store error: the store cannot be reached, refused us (EAUTH: a\n"
+    "     wrong password, a TLS certificate that does not verify), is\n"
     "     misconfigured (ECONFIG: e.g. a cluster node behind valkey://, use\n"
-    "     valkey+cluster://), refused us (EAUTH: a wrong password, a TLS\n"
-    "     certificate that does not verify), or failed\n"
+    "     valkey+cluster://), gave a bad reply, or failed\n"
     "\n"
     "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
     "for the version.\n";
@@ -101,7 +124,8 @@ static const char hit_help[] =
     "\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
-    "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
+    "  --window DUR   250ms, 1s, 1m30s, 1h, 1d (units d, h, m, s, ms,\n"
+    "                 largest first, each once) or a number of ms\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
     "  --burst B      units admitted at once, 1..N (default N), so C <= B:\n"
     "                 only @BURST_ALGOS@\n"
@@ -132,7 +156,9 @@ static const char hit_help[] =
     "The embedded store (mem://) lives inside this one process, so each run\n"
     "starts from an empty store and is admitted; 'sluice replay' shows a\n"
     "budget in use, and a server store (valkey://) keeps it between runs.\n"
-    "Put '--' before a KEY that starts with '-'.\n"
+    "Options may come before or after KEY. '--' ends the options: every\n"
+    "argument after it is KEY, so put it last before a KEY that starts\n"
+    "with '-': sluice hit --algo fixed --max 5 --window 1s -- -k\n"
     "\n"
     "Exit status: 0 admitted, 1 refused, 2 usage error, 3 store error.\n";
 

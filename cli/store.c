@@ -160,12 +160,14 @@ int cli_store_url(const char **url, const char *cmd, const char *file)
 int cli_store_open_status(int err)
 {
     /* sluice_store_open() checks the URL whole before it connects: a URL
-       that does not parse, an unknown option or a bad option value
-       (SLUICE_EINVAL, SLUICE_ERANGE) is the user's text, found before any
-       server is asked. Everything else (ECONN, ETIMEDOUT, EAUTH, ECONFIG,
+       that does not parse or has an unknown or bad option (SLUICE_EURL;
+       SLUICE_EINVAL for a TLS option on a plaintext URL, SLUICE_ERANGE for
+       a number out of range) is the user's text, found before any server
+       is asked. Everything else (ECONN, ETIMEDOUT, EAUTH, ECONFIG,
        EPROTO, ENOMEM...) comes from trying to reach or use the store. */
-    return err == SLUICE_EINVAL || err == SLUICE_ERANGE ? CLI_EXIT_USAGE
-                                                        : CLI_EXIT_RUNTIME;
+    return err == SLUICE_EURL || err == SLUICE_EINVAL || err == SLUICE_ERANGE
+               ? CLI_EXIT_USAGE
+               : CLI_EXIT_RUNTIME;
 }
 
 bool cli_url_is_embedded(const char *url)
