@@ -213,37 +213,18 @@ static const char ttl_help[] =
 
 typedef enum decide_kind { KIND_HIT, KIND_PEEK, KIND_RESET } decide_kind;
 
-/* "open" or "closed" when a fail-open or fail-closed policy decided. */
-static const char *fallback_name(const sluice_decision *d)
+/* Prints one decision as a line of text or, with 'json', a JSON object
+   (cli.h: a key, the algorithm and the decision's shape). */
+static void print_decision(const cli_request *args, const sluice_decision *d,
+                           bool counted)
 {
-    switch (d->fallback) {
-    case SLUICE_FELL_OPEN:
-        return "open";
-    case SLUICE_FELL_CLOSED:
-        return "closed";
-    default:
-        return NULL;
-    }
-}
-
-/* Prints one decision as a line of text or, with 'json', a JSON object. */
-static void print_decision(const cli_request *args, const sluice_decision *d)
-{
-    const char *fallback = fallback_name(d);
+    const char *fallback = cli_fallback_name(d);
 
     if (args->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, args->key, args->key_len);
-        printf(",\"algo\":\"%s\",\"allowed\":%s,\"limit\":%llu,"
-               "\"remaining\":%llu,\"retry_after_ms\":%llu,"
-               "\"reset_after_ms\":%llu",
-               sluice_algo_name(args->limit.algo),
-               d->allowed ? "true" : "false", (unsigned long long)d->limit,
-               (unsigned long long)d->remaining,
-               (unsigned long long)d->retry_after_ms,
-               (unsigned long long)d->reset_after_ms);
-        if (fallback != NULL)
-            printf(",\"fallback\":\"%s\"", fallback);
+        printf(",\"algo\":\"%s\",", sluice_algo_name(args->limit.algo));
+        cli_json_decision(stdout, d, counted);
         printf("}\n");
     } else {
         printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
@@ -256,6 +237,74 @@ static void print_decision(const cli_request *args, const sluice_decision *d)
             printf(" fallback=%s", fallback);
         printf("\n");
     }
+}
+
+/*
+ * Whether 'key' holds a count under 'limit' on 'store', for reset's answer:
+ * 1 yes, 0 no, -1 unknown; a store error is returned (negative SLUICE_E*)
+ * in '*err'. The library's reset does not say whether it deleted anything
+ * (a variant that did would be a second reset API), so the CLI peeks just
+ * before it: on an empty key a peek of cost 1 admits and leaves the whole
+ * budget (max, or the burst) less 1, so anything less is a count. It is the
+ * store's answer a moment before the reset, and another process may count
+ * in between. Without --max and --window the limit is made up, so the peek
+ * would not be about the user's count: unknown, as when a failure policy
+ * answered instead of the store.
+ */
+int cli_reset_existed(sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len, bool known, int *err)
+{
+    uint64_t whole = limit->burst != 0 ? limit->burst : limit->max;
+    sluice_decision d;
+
+    *err = 0;
+    if (!known)
+        return -1;
+    if ((*err = sluice_peek(&d, store, limit, key, key_len, 1)) < 0)
+        return -1;
+    if (d.fallback != SLUICE_ANSWERED)
+        return -1;
+    return !d.allowed || d.remaining + 1 < whole;
+}
+
+/* reset's answer for 'existed' (cli_reset_existed()) as text words. */
+const char *cli_reset_words(int existed)
+{
+    return existed > 0    ? "removed its count"
+           : existed == 0 ? "nothing was there"
+                          : "done (give --max and --window to be told "
+                            "whether anything was there)";
+}
+
+/* reset's answer for 'existed' as a JSON value. */
+const char *cli_reset_json(int existed)
+{
+    return existed > 0 ? "true" : existed == 0 ? "false" : "null";
+}
+
+/* Forgets args->key and prints what was there; returns the exit status. */
+static int reset_one(const cli_request *args, sluice_store *store)
+{
+    bool known = (args->given & CLI_TAKES_MAX) &&
+                 (args->given & CLI_TAKES_WINDOW);
+    int err, existed = cli_reset_existed(store, &args->limit, args->key,
+                                         args->key_len, known, &err);
+
+    if (err == 0)
+        err = sluice_reset(store, &args->limit, args->key, args->key_len);
+    if (err < 0)
+        return cli_lib_error(NULL, "reset", err);
+    if (args->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, args->key, args->key_len);
+        printf(",\"algo\":\"%s\",\"reset\":true,\"existed\":%s}\n",
+               sluice_algo_name(args->limit.algo), cli_reset_json(existed));
+    } else {
+        fputs("reset ", stdout);
+        cli_put_safe(stdout, args->key, args->key_len, false);
+        printf(": %s\n", cli_reset_words(existed));
+    }
+    return CLI_EXIT_OK;
 }
 
 /*
@@ -293,29 +342,24 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
         (status = cli_store_open(&store, cmd, args.store, NULL, NULL)) != 0)
         return status;
     if (kind == KIND_RESET) {
-        err = sluice_reset(store, &args.limit, args.key, args.key_len);
-    } else if (kind == KIND_HIT) {
+        status = reset_one(&args, store);
+        sluice_store_free(store);
+        return status;
+    }
+    if (kind == KIND_HIT)
         err = sluice_hit(&d, store, &args.limit, args.key, args.key_len,
                          args.cost);
-    } else {
+    else
         err = sluice_peek(&d, store, &args.limit, args.key, args.key_len,
                           args.cost);
-    }
     if (err < 0) {
         /* The arguments were checked already, so this is the store's. */
         status = cli_lib_error(NULL, cmd, err);
-    } else if (kind == KIND_RESET) {
-        if (args.json) {
-            fputs("{\"key\":", stdout);
-            cli_json_string(stdout, args.key, args.key_len);
-            printf(",\"algo\":\"%s\",\"reset\":true}\n",
-                   sluice_algo_name(args.limit.algo));
-        } else {
-            printf("reset\n");
-        }
-        status = CLI_EXIT_OK;
     } else {
-        print_decision(&args, &d);
+        /* Counted: a hit the store admitted (a failure policy counts
+           nothing). */
+        print_decision(&args, &d, kind == KIND_HIT && d.allowed &&
+                                      d.fallback == SLUICE_ANSWERED);
         status = d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
     }
     sluice_store_free(store);
