@@ -636,12 +636,9 @@ static int sub_failed(sluice_store *store, qargs *a)
     return CLI_EXIT_OK;
 }
 
-/*
- * The cap's "max" for stats and set-cap: "none" (JSON null) for no cap,
- * which the library gives as max 0 with duration_ms 0, so that it reads
- * apart from a cap of 0 (max 0 with a duration: one written into the meta
- * hash by another tool; set-cap --max 0 removes the cap). 'buf' holds 24.
- */
+/* The cap's "max": "none" (JSON null) for no cap (the library's max 0 and
+   duration_ms 0), apart from a cap of 0 (max 0 with a duration, written
+   by another tool: set-cap --max 0 removes the cap). 'buf' holds 24. */
 static const char *cap_max(char *buf, uint64_t max, uint64_t duration_ms,
                            bool json)
 {
@@ -653,34 +650,28 @@ static const char *cap_max(char *buf, uint64_t max, uint64_t duration_ms,
 
 static int sub_stats(sluice_store *store, qargs *a)
 {
+    /* The same figures in the same order, as JSON or as text. */
+    static const char json[] =
+        ",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,\"failed\":%llu,"
+        "\"completed\":%llu,\"max\":%s,\"duration_ms\":%llu,\"count\":%llu,"
+        "\"wait_ms\":%llu}\n";
+    static const char text[] =
+        "waiting=%llu active=%llu delayed=%llu failed=%llu completed=%llu "
+        "max=%s duration_ms=%llu count=%llu wait_ms=%llu\n";
     sluice_queue_stats s;
     char max[24];
     int err = sluice_queue_stats_get(&s, store, a->queue, a->queue_len);
 
     if (err < 0)
         return cli_lib_error("queue", a->cmd, err);
-    if (a->json) {
+    if (a->json)
         json_open(a);
-        printf(",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,"
-               "\"failed\":%llu,\"completed\":%llu,\"max\":%s,"
-               "\"duration_ms\":%llu,\"count\":%llu,\"wait_ms\":%llu}\n",
-               (unsigned long long)s.waiting, (unsigned long long)s.active,
-               (unsigned long long)s.delayed, (unsigned long long)s.failed,
-               (unsigned long long)s.completed,
-               cap_max(max, s.max, s.duration_ms, true),
-               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
-               (unsigned long long)s.wait_ms);
-    } else {
-        printf("waiting=%llu active=%llu delayed=%llu failed=%llu "
-               "completed=%llu max=%s duration_ms=%llu count=%llu "
-               "wait_ms=%llu\n",
-               (unsigned long long)s.waiting, (unsigned long long)s.active,
-               (unsigned long long)s.delayed, (unsigned long long)s.failed,
-               (unsigned long long)s.completed,
-               cap_max(max, s.max, s.duration_ms, false),
-               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
-               (unsigned long long)s.wait_ms);
-    }
+    printf(a->json ? json : text, (unsigned long long)s.waiting,
+           (unsigned long long)s.active, (unsigned long long)s.delayed,
+           (unsigned long long)s.failed, (unsigned long long)s.completed,
+           cap_max(max, s.max, s.duration_ms, a->json),
+           (unsigned long long)s.duration_ms, (unsigned long long)s.count,
+           (unsigned long long)s.wait_ms);
     return CLI_EXIT_OK;
 }
 
