@@ -119,6 +119,12 @@ code "reset: a bad --algo" 2 reset k --algo nope
 code "reset: a bad store URL" 2 reset k --algo fixed --store "$BADURL"
 code "reset: an unreachable port" 3 reset k --algo fixed --store "$DEAD"
 code "reset: a wrong password" 3 reset k "${L[@]}" --store "$WRONG"
+# A URL that parses but does not fit the server is the store's answer, 3:
+# a cluster URL on a server without cluster mode, a database it lacks.
+code "hit: a cluster URL on a plain server" 3 hit k "${L[@]}" \
+    --store "valkey+cluster://127.0.0.1:$port"
+code "hit: a database the server lacks" 3 hit k "${L[@]}" \
+    --store "valkey://127.0.0.1:$port/99999"
 
 # ---- replay --------------------------------------------------------------------
 
