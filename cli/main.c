@@ -7,7 +7,7 @@
  *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW[:BURST] [--limit ...] ...
  *                                                          (limits.c)
  *   sluice ttl QUEUE [--max N] --store URL [--json]
- *   sluice replay --algo ALGO --max N --window DUR [--burst B]
+ *   sluice replay --algo ALGO --max N --window DUR [--burst B] [--json]
  *                 [--store URL] < TRACE
  *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
  *                --store URL [--json]                          (queue.c)
