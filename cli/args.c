@@ -170,22 +170,29 @@ int cli_opt_u64(uint64_t *out, const char *cmd, const char *what,
 }
 
 /*
- * True for a zero duration: zeros, then nothing or one of the library's
- * units ("0", "00", "0ms", "0s"...). The units are those after which "1" is
- * a duration sluice_duration_parse() takes, so the list is the library's.
+ * True for a zero duration: a duration whose every number is zero ("0",
+ * "00", "0ms", "0s", "0m0s"...). It is told by the library: with each run
+ * of zeros made "1", the text must be a duration sluice_duration_parse()
+ * takes, so the forms are the library's.
  */
 static bool is_zero_duration(const char *text)
 {
-    size_t zeros = strspn(text, "0");
-    const char *unit = text + zeros;
-    char one[32];
+    char ones[64];
+    size_t n = 0;
     uint64_t ms;
 
-    if (zeros == 0 || (*unit >= '0' && *unit <= '9') ||
-        strlen(unit) >= sizeof(one) - 1)
+    if (strpbrk(text, "123456789") != NULL || strchr(text, '0') == NULL)
         return false;
-    snprintf(one, sizeof(one), "1%s", unit);
-    return sluice_duration_parse(&ms, one) == 0;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (n + 2 >= sizeof(ones))
+            return false;
+        if (*p != '0')
+            ones[n++] = *p;
+        else if (p == text || p[-1] != '0')
+            ones[n++] = '1';
+    }
+    ones[n] = '\0';
+    return sluice_duration_parse(&ms, ones) == 0;
 }
 
 /*
@@ -206,8 +213,10 @@ static int check_duration(uint64_t *out, const char *cmd, const char *what,
     /* The library quotes the text as it is; junk is quoted here. */
     if (err < 0 && !cli_is_plain(text))
         return cli_usage_error(cmd, "%s: invalid duration '%s' (expected "
-                               "e.g. 250ms, 1s, 1m, 1h or a number of "
-                               "milliseconds)", what, cli_shown(text));
+                               "a number of milliseconds, or whole numbers "
+                               "with units in descending order, each at "
+                               "most once: d, h, m, s, ms (e.g. 250ms, 1s, "
+                               "1m30s, 1h30m, 2s500ms, 1d))", what, cli_shown(text));
     if (err < 0)
         return cli_usage_error(cmd, "%s: %s", what, sluice_last_error());
     return 0;
@@ -264,13 +273,22 @@ static cli_opt *opt_find(cli_opt *opts, size_t nopts, const char *arg,
     return NULL;
 }
 
-/* Stores operand 'arg' of command 'cmd' into 'pos'; 0 or CLI_EXIT_USAGE. */
-static int pos_add(cli_pos *pos, const char *cmd, const char *arg)
+/*
+ * Stores operand 'arg' of command 'cmd' into 'pos'; 0 or CLI_EXIT_USAGE.
+ * 'after_dashes': 'arg' came after "--", so an option there is an operand.
+ */
+static int pos_add(cli_pos *pos, const char *cmd, const char *arg,
+                   bool after_dashes)
 {
     if (pos->n < pos->max) {
         pos->args[pos->n++] = arg;
         return 0;
     }
+    if (after_dashes && arg[0] == '-')
+        return cli_usage_error(cmd, "%s: unexpected argument '%s' after "
+                               "'--' (everything after '--' is an operand; "
+                               "put options before '--')", cmd,
+                               cli_shown(arg));
     if (pos->max == 0)
         return cli_usage_error(cmd, "%s: unexpected argument '%s'", cmd,
                                cli_shown(arg));
@@ -300,7 +318,7 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, cli_opt *opts,
             continue;
         }
         if (options_done || arg[0] != '-' || arg[1] == '\0') {
-            if ((err = pos_add(pos, cmd, arg)) != 0)
+            if ((err = pos_add(pos, cmd, arg, options_done)) != 0)
                 return err;
             continue;
         }

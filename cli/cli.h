@@ -108,8 +108,8 @@ typedef enum cli_value {
     CLI_VALUE_TEXT,       /* any text, as given: into a const char * */
     CLI_VALUE_NUMBER,     /* a whole number in 'lo'..'hi' (cli_parse_u64()):
                              into a uint64_t */
-    CLI_VALUE_DURATION,   /* a duration (sluice_duration_parse(): 250ms, 1s,
-                             1m, 1h or a number of ms), in ms: a uint64_t */
+    CLI_VALUE_DURATION,   /* a duration (sluice_duration_parse(): 250ms,
+                             1m30s, 1d or a number of ms), in ms: a uint64_t */
     CLI_VALUE_DURATION_0, /* the same, or a zero ("0", "0s"...) meaning 0 */
     CLI_VALUE_ALGO        /* an algorithm's name: into a sluice_algo */
 } cli_value;
@@ -263,6 +263,17 @@ int cli_request_require(const cli_request *r, const char *cmd,
  * 0 hit, 1 peek, 2 reset), which answers its exit status.
  */
 bool cli_limits_given(int argc, char **argv);
+
+/*
+ * reset's answer to "was anything there?" (main.c): cli_reset_existed()
+ * peeks 'key' under 'limit' before the reset ('known': the limit is the
+ * user's, not made up) and answers 1 yes, 0 no, -1 unknown, with a store
+ * error in '*err'; cli_reset_words() and cli_reset_json() print it.
+ */
+int cli_reset_existed(sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len, bool known, int *err);
+const char *cli_reset_words(int existed);
+const char *cli_reset_json(int existed);
 int cli_decide_all(int kind, const char *cmd, int argc, char **argv);
 
 /* ---- The store ------------------------------------------------------------- */
@@ -327,6 +338,15 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
  */
 #define CLI_SECRET_MIN 4
 void cli_store_error(const char *url, int err);
+
+/*
+ * The exit status of sluice_store_open()'s failure 'err': CLI_EXIT_USAGE for
+ * a URL the library refused before connecting (it does not parse, or has an
+ * unknown or invalid option: SLUICE_EURL, SLUICE_EINVAL, SLUICE_ERANGE), else
+ * CLI_EXIT_RUNTIME (the store could not be reached, refused us, is
+ * misconfigured for the URL, or failed).
+ */
+int cli_store_open_status(int err);
 
 /*
  * Reports the failure 'err' of a library call made for 'what' ("queue
@@ -417,6 +437,24 @@ void cli_base64(FILE *f, const void *data, size_t len);
  * the output is always valid JSON.
  */
 void cli_json_string(FILE *f, const char *s, size_t len);
+
+/*
+ * The JSON shapes every command shares (one per concept), written without
+ * the braces around them so a caller adds its own fields:
+ *   a decision  "allowed":B,"limit":N,"remaining":N,"retry_after_ms":N,
+ *               "reset_after_ms":N,"counted":B[,"fallback":"open"|"closed"]
+ *               where "counted" says whether the request was counted (a
+ *               hit admitted; never for a peek, a refusal or a limit of a
+ *               several-limit request refused as a whole);
+ *   a limit     "algo":"NAME","max":N,"window_ms":N,"burst":N (0: the
+ *               algorithm's default), the entries of every "limits" array.
+ * A key is "key", a queue "queue", both JSON strings (cli_json_string()).
+ */
+void cli_json_decision(FILE *f, const sluice_decision *d, bool counted);
+void cli_json_limit(FILE *f, const sluice_limit *l);
+
+/* "open" or "closed" when a failure policy decided 'd', else NULL. */
+const char *cli_fallback_name(const sluice_decision *d);
 
 /* ---- Commands -------------------------------------------------------------- */
 

@@ -7,12 +7,16 @@
  * e.g. --limit fixed:10/1s --limit sliding-log:1000/1h: the request is
  * admitted only if every limit admits it, and counted in every one or in
  * none (sluice_hit_all()). WINDOW is a duration as --window takes it
- * ("250ms", "1s", "1m", "1h", or plain milliseconds); BURST, for gcra,
+ * ("250ms", "1m30s", "1h", "1d", or plain milliseconds); BURST, for gcra,
  * as --burst takes it (1..MAX). --limit may be given
  * up to SLUICE_HIT_ALL_MAX times, and not together with --algo, --max or
  * --window. The first line of the output is the combined decision, as
  * 'sluice hit' prints it; a line per limit follows ("limit ALGO:MAX/WINDOWms
- * allowed remaining=..."), or with --json the object has a "limits" array.
+ * allowed remaining=..."; when the request was refused as a whole, nothing
+ * was counted and a limit says "would-admit ... (not counted ...)" or
+ * "refuses ..."), or with --json the object has a "limits" array of limits
+ * (cli.h's shapes), each with its decision; "counted" says whether
+ * anything was. reset says per limit whether it held a count.
  * Exit status as for 'sluice hit'.
  */
 #include "cli.h"
@@ -155,65 +159,128 @@ static void limit_text(char *buf, size_t cap, const sluice_limit *l)
                  (unsigned long long)l->burst);
 }
 
-/* One decision's fields, as 'sluice hit' prints them (text or JSON). */
-static void print_one(const sluice_decision *d, bool json)
+/* One decision's fields as text, as 'sluice hit' prints them. */
+static void print_text(const sluice_decision *d)
 {
-    const char *fallback = d->fallback == SLUICE_FELL_OPEN     ? "open"
-                           : d->fallback == SLUICE_FELL_CLOSED ? "closed"
-                                                               : NULL;
+    const char *fallback = cli_fallback_name(d);
 
-    if (json)
-        printf("\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
-               "\"retry_after_ms\":%llu,\"reset_after_ms\":%llu",
-               d->allowed ? "true" : "false", (unsigned long long)d->limit,
-               (unsigned long long)d->remaining,
-               (unsigned long long)d->retry_after_ms,
-               (unsigned long long)d->reset_after_ms);
-    else
-        printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
-               "reset_after_ms=%llu", d->allowed ? "allowed" : "denied",
-               (unsigned long long)d->remaining, (unsigned long long)d->limit,
-               (unsigned long long)d->retry_after_ms,
-               (unsigned long long)d->reset_after_ms);
+    printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
+           "reset_after_ms=%llu", d->allowed ? "allowed" : "denied",
+           (unsigned long long)d->remaining, (unsigned long long)d->limit,
+           (unsigned long long)d->retry_after_ms,
+           (unsigned long long)d->reset_after_ms);
     if (fallback != NULL)
-        printf(json ? ",\"fallback\":\"%s\"" : " fallback=%s", fallback);
+        printf(" fallback=%s", fallback);
 }
 
+/*
+ * A limit's line of a request refused as a whole: nothing was counted in
+ * any limit, so none may read "allowed" as if it had counted. Each says
+ * what it would answer on its own, as 'sluice peek' on it would: remaining
+ * is what would be left after this request (as peek says it).
+ */
+static void print_uncounted(const sluice_decision *d)
+{
+    if (d->allowed)
+        printf("would-admit remaining=%llu limit=%llu retry_after_ms=0 "
+               "reset_after_ms=%llu (not counted: the request was refused "
+               "as a whole)", (unsigned long long)d->remaining,
+               (unsigned long long)d->limit,
+               (unsigned long long)d->reset_after_ms);
+    else
+        printf("refuses remaining=%llu limit=%llu retry_after_ms=%llu "
+               "reset_after_ms=%llu", (unsigned long long)d->remaining,
+               (unsigned long long)d->limit,
+               (unsigned long long)d->retry_after_ms,
+               (unsigned long long)d->reset_after_ms);
+}
+
+/* 'counted': the request was counted in every limit (an admitted hit). */
 static void print_all(const cli_request *args, const sluice_limit *limits,
                       size_t n, const sluice_decision *d,
-                      const sluice_decision *each)
+                      const sluice_decision *each, bool counted)
 {
     if (args->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, args->key, args->key_len);
         putchar(',');
-        print_one(d, true);
+        cli_json_decision(stdout, d, counted);
         fputs(",\"limits\":[", stdout);
     } else {
-        print_one(d, false);
+        print_text(d);
         putchar('\n');
     }
     for (size_t i = 0; i < n; i++) {
-        const sluice_limit *l = &limits[i];
         char text[96];
 
-        limit_text(text, sizeof(text), l);
-        if (args->json)
-            printf("%s{\"algo\":\"%s\",\"max\":%llu,\"window_ms\":%llu,"
-                   "\"burst\":%llu,", i > 0 ? "," : "",
-                   sluice_algo_name(l->algo), (unsigned long long)l->max,
-                   (unsigned long long)l->window_ms,
-                   (unsigned long long)l->burst);
+        limit_text(text, sizeof(text), &limits[i]);
+        if (args->json) {
+            printf("%s{", i > 0 ? "," : "");
+            cli_json_limit(stdout, &limits[i]);
+            putchar(',');
+            cli_json_decision(stdout, &each[i], counted);
+            putchar('}');
+            continue;
+        }
+        printf("limit %s ", text);
+        if (d->allowed)
+            print_text(&each[i]);
         else
-            printf("limit %s ", text);
-        print_one(&each[i], args->json);
-        fputs(args->json ? "}" : "\n", stdout);
+            print_uncounted(&each[i]);
+        putchar('\n');
     }
     if (args->json)
         fputs("]}\n", stdout);
 }
 
 /* ---- The commands ------------------------------------------------------------ */
+
+/* Forgets every limit's count of args->key, saying what was there. */
+static int reset_all(const char *cmd, sluice_store *store,
+                     const cli_request *args, const sluice_limit *limits,
+                     size_t n)
+{
+    int existed[SLUICE_HIT_ALL_MAX], any = 0, err = 0;
+    sluice_decision d, each[SLUICE_HIT_ALL_MAX];
+
+    /* What was there, by a peek of every limit (cli_reset_existed()'s
+       reasoning): one that answers "would refuse" or less than its whole
+       budget less 1 holds a count. */
+    if ((err = sluice_peek_all(&d, each, store, limits, n, args->key,
+                               args->key_len, 1)) < 0 ||
+        (err = sluice_reset_all(store, limits, n, args->key,
+                                args->key_len)) < 0)
+        return cli_lib_error(NULL, cmd, err);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t whole = limits[i].burst ? limits[i].burst : limits[i].max;
+
+        existed[i] = d.fallback != SLUICE_ANSWERED ? -1
+                     : !each[i].allowed || each[i].remaining + 1 < whole;
+        any = any < 0 || existed[i] < 0 ? -1 : any || existed[i];
+    }
+    if (args->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, args->key, args->key_len);
+        fputs(",\"limits\":[", stdout);
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{", i > 0 ? "," : "");
+            cli_json_limit(stdout, &limits[i]);
+            printf(",\"existed\":%s}", cli_reset_json(existed[i]));
+        }
+        printf("],\"reset\":true,\"existed\":%s}\n", cli_reset_json(any));
+        return CLI_EXIT_OK;
+    }
+    fputs("reset ", stdout);
+    cli_put_safe(stdout, args->key, args->key_len, false);
+    printf(": %s\n", cli_reset_words(any));
+    for (size_t i = 0; i < n; i++) {
+        char text[96];
+
+        limit_text(text, sizeof(text), &limits[i]);
+        printf("limit %s: %s\n", text, cli_reset_words(existed[i]));
+    }
+    return CLI_EXIT_OK;
+}
 
 /* Decides (kind 0 hit, 1 peek) or forgets (2 reset) with 'store'. */
 static int decide(int kind, const char *cmd, sluice_store *store,
@@ -224,8 +291,8 @@ static int decide(int kind, const char *cmd, sluice_store *store,
     int err;
 
     if (kind == 2)
-        err = sluice_reset_all(store, limits, n, args->key, args->key_len);
-    else if (kind == 0)
+        return reset_all(cmd, store, args, limits, n);
+    if (kind == 0)
         err = sluice_hit_all(&d, each, store, limits, n, args->key,
                              args->key_len, args->cost);
     else
@@ -233,17 +300,8 @@ static int decide(int kind, const char *cmd, sluice_store *store,
                               args->key_len, args->cost);
     if (err < 0)
         return cli_lib_error(NULL, cmd, err);
-    if (kind == 2) {
-        if (args->json) {
-            fputs("{\"key\":", stdout);
-            cli_json_string(stdout, args->key, args->key_len);
-            printf(",\"limits\":%zu,\"reset\":true}\n", n);
-        } else {
-            printf("reset\n");
-        }
-        return CLI_EXIT_OK;
-    }
-    print_all(args, limits, n, &d, each);
+    print_all(args, limits, n, &d, each,
+              kind == 0 && d.allowed && d.fallback == SLUICE_ANSWERED);
     return d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
 }
 

@@ -7,15 +7,32 @@
  *   sluice hit|peek|reset KEY --limit ALGO:MAX/WINDOW[:BURST] [--limit ...] ...
  *                                                          (limits.c)
  *   sluice ttl QUEUE [--max N] --store URL [--json]
- *   sluice replay --algo ALGO --max N --window DUR [--burst B]
+ *   sluice replay --algo ALGO --max N --window DUR [--burst B] [--json]
  *                 [--store URL] < TRACE
  *   sluice queue add|take|complete|fail|retry|failed|stats|set-cap QUEUE ...
  *                --store URL [--json]                          (queue.c)
  *   sluice work [QUEUE...] [--pattern GLOB] [--exec CMD] ... --store URL
  *   sluice demo [chat --store URL]                   (demo.c, demo_chat.c)
  *
- * Exit status: 0 admitted or success, 1 refused, 2 usage error, 3 store or
- * runtime error (cli.h).
+ * The exit-code rule, one for every command (the codes are CLI_EXIT_* in
+ * cli.h; 'sluice --help' states it to users):
+ *   0  did what was asked: hit admitted; peek would admit; reset done; ttl
+ *      printed its wait; replay decided its trace; a queue subcommand or
+ *      work did its job; demo ran.
+ *   1  the answer is "no": hit refused; peek would refuse; queue take found
+ *      nothing to take (deferred or empty); queue complete or fail lost the
+ *      lease; queue retry's job is not a failed job.
+ *   2  usage error: anything wrong with what the user gave, found before
+ *      the store is asked: arguments, options, numbers, durations, a trace
+ *      line, a store URL (--store, --store-file's line or SLUICE_STORE) that
+ *      does not parse or has an unknown or invalid option (SLUICE_EURL,
+ *      EINVAL, ERANGE from sluice_store_open(): cli_store_open_status()),
+ *      a --store-file that cannot be read or is not private, a request that
+ *      can never succeed (ECOST, ENOTSUP: cli_lib_error()).
+ *   3  store error: the store cannot be opened or reached (ECONN,
+ *      ETIMEDOUT), refused us (EAUTH: a password, TLS), is misconfigured
+ *      for the URL (ECONFIG, e.g. a cluster node behind valkey://), gave a
+ *      bad reply (EPROTO), or failed; also the output cannot be written.
  */
 #include "cli.h"
 
@@ -51,7 +68,8 @@ static const char main_help[] =
     "Options of hit, peek, reset and replay:\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
-    "  --window DUR   the window: 250ms, 1s, 1m, 1h, or a number of ms\n"
+    "  --window DUR   the window: 250ms, 1s, 1m30s, 1h, 1d (units d, h, m,\n"
+    "                 s, ms, largest first, each once) or a number of ms\n"
     "  --burst B      units admitted at once, 1..N (default N): only\n"
     "                 @BURST_ALGOS@\n"
     "  --store URL    where budgets are counted: mem:// (the default, the\n"
@@ -79,15 +97,20 @@ static const char main_help[] =
     "replay' to see a budget run out, or a server store. ttl, queue, work\n"
     "and demo chat need a server store.\n"
     "\n"
-    "Exit status:\n"
-    "  0  admitted, or the command succeeded\n"
-    "  1  refused: the request is over the limit (queue: nothing to take,\n"
-    "     or a lost lease)\n"
-    "  2  usage error: a bad command, option, number or trace line\n"
-    "  3  runtime error: the store cannot be opened or reached, is\n"
+    "Exit status (every command):\n"
+    "  0  did what was asked: admitted (hit), would admit (peek), done\n"
+    "     (reset, ttl, replay, queue, work, demo)\n"
+    "  1  the answer is no: refused (hit), would refuse (peek); queue take:\n"
+    "     nothing to take; complete/fail: the lease was lost; retry: not a\n"
+    "     failed job\n"
+    "  2  usage error, found before the store is asked: a bad command,\n"
+    "     option, number, duration or trace line, a store URL (--store,\n"
+    "     --store-file, SLUICE_STORE) that does not parse or has an unknown\n"
+    "     or invalid option, a --store-file that cannot be read\n"
+    "  3  store error: the store cannot be reached, refused us (EAUTH: a\n"
+    "     wrong password, a TLS certificate that does not verify), is\n"
     "     misconfigured (ECONFIG: e.g. a cluster node behind valkey://, use\n"
-    "     valkey+cluster://), refused us (EAUTH: a wrong password, a TLS\n"
-    "     certificate that does not verify), or failed\n"
+    "     valkey+cluster://), gave a bad reply, or failed\n"
     "\n"
     "Run 'sluice COMMAND --help' for a command's details, 'sluice --version'\n"
     "for the version.\n";
@@ -101,7 +124,8 @@ static const char hit_help[] =
     "\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
-    "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
+    "  --window DUR   250ms, 1s, 1m30s, 1h, 1d (units d, h, m, s, ms,\n"
+    "                 largest first, each once) or a number of ms\n"
     "  --cost C       units this request takes, 1..N (default 1)\n"
     "  --burst B      units admitted at once, 1..N (default N), so C <= B:\n"
     "                 only @BURST_ALGOS@\n"
@@ -114,7 +138,10 @@ static const char hit_help[] =
     "again (reset_after_ms). With --json:\n"
     "  {\"key\":\"k\",\"algo\":\"fixed\",\"allowed\":true,\"limit\":10,"
     "\"remaining\":9,\n"
-    "   \"retry_after_ms\":0,\"reset_after_ms\":1000}\n"
+    "   \"retry_after_ms\":0,\"reset_after_ms\":1000,\"counted\":true}\n"
+    "(\"counted\": the request was counted, which only an admitted hit is;\n"
+    "the same decision fields appear wherever a command prints one: peek,\n"
+    "each entry of \"limits\", each line of 'replay --json'.)\n"
     "When a server store cannot answer and its URL asks for on_error=open or\n"
     "on_error=closed, the policy decides, and the output says so\n"
     "(fallback=open|closed, or \"fallback\":\"open\"|\"closed\" in JSON).\n"
@@ -126,13 +153,19 @@ static const char hit_help[] =
     "is admitted only if every limit admits it, and counted in all or none.\n"
     "The first line is the combined decision (the largest wait, the least\n"
     "remaining), then a line 'limit ALGO:MAX/WINDOWms ...' for each (with\n"
-    "--json, a \"limits\" array). Their counts are apart from single-limit\n"
-    "hits on the same KEY.\n"
+    "--json, a \"limits\" array of {\"algo\",\"max\",\"window_ms\",\"burst\"\n"
+    "and the limit's decision}). Refused as a whole, the request is counted\n"
+    "in no limit, and each line says what that limit would answer alone:\n"
+    "'limit ... refuses remaining=0 ...' or 'limit ... would-admit\n"
+    "remaining=N ... (not counted: the request was refused as a whole)'.\n"
+    "Their counts are apart from single-limit hits on the same KEY.\n"
     "\n"
     "The embedded store (mem://) lives inside this one process, so each run\n"
     "starts from an empty store and is admitted; 'sluice replay' shows a\n"
     "budget in use, and a server store (valkey://) keeps it between runs.\n"
-    "Put '--' before a KEY that starts with '-'.\n"
+    "Options may come before or after KEY. '--' ends the options: every\n"
+    "argument after it is KEY, so put it last before a KEY that starts\n"
+    "with '-': sluice hit --algo fixed --max 5 --window 1s -- -k\n"
     "\n"
     "Exit status: 0 admitted, 1 refused, 2 usage error, 3 store error.\n";
 
@@ -161,6 +194,15 @@ static const char reset_help[] =
     "process, there is nothing to forget; the command still checks its\n"
     "arguments. On a server store (valkey://) the key is deleted.\n"
     "\n"
+    "Prints 'reset KEY: removed its count' or 'reset KEY: nothing was\n"
+    "there', told by a peek just before the reset (so it needs --max and\n"
+    "--window; without them: 'reset KEY: done (give --max and --window to\n"
+    "be told whether anything was there)'). With --json:\n"
+    "  {\"key\":\"k\",\"algo\":\"fixed\",\"reset\":true,\"existed\":true}\n"
+    "(\"existed\": false, or null when it cannot be told). With --limit,\n"
+    "a line per limit follows, or \"limits\": [{\"algo\",\"max\",\"window_ms\",\n"
+    "\"burst\",\"existed\"}...].\n"
+    "\n"
     "Exit status: 0 done, 2 usage error, 3 store error.\n";
 
 static const char ttl_help[] =
@@ -187,37 +229,18 @@ static const char ttl_help[] =
 
 typedef enum decide_kind { KIND_HIT, KIND_PEEK, KIND_RESET } decide_kind;
 
-/* "open" or "closed" when a fail-open or fail-closed policy decided. */
-static const char *fallback_name(const sluice_decision *d)
+/* Prints one decision as a line of text or, with 'json', a JSON object
+   (cli.h: a key, the algorithm and the decision's shape). */
+static void print_decision(const cli_request *args, const sluice_decision *d,
+                           bool counted)
 {
-    switch (d->fallback) {
-    case SLUICE_FELL_OPEN:
-        return "open";
-    case SLUICE_FELL_CLOSED:
-        return "closed";
-    default:
-        return NULL;
-    }
-}
-
-/* Prints one decision as a line of text or, with 'json', a JSON object. */
-static void print_decision(const cli_request *args, const sluice_decision *d)
-{
-    const char *fallback = fallback_name(d);
+    const char *fallback = cli_fallback_name(d);
 
     if (args->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, args->key, args->key_len);
-        printf(",\"algo\":\"%s\",\"allowed\":%s,\"limit\":%llu,"
-               "\"remaining\":%llu,\"retry_after_ms\":%llu,"
-               "\"reset_after_ms\":%llu",
-               sluice_algo_name(args->limit.algo),
-               d->allowed ? "true" : "false", (unsigned long long)d->limit,
-               (unsigned long long)d->remaining,
-               (unsigned long long)d->retry_after_ms,
-               (unsigned long long)d->reset_after_ms);
-        if (fallback != NULL)
-            printf(",\"fallback\":\"%s\"", fallback);
+        printf(",\"algo\":\"%s\",", sluice_algo_name(args->limit.algo));
+        cli_json_decision(stdout, d, counted);
         printf("}\n");
     } else {
         printf("%s remaining=%llu limit=%llu retry_after_ms=%llu "
@@ -230,6 +253,74 @@ static void print_decision(const cli_request *args, const sluice_decision *d)
             printf(" fallback=%s", fallback);
         printf("\n");
     }
+}
+
+/*
+ * Whether 'key' holds a count under 'limit' on 'store', for reset's answer:
+ * 1 yes, 0 no, -1 unknown; a store error is returned (negative SLUICE_E*)
+ * in '*err'. The library's reset does not say whether it deleted anything
+ * (a variant that did would be a second reset API), so the CLI peeks just
+ * before it: on an empty key a peek of cost 1 admits and leaves the whole
+ * budget (max, or the burst) less 1, so anything less is a count. It is the
+ * store's answer a moment before the reset, and another process may count
+ * in between. Without --max and --window the limit is made up, so the peek
+ * would not be about the user's count: unknown, as when a failure policy
+ * answered instead of the store.
+ */
+int cli_reset_existed(sluice_store *store, const sluice_limit *limit,
+                      const char *key, size_t key_len, bool known, int *err)
+{
+    uint64_t whole = limit->burst != 0 ? limit->burst : limit->max;
+    sluice_decision d;
+
+    *err = 0;
+    if (!known)
+        return -1;
+    if ((*err = sluice_peek(&d, store, limit, key, key_len, 1)) < 0)
+        return -1;
+    if (d.fallback != SLUICE_ANSWERED)
+        return -1;
+    return !d.allowed || d.remaining + 1 < whole;
+}
+
+/* reset's answer for 'existed' (cli_reset_existed()) as text words. */
+const char *cli_reset_words(int existed)
+{
+    return existed > 0    ? "removed its count"
+           : existed == 0 ? "nothing was there"
+                          : "done (give --max and --window to be told "
+                            "whether anything was there)";
+}
+
+/* reset's answer for 'existed' as a JSON value. */
+const char *cli_reset_json(int existed)
+{
+    return existed > 0 ? "true" : existed == 0 ? "false" : "null";
+}
+
+/* Forgets args->key and prints what was there; returns the exit status. */
+static int reset_one(const cli_request *args, sluice_store *store)
+{
+    bool known = (args->given & CLI_TAKES_MAX) &&
+                 (args->given & CLI_TAKES_WINDOW);
+    int err, existed = cli_reset_existed(store, &args->limit, args->key,
+                                         args->key_len, known, &err);
+
+    if (err == 0)
+        err = sluice_reset(store, &args->limit, args->key, args->key_len);
+    if (err < 0)
+        return cli_lib_error(NULL, "reset", err);
+    if (args->json) {
+        fputs("{\"key\":", stdout);
+        cli_json_string(stdout, args->key, args->key_len);
+        printf(",\"algo\":\"%s\",\"reset\":true,\"existed\":%s}\n",
+               sluice_algo_name(args->limit.algo), cli_reset_json(existed));
+    } else {
+        fputs("reset ", stdout);
+        cli_put_safe(stdout, args->key, args->key_len, false);
+        printf(": %s\n", cli_reset_words(existed));
+    }
+    return CLI_EXIT_OK;
 }
 
 /*
@@ -267,29 +358,24 @@ static int run_decide(decide_kind kind, const char *cmd, int argc, char **argv)
         (status = cli_store_open(&store, cmd, args.store, NULL, NULL)) != 0)
         return status;
     if (kind == KIND_RESET) {
-        err = sluice_reset(store, &args.limit, args.key, args.key_len);
-    } else if (kind == KIND_HIT) {
+        status = reset_one(&args, store);
+        sluice_store_free(store);
+        return status;
+    }
+    if (kind == KIND_HIT)
         err = sluice_hit(&d, store, &args.limit, args.key, args.key_len,
                          args.cost);
-    } else {
+    else
         err = sluice_peek(&d, store, &args.limit, args.key, args.key_len,
                           args.cost);
-    }
     if (err < 0) {
         /* The arguments were checked already, so this is the store's. */
         status = cli_lib_error(NULL, cmd, err);
-    } else if (kind == KIND_RESET) {
-        if (args.json) {
-            fputs("{\"key\":", stdout);
-            cli_json_string(stdout, args.key, args.key_len);
-            printf(",\"algo\":\"%s\",\"reset\":true}\n",
-                   sluice_algo_name(args.limit.algo));
-        } else {
-            printf("reset\n");
-        }
-        status = CLI_EXIT_OK;
     } else {
-        print_decision(&args, &d);
+        /* Counted: a hit the store admitted (a failure policy counts
+           nothing). */
+        print_decision(&args, &d, kind == KIND_HIT && d.allowed &&
+                                      d.fallback == SLUICE_ANSWERED);
         status = d.allowed ? CLI_EXIT_OK : CLI_EXIT_REFUSED;
     }
     sluice_store_free(store);

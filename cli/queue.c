@@ -64,8 +64,9 @@ const char cli_queue_help[] =
     "                        the ids of up to N (default 100) failed jobs,\n"
     "                        oldest first, one per line\n"
     "  stats QUEUE           jobs waiting, active, delayed, failed and\n"
-    "                        completed; the cap (max per duration_ms, max 0:\n"
-    "                        none); jobs taken in the current window (count)\n"
+    "                        completed; the cap (max per duration_ms;\n"
+    "                        max=none, in JSON null: no cap); jobs taken in\n"
+    "                        the current window (count)\n"
     "                        and the wait before the next take (wait_ms)\n"
     "  set-cap QUEUE --max N --per DUR\n"
     "                        at most N jobs taken per DUR, by all workers\n"
@@ -635,33 +636,42 @@ static int sub_failed(sluice_store *store, qargs *a)
     return CLI_EXIT_OK;
 }
 
+/* The cap's "max": "none" (JSON null) for no cap (the library's max 0 and
+   duration_ms 0), apart from a cap of 0 (max 0 with a duration, written
+   by another tool: set-cap --max 0 removes the cap). 'buf' holds 24. */
+static const char *cap_max(char *buf, uint64_t max, uint64_t duration_ms,
+                           bool json)
+{
+    if (max == 0 && duration_ms == 0)
+        return json ? "null" : "none";
+    snprintf(buf, 24, "%llu", (unsigned long long)max);
+    return buf;
+}
+
 static int sub_stats(sluice_store *store, qargs *a)
 {
+    /* The same figures in the same order, as JSON or as text. */
+    static const char json[] =
+        ",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,\"failed\":%llu,"
+        "\"completed\":%llu,\"max\":%s,\"duration_ms\":%llu,\"count\":%llu,"
+        "\"wait_ms\":%llu}\n";
+    static const char text[] =
+        "waiting=%llu active=%llu delayed=%llu failed=%llu completed=%llu "
+        "max=%s duration_ms=%llu count=%llu wait_ms=%llu\n";
     sluice_queue_stats s;
+    char max[24];
     int err = sluice_queue_stats_get(&s, store, a->queue, a->queue_len);
 
     if (err < 0)
         return cli_lib_error("queue", a->cmd, err);
-    if (a->json) {
+    if (a->json)
         json_open(a);
-        printf(",\"waiting\":%llu,\"active\":%llu,\"delayed\":%llu,"
-               "\"failed\":%llu,\"completed\":%llu,\"max\":%llu,"
-               "\"duration_ms\":%llu,\"count\":%llu,\"wait_ms\":%llu}\n",
-               (unsigned long long)s.waiting, (unsigned long long)s.active,
-               (unsigned long long)s.delayed, (unsigned long long)s.failed,
-               (unsigned long long)s.completed, (unsigned long long)s.max,
-               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
-               (unsigned long long)s.wait_ms);
-    } else {
-        printf("waiting=%llu active=%llu delayed=%llu failed=%llu "
-               "completed=%llu max=%llu duration_ms=%llu count=%llu "
-               "wait_ms=%llu\n",
-               (unsigned long long)s.waiting, (unsigned long long)s.active,
-               (unsigned long long)s.delayed, (unsigned long long)s.failed,
-               (unsigned long long)s.completed, (unsigned long long)s.max,
-               (unsigned long long)s.duration_ms, (unsigned long long)s.count,
-               (unsigned long long)s.wait_ms);
-    }
+    printf(a->json ? json : text, (unsigned long long)s.waiting,
+           (unsigned long long)s.active, (unsigned long long)s.delayed,
+           (unsigned long long)s.failed, (unsigned long long)s.completed,
+           cap_max(max, s.max, s.duration_ms, a->json),
+           (unsigned long long)s.duration_ms, (unsigned long long)s.count,
+           (unsigned long long)s.wait_ms);
     return CLI_EXIT_OK;
 }
 
@@ -673,11 +683,13 @@ static int sub_set_cap(sluice_store *store, qargs *a)
     if (err < 0)
         return cli_lib_error("queue", a->cmd, err);
     if (a->json) {
+        char max[24];
+
         json_open(a);
-        printf(",\"max\":%llu,\"duration_ms\":%llu}\n",
-               (unsigned long long)a->max, (unsigned long long)per);
+        printf(",\"max\":%s,\"duration_ms\":%llu}\n",
+               cap_max(max, a->max, per, true), (unsigned long long)per);
     } else if (a->max == 0) {
-        printf("max=0 (not limited)\n");
+        printf("max=none (not limited)\n");
     } else {
         printf("max=%llu duration_ms=%llu\n", (unsigned long long)a->max,
                (unsigned long long)per);

@@ -8,6 +8,8 @@
  *
  *   T KEY COST allowed|denied REMAINING RETRY_AFTER_MS
  *
+ * or, with --json, a JSON object of the same fields (JSON Lines).
+ *
  * On the embedded store T drives a virtual clock (sluice_vclock), so a replay
  * is deterministic and takes no time. A server store keeps time by real
  * clocks (its own, or the caller's), and keys it holds expire in real time,
@@ -25,7 +27,7 @@
 
 const char cli_replay_help[] =
     "Usage: sluice replay --algo ALGO --max N --window DUR [--burst B]\n"
-    "                     [--store URL] < TRACE\n"
+    "                     [--json] [--store URL] < TRACE\n"
     "\n"
     "Decides a trace of requests read on stdin, one per line:\n"
     "\n"
@@ -42,6 +44,12 @@ const char cli_replay_help[] =
     "bytes that are not UTF-8 are written \\xNN). Blank lines and lines\n"
     "starting with '#' are skipped.\n"
     "\n"
+    "With --json each line is instead a JSON object (JSON Lines) with the\n"
+    "same fields, the decision in the shape 'sluice hit --json' gives it:\n"
+    "  {\"t\":0,\"key\":\"a\",\"cost\":1,\"algo\":\"fixed\",\"allowed\":true,\n"
+    "   \"limit\":2,\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":1000,\n"
+    "   \"counted\":true}\n"
+    "\n"
     "On the embedded store (mem://, the default) T drives a virtual clock\n"
     "that starts at 0, so a replay is deterministic and instant;\n"
     "sliding-counter windows are aligned to multiples of the window from\n"
@@ -53,9 +61,11 @@ const char cli_replay_help[] =
     "\n"
     "  --algo ALGO    @ALGOS@\n"
     "  --max N        units admitted per window, 1..@MAX@\n"
-    "  --window DUR   250ms, 1s, 1m, 1h, or a number of milliseconds\n"
+    "  --window DUR   250ms, 1s, 1m30s, 1h, 1d (units d, h, m, s, ms,\n"
+    "                 largest first, each once) or a number of ms\n"
     "  --burst B      units admitted at once, 1..N (default N): only\n"
     "                 @BURST_ALGOS@\n"
+    "  --json         a JSON object per request instead of a line of text\n"
     "  --store URL    mem:// (default) or valkey://HOST[:PORT][?OPTIONS]\n"
     CLI_STORE_FILE_HELP
     "\n"
@@ -130,6 +140,7 @@ typedef struct progress {
     bool seen;              /* a request was decided */
     uint64_t first_t, prev_t;
     struct timespec start;  /* when the first request was sent */
+    bool json;              /* --json: a JSON object per line */
 } progress;
 
 /*
@@ -193,6 +204,36 @@ static int parse_line(request *req, char *line, size_t len,
 }
 
 /*
+ * Prints request 'req''s line: the text columns, or with 'json' (--json)
+ * an object of the same fields in the shape 'sluice hit
+ * --json' gives a decision (cli.h), plus "t" and "cost": JSON Lines.
+ */
+static void print_line(const request *req, const sluice_limit *limit,
+                       const sluice_decision *d, bool json)
+{
+    const char *fallback = cli_fallback_name(d);
+
+    if (json) {
+        printf("{\"t\":%llu,\"key\":", (unsigned long long)req->t);
+        cli_json_string(stdout, req->key, strlen(req->key));
+        printf(",\"cost\":%llu,\"algo\":\"%s\",",
+               (unsigned long long)req->cost, sluice_algo_name(limit->algo));
+        cli_json_decision(stdout, d,
+                          d->allowed && d->fallback == SLUICE_ANSWERED);
+        printf("}\n");
+        return;
+    }
+    printf("%llu ", (unsigned long long)req->t);
+    cli_put_safe(stdout, req->key, strlen(req->key), false);
+    printf(" %llu %s %llu %llu", (unsigned long long)req->cost,
+           d->allowed ? "allowed" : "denied", (unsigned long long)d->remaining,
+           (unsigned long long)d->retry_after_ms);
+    if (fallback != NULL)
+        printf(" fallback=%s", fallback);
+    printf("\n");
+}
+
+/*
  * Decides 'req' on 'store' with 'limit' at its time: on 'vclock' when the
  * store runs on one, else by waiting until its time has come since the
  * first request ('pr', which it updates). Prints the line of the decision.
@@ -230,14 +271,7 @@ static int decide(const request *req, sluice_store *store,
         snprintf(what, sizeof(what), "replay: line %llu", pr->lineno);
         return cli_lib_error(NULL, what, err);
     }
-    printf("%llu ", (unsigned long long)req->t);
-    cli_put_safe(stdout, req->key, strlen(req->key), false);
-    printf(" %llu %s %llu %llu%s\n", (unsigned long long)req->cost,
-           d.allowed ? "allowed" : "denied", (unsigned long long)d.remaining,
-           (unsigned long long)d.retry_after_ms,
-           d.fallback == SLUICE_FELL_OPEN     ? " fallback=open"
-           : d.fallback == SLUICE_FELL_CLOSED ? " fallback=closed"
-                                              : "");
+    print_line(req, limit, &d, pr->json);
     /* Paced, the server has counted the request: its line is written at
        once, so that a pipe gets it even if the replay is stopped. */
     if (vclock == NULL)
@@ -251,9 +285,9 @@ static int decide(const request *req, sluice_store *store,
  * itself. Returns the exit status.
  */
 static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
-                  sluice_vclock *vclock)
+                  sluice_vclock *vclock, bool json)
 {
-    progress pr = {0};
+    progress pr = {.json = json};
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
@@ -283,7 +317,7 @@ static int replay(FILE *in, sluice_store *store, const sluice_limit *limit,
 int cli_replay(int argc, char **argv)
 {
     unsigned takes = CLI_TAKES_ALGO | CLI_TAKES_MAX | CLI_TAKES_WINDOW |
-                     CLI_TAKES_STORE | CLI_TAKES_BURST;
+                     CLI_TAKES_STORE | CLI_TAKES_BURST | CLI_TAKES_JSON;
     sluice_store_opts opts = SLUICE_STORE_OPTS_INIT;
     sluice_store *store = NULL;
     sluice_vclock *vclock = NULL;
@@ -293,7 +327,8 @@ int cli_replay(int argc, char **argv)
     if ((status = cli_request_parse(&args, "replay", argc, argv, takes)) != 0 ||
         (status = cli_request_require(&args, "replay",
                                       takes & ~(CLI_TAKES_STORE |
-                                                CLI_TAKES_BURST))) != 0)
+                                                CLI_TAKES_BURST |
+                                                CLI_TAKES_JSON))) != 0)
         return status;
     /* Virtual time for the embedded store; real clocks for a server. */
     if (cli_url_is_embedded(args.store)) {
@@ -309,7 +344,7 @@ int cli_replay(int argc, char **argv)
         sluice_vclock_free(vclock);
         return status;
     }
-    status = replay(stdin, store, &args.limit, vclock);
+    status = replay(stdin, store, &args.limit, vclock, args.json);
     sluice_store_free(store);
     sluice_vclock_free(vclock);
     return status;

@@ -157,6 +157,19 @@ int cli_store_url(const char **url, const char *cmd, const char *file)
 
 /* ---- Opening --------------------------------------------------------------- */
 
+int cli_store_open_status(int err)
+{
+    /* sluice_store_open() checks the URL whole before it connects: a URL
+       that does not parse or has an unknown or bad option (SLUICE_EURL;
+       SLUICE_EINVAL for a TLS option on a plaintext URL, SLUICE_ERANGE for
+       a number out of range) is the user's text, found before any server
+       is asked. Everything else (ECONN, ETIMEDOUT, EAUTH, ECONFIG,
+       EPROTO, ENOMEM...) comes from trying to reach or use the store. */
+    return err == SLUICE_EURL || err == SLUICE_EINVAL || err == SLUICE_ERANGE
+               ? CLI_EXIT_USAGE
+               : CLI_EXIT_RUNTIME;
+}
+
 bool cli_url_is_embedded(const char *url)
 {
     return url == NULL || url[0] == '\0' || strcasecmp(url, "mem://") == 0;
@@ -176,7 +189,7 @@ int cli_store_open(sluice_store **store, const char *cmd, const char *url,
         url = "mem://";
     if ((err = sluice_store_open(store, url, opts)) < 0) {
         cli_store_error(url, err);
-        return CLI_EXIT_RUNTIME;
+        return cli_store_open_status(err);
     }
     return 0;
 }

@@ -161,3 +161,40 @@ void cli_base64(FILE *f, const void *data, size_t len)
         fwrite(out, 1, 4, f);
     }
 }
+
+/* ---- Decisions in JSON ------------------------------------------------------ */
+
+const char *cli_fallback_name(const sluice_decision *d)
+{
+    switch (d->fallback) {
+    case SLUICE_FELL_OPEN:
+        return "open";
+    case SLUICE_FELL_CLOSED:
+        return "closed";
+    default:
+        return NULL;
+    }
+}
+
+void cli_json_decision(FILE *f, const sluice_decision *d, bool counted)
+{
+    const char *fallback = cli_fallback_name(d);
+
+    fprintf(f, "\"allowed\":%s,\"limit\":%llu,\"remaining\":%llu,"
+            "\"retry_after_ms\":%llu,\"reset_after_ms\":%llu,\"counted\":%s",
+            d->allowed ? "true" : "false", (unsigned long long)d->limit,
+            (unsigned long long)d->remaining,
+            (unsigned long long)d->retry_after_ms,
+            (unsigned long long)d->reset_after_ms,
+            counted ? "true" : "false");
+    if (fallback != NULL)
+        fprintf(f, ",\"fallback\":\"%s\"", fallback);
+}
+
+void cli_json_limit(FILE *f, const sluice_limit *l)
+{
+    fprintf(f, "\"algo\":\"%s\",\"max\":%llu,\"window_ms\":%llu,"
+            "\"burst\":%llu", sluice_algo_name(l->algo),
+            (unsigned long long)l->max, (unsigned long long)l->window_ms,
+            (unsigned long long)l->burst);
+}

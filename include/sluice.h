@@ -126,8 +126,12 @@ SLUICE_EXTERN const char *sluice_algo_name(sluice_algo algo);
 SLUICE_EXTERN int sluice_algo_parse(sluice_algo *out, const char *name);
 
 /*
- * Parses a duration: "250ms", "1s", "1m", "1h", or a plain number of
- * milliseconds. The result must be 1 .. SLUICE_WINDOW_MAX_MS.
+ * Parses a duration: a plain number of milliseconds ("250"), or one or more
+ * parts NUNIT with units in descending order, each at most once, from
+ * d (day), h, m, s, ms: "250ms", "1s", "1m30s", "1h30m", "2s500ms", "1d".
+ * No signs, spaces or fractions. The result must be 1 ..
+ * SLUICE_WINDOW_MAX_MS: SLUICE_ERANGE if not (or on overflow), SLUICE_EINVAL
+ * for any other malformed text; the message names the text.
  */
 SLUICE_EXTERN int sluice_duration_parse(uint64_t *out_ms, const char *text);
 

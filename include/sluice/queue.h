@@ -207,7 +207,11 @@ SLUICE_EXTERN int sluice_queue_set_cap(sluice_store *store, const char *queue,
 
 typedef struct sluice_queue_stats {
     uint64_t waiting, active, delayed, failed, completed;
-    uint64_t max, duration_ms; /* the cap; max 0: not limited */
+    /* The cap: at most max jobs per duration_ms. No cap (not limited):
+       max 0 and duration_ms 0. A cap of 0 or less written into the meta
+       hash by another tool (sluice_queue_set_cap() with max 0 removes
+       the cap), which any counter has reached: max 0 and its duration. */
+    uint64_t max, duration_ms;
     uint64_t count;            /* jobs taken in the current window */
     uint64_t wait_ms;          /* the queue-limiter read: 0 = may take */
 } sluice_queue_stats;

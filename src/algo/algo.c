@@ -125,50 +125,103 @@ int sluice__request_check(const sluice_limit *limit, uint64_t cost)
     return SLUICE_OK;
 }
 
+/* What every duration message lists: the forms taken. */
+#define DURATION_FORMS                                                  \
+    "expected a number of milliseconds, or whole numbers with units in " \
+    "descending order, each at most once: d, h, m, s, ms (e.g. 250ms, "  \
+    "1s, 1m30s, 1h30m, 2s500ms, 1d)"
+
+/* The units of a duration, largest first: their order is their rank. */
+static const struct {
+    const char *suffix;
+    uint64_t ms;
+} duration_units[] = {
+    {"d", 86400000}, {"h", 3600000}, {"ms", 1}, {"m", 60000}, {"s", 1000}};
+
+/* The rank of duration_units[i] in the descending order d h m s ms. */
+static int duration_rank(size_t i)
+{
+    static const int rank[] = {0, 1, 4, 2, 3};
+
+    return rank[i];
+}
+
 /*
- * Durations: a whole number followed by no unit (milliseconds) or one of
- * "ms", "s", "m", "h". Signs, spaces, fractions and overflow are refused.
+ * Reads one part "NUNIT" at '*p' (digits then a unit; "ms" is tried before
+ * "m"): its value in ms into '*ms' and its unit's rank into '*rank', and
+ * moves '*p' past it. A bare number is a part of rank 5 only when it is the
+ * whole text. Returns 0, or a negative SLUICE_E* (not reported).
+ */
+static int duration_part(const char **p, const char *text, uint64_t *ms,
+                         int *rank)
+{
+    unsigned long long n;
+    char *end;
+
+    if (!isdigit((unsigned char)**p))
+        return SLUICE_EINVAL;
+    errno = 0;
+    n = strtoull(*p, &end, 10);
+    if (errno == ERANGE)
+        return SLUICE_ERANGE;
+    if (*end == '\0' && *p == text) { /* a plain number of ms */
+        *ms = n;
+        *rank = 5;
+        *p = end;
+        return SLUICE_OK;
+    }
+    for (size_t i = 0; i < sizeof(duration_units) / sizeof(duration_units[0]);
+         i++) {
+        size_t len = strlen(duration_units[i].suffix);
+
+        if (strncmp(end, duration_units[i].suffix, len) != 0)
+            continue;
+        if (sluice__mul_overflows(n, duration_units[i].ms, ms))
+            return SLUICE_ERANGE;
+        *rank = duration_rank(i);
+        *p = end + len;
+        return SLUICE_OK;
+    }
+    return SLUICE_EINVAL;
+}
+
+/*
+ * Durations: a whole number of milliseconds, or one or more parts NUNIT,
+ * units in descending order (d, h, m, s, ms) and each at most once, as in
+ * "1h30m" or "2s500ms". Signs, spaces, fractions, empty parts, units out
+ * of order or repeated, and overflow are refused, naming the text.
  */
 int sluice_duration_parse(uint64_t *out_ms, const char *text)
 {
-    static const struct {
-        const char *suffix;
-        uint64_t ms;
-    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
-    unsigned long long n;
     const char *p = text;
-    char *end;
-    uint64_t ms;
+    uint64_t total = 0, ms = 0;
+    int last = -1, rank = 0, err;
 
     if (out_ms == NULL || text == NULL)
         return sluice__error(SLUICE_EINVAL, "duration is NULL");
-    if (!isdigit((unsigned char)*p))
-        return sluice__error(SLUICE_EINVAL,
-                             "invalid duration '%s' (expected e.g. 250ms, 1s, "
-                             "1m, 1h or a number of milliseconds)", text);
-    errno = 0;
-    n = strtoull(p, &end, 10);
-    if (errno == ERANGE)
-        return sluice__error(SLUICE_ERANGE, "duration '%s' is too large",
-                             text);
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(end, units[i].suffix) != 0)
-            continue;
-        if (sluice__mul_overflows(n, units[i].ms, &ms) ||
-            ms > SLUICE_WINDOW_MAX_MS)
-            return sluice__error(SLUICE_ERANGE,
-                                 "duration '%s' is too large (at most %llu ms)",
-                                 text,
+    if (*p == '\0')
+        return sluice__error(SLUICE_EINVAL, "invalid duration '' (empty; "
+                             DURATION_FORMS ")");
+    while (*p != '\0') {
+        if ((err = duration_part(&p, text, &ms, &rank)) == SLUICE_ERANGE ||
+            (err == SLUICE_OK && (total += ms) < ms))
+            return sluice__error(SLUICE_ERANGE, "duration '%s' is too large "
+                                 "(at most %llu ms)", text,
                                  (unsigned long long)SLUICE_WINDOW_MAX_MS);
-        if (ms == 0)
-            return sluice__error(SLUICE_ERANGE,
-                                 "duration '%s' must be at least 1 ms", text);
-        *out_ms = ms;
-        return SLUICE_OK;
+        if (err < 0 || rank <= last)
+            return sluice__error(SLUICE_EINVAL, "invalid duration '%s' (%s)",
+                                 text, DURATION_FORMS);
+        last = rank;
     }
-    return sluice__error(SLUICE_EINVAL,
-                         "invalid duration '%s' (expected e.g. 250ms, 1s, 1m, "
-                         "1h or a number of milliseconds)", text);
+    if (total > SLUICE_WINDOW_MAX_MS)
+        return sluice__error(SLUICE_ERANGE, "duration '%s' is too large (at "
+                             "most %llu ms)", text,
+                             (unsigned long long)SLUICE_WINDOW_MAX_MS);
+    if (total == 0)
+        return sluice__error(SLUICE_ERANGE,
+                             "duration '%s' must be at least 1 ms", text);
+    *out_ms = total;
+    return SLUICE_OK;
 }
 
 int sluice__word_decide(const sluice__algo *algo, uint64_t word,

@@ -241,10 +241,10 @@ run queue fail q1 3 "$lease" --backoff 10s "${S[@]}"
 check "fail with a back-off" 0 '^retrying$'
 run queue stats q1 "${S[@]}"
 check "stats" 0 \
-    '^waiting=0 active=0 delayed=1 failed=0 completed=2 max=0 duration_ms=0 count=0 wait_ms=0$'
+    '^waiting=0 active=0 delayed=1 failed=0 completed=2 max=none duration_ms=0 count=0 wait_ms=0$'
 run queue stats q1 "${S[@]}" --json
 check "stats --json" 0 \
-    '^\{"queue":"q1","waiting":0,"active":0,"delayed":1,"failed":0,"completed":2,"max":0,"duration_ms":0,"count":0,"wait_ms":0\}$'
+    '^\{"queue":"q1","waiting":0,"active":0,"delayed":1,"failed":0,"completed":2,"max":null,"duration_ms":0,"count":0,"wait_ms":0\}$'
 run queue take q1 "${S[@]}"
 check "take with a delayed job: empty, and when it is due" 1 \
     '^empty [0-9]+$'
@@ -271,7 +271,7 @@ check "stats shows the cap, the count and the wait" 0 \
     'waiting=2 active=1 .* max=1 duration_ms=10000 count=1 wait_ms=[1-9]'
 run queue set-cap capq --max 0 "${S[@]}" --json
 check "set-cap --max 0 removes the cap" 0 \
-    '^\{"queue":"capq","max":0,"duration_ms":0\}$'
+    '^\{"queue":"capq","max":null,"duration_ms":0\}$'
 run queue take capq "${S[@]}"
 check "without a cap the next take is served" 0 '^job 2 attempt 1 '
 

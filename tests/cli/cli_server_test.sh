@@ -56,8 +56,16 @@ for algo in $(cli_algos); do
     run hit "k-$algo" "${L[@]}"
     check "$algo: third hit refused, with a wait" 1 \
         '^denied remaining=0 limit=2 retry_after_ms=[1-9][0-9]* '
+    run reset "k-$algo" --algo "$algo" --max 2 --window 1m --store "$STORE"
+    check "$algo: reset says it removed a count" 0 \
+        "^reset k-$algo: removed its count\$"
+    run reset "k-$algo" --algo "$algo" --max 2 --window 1m --store "$STORE" \
+        --json
+    check "$algo: a second reset finds nothing, in JSON" 0 \
+        "^\\{\"key\":\"k-$algo\",\"algo\":\"$algo\",\"reset\":true,\"existed\":false\\}\$"
     run reset "k-$algo" --algo "$algo" --store "$STORE"
-    check "$algo: reset" 0 '^reset$'
+    check "$algo: reset without the limit cannot tell" 0 \
+        "^reset k-$algo: done \\(give --max and --window"
     run hit "k-$algo" "${L[@]}" --cost 2
     check "$algo: after reset the whole budget is there" 0 \
         '^allowed remaining=0 limit=2 '
@@ -96,7 +104,12 @@ run hit multi --algo fixed --max 2 --window 1m --store "$STORE"
 check "--limit: a single-limit hit on the key counts apart" 0 \
     '^allowed remaining=1 limit=2 '
 run reset multi "${L[@]}"
-check "--limit: reset" 0 '^reset$'
+check "--limit: reset says it removed a count" 0 '^reset multi: removed its count$'
+check "--limit: reset, per limit" 0 \
+    '^limit sliding-log:3/3600000ms: removed its count$'
+run reset multi "${L[@]}" --json
+check "--limit: a second reset finds nothing, in JSON" 0 \
+    '^\{"key":"multi","limits":\[\{"algo":"fixed","max":2,"window_ms":60000,"burst":0,"existed":false\},\{"algo":"sliding-log","max":3,"window_ms":3600000,"burst":0,"existed":false\}\],"reset":true,"existed":false\}$'
 run hit multi "${L[@]}"
 check "--limit: after reset the budgets are whole" 0 \
     '^allowed remaining=1 limit=2 '

@@ -113,18 +113,18 @@ expect_eq "hit prints a line of text" \
 run hit user:1 "${LIMIT[@]}" --json
 expect_rc "hit --json is admitted" 0
 expect_eq "hit --json has the fields" \
-    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000,"counted":true}' \
     "$out"
 
 run hit user:1 --json --cost 4 --window=250ms --algo=sliding-log --max=10
 expect_rc "hit with --opt=value and --cost" 0
 expect_eq "hit --cost 4 leaves 6 of 10" \
-    '{"key":"user:1","algo":"sliding-log","allowed":true,"limit":10,"remaining":6,"retry_after_ms":0,"reset_after_ms":250}' \
+    '{"key":"user:1","algo":"sliding-log","allowed":true,"limit":10,"remaining":6,"retry_after_ms":0,"reset_after_ms":250,"counted":true}' \
     "$out"
 
 run hit user:1 --algo sliding-counter --max 10 --window 1m --json
 expect_rc "hit sliding-counter is admitted" 0
-if printf '%s' "$out" | grep -Eq '^\{"key":"user:1","algo":"sliding-counter","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":[0-9]+\}$'; then
+if printf '%s' "$out" | grep -Eq '^\{"key":"user:1","algo":"sliding-counter","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":[0-9]+,"counted":true\}$'; then
     pass "hit sliding-counter --json has the fields"
 else
     fail "hit sliding-counter --json has the fields" "$out"
@@ -133,20 +133,26 @@ fi
 run peek user:1 "${LIMIT[@]}" --json --cost 10
 expect_rc "peek is admitted" 0
 expect_eq "peek --json has the fields" \
-    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":1000}' \
+    '{"key":"user:1","algo":"fixed","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":1000,"counted":false}' \
     "$out"
 
 run reset user:1 --algo fixed
-expect_rc "reset exits 0" 0
+check "reset without --max and --window cannot tell what was there" 0 \
+    '^reset user:1: done \(give --max and --window to be told whether anything was there\)$'
+run reset user:1 "${LIMIT[@]}"
+check "reset on the embedded store: nothing was there" 0 \
+    '^reset user:1: nothing was there$'
 run reset user:1 "${LIMIT[@]}" --json
-expect_eq "reset --json" '{"key":"user:1","algo":"fixed","reset":true}' "$out"
+expect_eq "reset --json" '{"key":"user:1","algo":"fixed","reset":true,"existed":false}' "$out"
+run reset user:1 --algo fixed --json
+expect_eq "reset --json without --max: existed unknown" '{"key":"user:1","algo":"fixed","reset":true,"existed":null}' "$out"
 
 # A key with a quote, a backslash, control characters, valid UTF-8 (é) and a
 # byte that is not UTF-8 (0xff).
 key=$(printf 'a"b\\c\nd\te\303\251\001\377z')
 run hit "$key" "${LIMIT[@]}" --json
 expect_eq "hit --json escapes the key" \
-    $'{"key":"a\\"b\\\\c\\nd\\te\xc3\xa9\\u0001\\ufffdz","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    $'{"key":"a\\"b\\\\c\\nd\\te\xc3\xa9\\u0001\\ufffdz","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000,"counted":true}' \
     "$out"
 if command -v python3 >/dev/null 2>&1; then
     if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["key"] == "a\"b\\c\nd\te\u00e9\x01\ufffdz", d' 2>"$TMP/py"; then
@@ -158,18 +164,18 @@ fi
 
 run hit "${LIMIT[@]}" --json -- -dash
 expect_eq "a key after -- may start with '-'" \
-    '{"key":"-dash","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000}' \
+    '{"key":"-dash","algo":"fixed","allowed":true,"limit":10,"remaining":9,"retry_after_ms":0,"reset_after_ms":1000,"counted":true}' \
     "$out"
 
 run hit k "${LIMIT[@]}" --store nope://x
-expect_rc "an unsupported --store is a runtime error" 3
+expect_rc "an unsupported --store is a usage error" 2
 if grep -q "nope://x" "$TMP/err"; then
     pass "the --store error names the URL ($err)"
 else
     fail "the --store error names the URL" "$err"
 fi
 run hit k "${LIMIT[@]}" --store 'valkey://:hunter2@127.0.0.1:1?bogus=1'
-expect_rc "a malformed valkey:// URL is a store error" 3
+expect_rc "a malformed valkey:// URL is a usage error" 2
 if grep -q "bogus" "$TMP/err" && ! grep -q "hunter2" "$TMP/err"; then
     pass "a store error masks the URL's password ($err)"
 else
@@ -178,7 +184,7 @@ fi
 # A short password no longer withholds every URL error: the library masks
 # it, and the message says what is wrong.
 run hit k "${LIMIT[@]}" --store 'valkey://:e@127.0.0.1:1?bogus=1'
-if [ "$rc" -eq 3 ] && grep -q "bogus" "$TMP/err" && ! grep -q "withheld" "$TMP/err"; then
+if [ "$rc" -eq 2 ] && grep -q "bogus" "$TMP/err" && ! grep -q "withheld" "$TMP/err"; then
     pass "a URL error with a short password is shown ($err)"
 else
     fail "a URL error with a short password is shown" "exit $rc; $err"
@@ -186,7 +192,7 @@ fi
 # The last resort: a message that quotes the whole password (here by
 # chance: the unknown option has its name) is withheld.
 run hit k "${LIMIT[@]}" --store 'valkey://:bogus@127.0.0.1:1?bogus=1'
-if [ "$rc" -eq 3 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/err"; then
+if [ "$rc" -eq 2 ] && grep -q "withheld" "$TMP/err" && ! grep -q "bogus" "$TMP/err"; then
     pass "a message that quotes the whole password is withheld ($err)"
 else
     fail "a message that quotes the whole password is withheld" "exit $rc; $err"
@@ -194,7 +200,7 @@ fi
 # A malformed URL ("valkey:/", the "://" at the end) masks its user name
 # and password too: everything before the last '@' past the scheme.
 run hit k "${LIMIT[@]}" --store 'valkey:/alice7:hunter2@127.0.0.1://'
-if [ "$rc" -eq 3 ] && grep -q "valkey:/\*\*\*@127.0.0.1://" "$TMP/err" &&
+if [ "$rc" -eq 2 ] && grep -q "valkey:/\*\*\*@127.0.0.1://" "$TMP/err" &&
     ! grep -q "hunter2\|alice7" "$TMP/err"; then
     pass "a malformed URL masks its user and password ($err)"
 else
@@ -225,7 +231,7 @@ for reply in '+OK\r\n' ':-1\r\n' '*0\r\n' '$3\r\nabc\r\n' ':2\r\n' \
         "valkey://127.0.0.1:$fake_port?engine=lua&timeout=1000"
     case $reply in
     :0* | :1*)
-        check "reset: DEL answering ${reply%%\\r*} is a reset" 0 '^reset$' ;;
+        check "reset: DEL answering ${reply%%\\r*} is a reset" 0 '^reset k: done' ;;
     *)
         if [ "$rc" -eq 3 ] && [ -z "$out" ] &&
             grep -q "reset: DEL answered .*(EPROTO)" "$TMP/err"; then
@@ -240,7 +246,7 @@ for reply in '+OK\r\n' ':-1\r\n' '*0\r\n' '$3\r\nabc\r\n' ':2\r\n' \
 done
 # A password holding '/' and '?' is masked whole.
 run hit k "${LIMIT[@]}" --store 'valkey://:hu/nt?er2@127.0.0.1:1?bogus=1'
-if [ "$rc" -eq 3 ] && grep -q "an '@' follows the host" "$TMP/err" &&
+if [ "$rc" -eq 2 ] && grep -q "an '@' follows the host" "$TMP/err" &&
     ! grep -q "nt?er" "$TMP/err"; then
     pass "a password holding '/' and '?' is masked whole ($err)"
 else
@@ -278,8 +284,8 @@ expect_rc "--store beats SLUICE_STORE" 0
 SLUICE_STORE='' run hit k "${LIMIT[@]}"
 expect_rc "an empty SLUICE_STORE is as none: the embedded store" 0
 SLUICE_STORE='valkey://:hunter2pw@127.0.0.1:1?bogus=1' run hit k "${LIMIT[@]}"
-if [ "$rc" -eq 3 ] && grep -q "^sluice: SLUICE_STORE: .*bogus" "$TMP/err"; then
-    pass "a bad SLUICE_STORE is named in the message ($err)"
+if [ "$rc" -eq 2 ] && grep -q "^sluice: SLUICE_STORE: .*bogus" "$TMP/err"; then
+    pass "a bad SLUICE_STORE is named in the message, exit 2 ($err)"
 else
     fail "a bad SLUICE_STORE is named in the message" "exit $rc; $err"
 fi
@@ -309,7 +315,7 @@ usage_error "--store and --store-file at once" \
 printf 'valkey://:hunter2pw@127.0.0.1:1?bogus=1\n' >"$TMP/bad.url"
 chmod 600 "$TMP/bad.url"
 run hit k "${LIMIT[@]}" --store-file "$TMP/bad.url"
-if [ "$rc" -eq 3 ] &&
+if [ "$rc" -eq 2 ] &&
     grep -q "^sluice: --store-file $TMP/bad.url: .*bogus" "$TMP/err"; then
     pass "a bad URL in --store-file is named with the file ($err)"
 else
@@ -414,7 +420,9 @@ run peek k --limit fixed:10/1s --limit=sliding-counter:5/1m --json
 check "--limit with units, in JSON" 0 \
     '^\{"key":"k","allowed":true,"limit":5,"remaining":4,.*"limits":\[\{"algo":"fixed","max":10,"window_ms":1000,'
 run reset k --limit fixed:10/1s --limit sliding-log:5/1m
-check "reset --limit" 0 '^reset$'
+check "reset --limit" 0 '^reset k: nothing was there$'
+check "reset --limit: a line per limit" 0 \
+    '^limit sliding-log:5/60000ms: nothing was there$'
 usage_error "--limit without ':'" "--limit 'fixed10/1s': expected ALGO:MAX/WINDOW" \
     hit k --limit fixed10/1s
 usage_error "--limit without '/'" "--limit 'fixed:10': expected ALGO:MAX/WINDOW" \
@@ -474,7 +482,7 @@ for args in "--help" "-h" "help" "help hit" "help --help" "hit --help" \
     fi
 done
 run --help
-if printf '%s' "$out" | grep -q '3  runtime error' &&
+if printf '%s' "$out" | grep -q '3  store error' &&
    printf '%s' "$out" | grep -q '2  usage error' &&
    printf '%s' "$out" | grep -q 'empty store'; then
     pass "--help documents exit codes and the per-process embedded store"
@@ -661,7 +669,7 @@ run_in '0 k 5\n' replay --algo gcra --max 10 --window 1s --burst 4
 expect_rc "replay: a line's cost above --burst" 2
 run hit k --algo gcra --max 10 --window 1s --burst 4 --cost 4 --json
 expect_eq "hit --burst 4 --cost 4 (json)" \
-    '{"key":"k","algo":"gcra","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":400}' \
+    '{"key":"k","algo":"gcra","allowed":true,"limit":10,"remaining":0,"retry_after_ms":0,"reset_after_ms":400,"counted":true}' \
     "$out"
 
 # The same trace twice gives the same output: virtual time, no wall clock.
@@ -683,7 +691,7 @@ else
 fi
 
 run_in '5 k\n' replay "${LIMIT[@]}" --store nope://
-expect_rc "replay with an unsupported --store" 3
+expect_rc "replay with an unsupported --store is a usage error" 2
 
 # A key with an ESC, a byte that is not UTF-8 and valid UTF-8 (é) is
 # written with \xNN escapes but for the UTF-8.

@@ -168,7 +168,6 @@ static void test_duration_parse(void)
         {"1sec", SLUICE_EINVAL},
         {"1msx", SLUICE_EINVAL},
         {"0x10", SLUICE_EINVAL},
-        {"1d", SLUICE_EINVAL},
         {"0", SLUICE_ERANGE},
         {"0ms", SLUICE_ERANGE},
         {"0h", SLUICE_ERANGE},
@@ -197,6 +196,70 @@ static void test_duration_parse(void)
     test_context(NULL);
     CHECK_FAILS(sluice_duration_parse(NULL, "1s"), SLUICE_EINVAL);
     CHECK_FAILS(sluice_duration_parse(&ms, NULL), SLUICE_EINVAL);
+}
+
+/* Days and compound durations: "1h30m", units descending, each once. */
+static void test_duration_compound(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t ms;
+    } good[] = {
+        {"1d", 86400000},
+        {"12725d", 12725ULL * 86400000ULL}, /* the most whole days */
+        {"1h30m", 5400000},
+        {"1m30s", 90000},
+        {"2s500ms", 2500},
+        {"1d1h1m1s1ms", 86400000 + 3600000 + 60000 + 1000 + 1},
+        {"1d0h", 86400000},
+        {"0m1s", 1000},
+        {"1h90m", 3600000 + 5400000}, /* a part may exceed its next unit */
+        {"12725d19h", 12725ULL * 86400000ULL + 19ULL * 3600000ULL},
+    };
+    static const struct {
+        const char *text;
+        int err;
+    } bad[] = {
+        {"1D", SLUICE_EINVAL},
+        {"1s1m", SLUICE_EINVAL},  /* ascending */
+        {"1m1m", SLUICE_EINVAL},  /* repeated */
+        {"1ms1s", SLUICE_EINVAL},
+        {"1s1s", SLUICE_EINVAL},
+        {"1h1d", SLUICE_EINVAL},
+        {"1h30", SLUICE_EINVAL},  /* a bare number only alone */
+        {"1hm", SLUICE_EINVAL},   /* an empty part */
+        {"1h-30m", SLUICE_EINVAL},
+        {"1h 30m", SLUICE_EINVAL},
+        {"-1s", SLUICE_EINVAL},
+        {"1.5m", SLUICE_EINVAL},
+        {"d", SLUICE_EINVAL},
+        {"0s0ms", SLUICE_ERANGE},
+        {"12726d", SLUICE_ERANGE},  /* past 2^40 ms */
+        {"12725d20h", SLUICE_ERANGE},
+        {"213503982334601d", SLUICE_ERANGE}, /* the product overflows */
+        {"18446744073709551615ms1", SLUICE_EINVAL},
+        {"100000000000d100000000000h", SLUICE_ERANGE}, /* the sum is large */
+    };
+    uint64_t ms;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        test_context("duration \"%s\"", good[i].text);
+        ms = 0;
+        CHECK_OK(sluice_duration_parse(&ms, good[i].text));
+        CHECK_EQ_U64(ms, good[i].ms);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        test_context("duration \"%s\"", bad[i].text);
+        CHECK_FAILS(sluice_duration_parse(&ms, bad[i].text), bad[i].err);
+    }
+    test_context(NULL);
+    /* A message names the text and lists the forms taken. */
+    CHECK_FAILS(sluice_duration_parse(&ms, "1s1m"), SLUICE_EINVAL);
+    CHECK(strstr(sluice_last_error(), "'1s1m'") != NULL);
+    CHECK(strstr(sluice_last_error(), "1h30m") != NULL);
+    CHECK(strstr(sluice_last_error(), "d, h, m, s, ms") != NULL);
+    CHECK_FAILS(sluice_duration_parse(&ms, "12726d"), SLUICE_ERANGE);
+    CHECK(strstr(sluice_last_error(), "'12726d'") != NULL);
 }
 
 /* ---- Argument errors and bounds ------------------------------------------ */
@@ -495,6 +558,7 @@ int main(void)
     test_error_names();
     test_algo_names();
     test_duration_parse();
+    test_duration_compound();
     test_free_null();
     test_store_open_errors();
     test_argument_errors();

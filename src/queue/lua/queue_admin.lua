@@ -6,8 +6,9 @@ KEYS[7]  emq:{q}:attempts  KEYS[8]  emq:{q}:failed
 ARGV[1]  "stats", "cap", "retry", "failed" or "state"
   stats          Reply {waiting, active, delayed, failed, completed, max,
                  duration_ms, count in the window, wait_ms}; wait_ms is the
-                 queue-limiter read's figure (limiter.lua), and max a cap of
-                 0 or less shows as 0
+                 queue-limiter read's figure (limiter.lua); no cap is max 0
+                 and duration_ms 0, a cap of 0 or less max 0 and its
+                 duration
   cap MAX DUR    sets the cap (MAX 0 removes it: not limited); Reply 1
   retry ID       moves failed job ID back to wait, its attempts reset;
                  Reply 1, or 0 when ID is not a failed job
@@ -24,6 +25,11 @@ if op == 'stats' then
   local wait, max, duration = limiter_state(KEYS[6], KEYS[5], 0)
   local count = tonumber(redis.call('GET', KEYS[6]) or '') or 0
   local completed = redis.call('HGET', KEYS[5], 'completed')
+  -- No cap is max 0 with duration 0, and a cap of 0 or less (written into
+  -- the meta hash by another tool; sluice's 'cap 0' removes the cap) is max
+  -- 0 with its duration, so that the two read apart: a duration alone,
+  -- with no max, is no cap.
+  if not max then duration = nil end
   if not max or max < 0 then max = 0 end
   return {redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]),
           redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[8]),
