@@ -3,8 +3,8 @@
  *
  * A limit is a budget of 'max' units per 'window_ms' milliseconds, counted by
  * one of the algorithms of SLUICE_ALGO_MAP below. Each is one folder,
- * src/algo/FOLDER/, whose FOLDER.c opens with its arithmetic; docs/algorithms.md ("The
- * algorithms") compares them, and 'sluice demo' shows their trade-off.
+ * src/algo/FOLDER/, whose FOLDER.c opens with its arithmetic;
+ * docs/algorithms.md compares them, and 'sluice demo' shows their trade-off.
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store, embedded or on a server, is
