@@ -3,8 +3,8 @@
  *
  * A limit is a budget of 'max' units per 'window_ms' milliseconds, counted by
  * one of the algorithms of SLUICE_ALGO_MAP below. Each is one folder,
- * src/algo/FOLDER/, whose FOLDER.c opens with its arithmetic; README.md ("The
- * algorithms") compares them, and 'sluice demo' shows their trade-off.
+ * src/algo/FOLDER/, whose FOLDER.c opens with its arithmetic;
+ * docs/algorithms.md compares them, and 'sluice demo' shows their trade-off.
  *
  * Limits are counted in a store. The embedded in-process store ("mem://",
  * the default) needs no server. Every store, embedded or on a server, is
@@ -212,7 +212,7 @@ typedef enum sluice_on_error {
 } sluice_on_error;
 
 /* How a server store decides (engine): with the server's native module
-   (sluice.so, README "Native module") or with the Lua scripts. */
+   (sluice.so, docs/module.md) or with the Lua scripts. */
 typedef enum sluice_engine {
     SLUICE_ENGINE_AUTO = 0,   /* the module for the algorithms a server's
                                  module decides, else Lua */

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# sixth_algo.sh - keeps README.md's "Adding an algorithm" true: in a
-# throwaway copy of the tree, it runs the README's own recipe blocks (each
+# sixth_algo.sh - keeps CONTRIBUTING.md's "Adding an algorithm" true: in a
+# throwaway copy of the tree, it runs CONTRIBUTING.md's own recipe blocks (each
 # ```sh block under a line "<!-- scripts/sixth_algo.sh runs the block below
 # -->"), and tests what each made. The first makes a sixth algorithm as a
 # copy of the fixed window, then the copy is built and its unit, server and
 # cli suites run; the second takes away its optional module glue, then the
 # copy is built again and its server suite runs (what an algorithm without
 # glue does). It edits nothing the blocks do not: if an algorithm ever needs
-# a step the README does not give, this fails, and the README (or the tree)
+# a step CONTRIBUTING.md does not give, this fails, and it (or the tree)
 # is what to fix.
 #
 # Usage: scripts/sixth_algo.sh [WORK-DIR] (default: a mktemp -d folder,
@@ -48,25 +48,25 @@ git -C "$tree" add -A
 git -C "$tree" -c user.name=sixth_algo -c user.email=sixth_algo@localhost \
     commit -q -m "the tree before the recipe"
 
-# ---- The README's recipe, as written ------------------------------------------
+# ---- CONTRIBUTING.md's recipe, as written ---------------------------------
 
-# recipe_block N: the Nth block the README marks for this script, into
+# recipe_block N: the Nth block CONTRIBUTING.md marks for this script, into
 # $work/recipe-N.sh; fails if there is none.
 recipe_block() {
     awk -v want="$1" '
         /^<!-- scripts\/sixth_algo.sh runs the block below -->$/ { n++; armed = n == want; next }
         armed && /^```sh$/ { on = 1; next }
         on && /^```$/ { exit }
-        on { print }' "$root/README.md" >"$work/recipe-$1.sh"
+        on { print }' "$root/CONTRIBUTING.md" >"$work/recipe-$1.sh"
     [ -s "$work/recipe-$1.sh" ] ||
-        { echo "sixth_algo: README.md has no recipe block $1 to run" >&2; exit 1; }
+        { echo "sixth_algo: CONTRIBUTING.md has no recipe block $1 to run" >&2; exit 1; }
 }
 
 # run_block N: runs block N in the copy, as it is written, and shows what
 # it changed.
 run_block() {
     recipe_block "$1"
-    echo "== the README's recipe, block $1, run in $tree:"
+    echo "== CONTRIBUTING.md's recipe, block $1, run in $tree:"
     sed 's/^/    /' "$work/recipe-$1.sh"
     (cd "$tree" && bash -euo pipefail "$work/recipe-$1.sh")
     echo "== what it changed:"
@@ -111,4 +111,4 @@ suite 'unit|server|cli'
 run_block 2
 build
 suite server
-echo "sixth_algo: the README's recipe made a sixth algorithm that passes, with and without its glue"
+echo "sixth_algo: CONTRIBUTING.md's recipe made a sixth algorithm that passes, with and without its glue"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite: installs what is missing, then builds and
 # runs every test three times: a plain build, AddressSanitizer with
-# UndefinedBehaviorSanitizer, and ThreadSanitizer; then README's recipe for
+# UndefinedBehaviorSanitizer, and ThreadSanitizer; then CONTRIBUTING.md's recipe for
 # a new algorithm on a copy of the tree (scripts/sixth_algo.sh). Tests that
 # need a server start their own on loopback and stop it by PID.
 set -euo pipefail
@@ -22,7 +22,7 @@ command -v node >/dev/null || sluice_need nodejs
 sluice_need groff-base
 # The server build under test: Debian's redis-server, redis-tools
 # (redis-cli) and redis-sentinel, unless SLUICE_TEST_SERVER, SLUICE_TEST_CLI
-# and SLUICE_TEST_SENTINEL name another build (README: "Running the suite
+# and SLUICE_TEST_SENTINEL name another build (CONTRIBUTING.md: "Running the suite
 # against another server build").
 [ -n "${SLUICE_TEST_SERVER:-}" ] || sluice_need redis-server
 [ -n "${SLUICE_TEST_CLI:-}" ] || sluice_need redis-tools
@@ -43,7 +43,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run build-asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=address,undefined
 TSAN_OPTIONS=halt_on_error=1 \
     run build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=thread
-# README's "Adding an algorithm", followed to the letter in a copy of the
+# CONTRIBUTING.md's "Adding an algorithm", followed to the letter in a copy of the
 # tree: a sixth algorithm, then a plain build and its unit, server and cli
 # tests; then the same without its module glue, and its server tests.
 bash scripts/sixth_algo.sh

@@ -1,5 +1,5 @@
 # test_binaries.sh - sourced by the test and benchmark scripts: which server
-# build they run (README: "Running the suite against another server build").
+# build they run (CONTRIBUTING.md: "Running the suite against another server build").
 #
 # test_binary VAR NAME FALLBACK: prints the path of the program to run: the
 # one the environment variable VAR names (a path, or a name looked up in

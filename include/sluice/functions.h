@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /*
- * The Functions library (Redis 7+ / Valkey; README "Functions"): the same
+ * The Functions library (Redis 7+ / Valkey; docs/functions.md): the same
  * algorithms as FCALL sluice_hit / sluice_peek / sluice_reset /
  * sluice_version, for clients of any language. _text() is the library (NUL
  * after '*len' bytes), _version() what FCALL sluice_version answers, and

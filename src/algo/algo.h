@@ -20,7 +20,7 @@
  * (optional: module.c, its glue in sluice.so, and fn_check.lua, its bounds
  * for the Functions library) and one line in SLUICE_ALGO_MAP
  * (include/sluice.h), from which the enum, the tables below, the build
- * (CMakeLists.txt) and the tests derive. README.md's "Adding an algorithm"
+ * (CMakeLists.txt) and the tests derive. CONTRIBUTING.md's "Adding an algorithm"
  * is the recipe, and CI follows it (scripts/sixth_algo.sh).
  *
  * The parts are linked apart: the embedded store uses only the pure table

@@ -17,7 +17,7 @@
    no module.c (module_glues.c, written by CMakeLists.txt). */
 extern const sluice__module_glue *const sluice__module_glues[SLUICE__ALGO_N];
 
-/* ---- The commands (see the spec in README.md, "Native module") ------------ */
+/* ---- The commands (see the spec in docs/module.md) ------------------------ */
 
 int sluice__mod_hit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 int sluice__mod_hitmany(RedisModuleCtx *ctx, RedisModuleString **argv,

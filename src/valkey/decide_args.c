@@ -4,7 +4,7 @@
  * A call decides n requests of one limit: EVALSHA of the algorithm's
  * script (its arguments in src/algo/prelude.lua) or, where the node's
  * module decides the algorithm (engine.c), SLUICE.HITMANY with the same
- * keys (its arguments in README's "The module"). Both answer the same flat
+ * keys (its arguments in docs/module.md). Both answer the same flat
  * reply (decide_reply.c). The arguments are laid out in one block, the
  * key names built in place, so a call costs one allocation at most.
  */

@@ -1,7 +1,7 @@
 /*
  * test_server_bounds.c - no request within the documented bounds may cost
  * a server more than 10 ms, or grow its key past the algorithm's bound
- * (README.md, "Server memory and time per call").
+ * (docs/algorithms.md, "On a server: memory and time per call").
  *
  * A real redis-server with its defaults (lua-time-limit included) and the
  * module, the Functions library loaded. For every algorithm and every

@@ -154,11 +154,11 @@ static void test_tls(const rs_certs *c)
             s.url);
     refused(SLUICE_EAUTH, "hostname mismatch", "%s?tls_ca=%s&"
             "tls_server_name=wrong.example&on_error=open", s.url, c->ca_cert);
-    /* tls_insecure takes any: the warning in the README is why. */
+    /* tls_insecure takes any: the warning in docs/stores.md is why. */
     spend("d", "%s?tls_ca=%s&tls_insecure=1", s.url, c->other_ca_cert);
     /* TLS to a plain port: a plain server waits for the end of a line
        that a ClientHello never has, so the handshake times out -- the same
-       as a TLS server that stalls, bounded by the connect timeout (README
+       as a TLS server that stalls, bounded by the connect timeout (docs/errors.md
        says so). (Plain RESP to the TLS port is reset by the server: a
        connection closed, as by a proxy with no server behind it, so it
        stays ECONN.) */

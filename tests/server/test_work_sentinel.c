@@ -159,7 +159,7 @@ static void pump(uint64_t ms, atomic_int *stop)
 /*
  * sluice_queue_add_many() of 'jobs', asked again while it meets an outage,
  * for up to 5 s: the first call after a failover fails (a READONLY reply,
- * or the old master gone) and the next asks the sentinel again (README,
+ * or the old master gone) and the next asks the sentinel again (docs/stores.md,
  * "Sentinel"). Neither was a write the server made, so nothing is added
  * twice. Its last status.
  */
