@@ -26,16 +26,8 @@ trap 'rm -rf "$TMP"' EXIT
 # A store URL or server in the caller's environment must not matter here.
 unset SLUICE_STORE
 
-pass() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -n "${2-}" ] && printf '%s\n' "$2" | sed 's/^/    /'
-}
+# pass and fail, shared with the other script tests.
+. "$SRC/tests/cli/lib/cli_helpers.sh"
 
 now_ms() {
     date +%s%3N

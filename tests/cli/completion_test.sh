@@ -23,16 +23,8 @@ failed=0
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-pass() {
-    passed=$((passed + 1))
-    echo "PASS: $1"
-}
-
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $1"
-    [ -n "${2-}" ] && printf '%s\n' "$2" | sed 's/^/    /'
-}
+# pass and fail, shared with the other script tests.
+. "$SRC/tests/cli/lib/cli_helpers.sh"
 
 # shellcheck source=../../cli/sluice.bash-completion
 . "$SRC/cli/sluice.bash-completion"
