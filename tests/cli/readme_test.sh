@@ -27,7 +27,7 @@ trap 'stop_pid "${pids[@]}"; rm -rf "$TMP"' EXIT
 
 # The README's port P is this run's $((P - 6390 + base)).
 # (A range no other test uses; a server line that finds its port taken
-# moves the run to the next pair, see run_line.)
+# moves the block's ports on, see run_line.)
 base=$((45000 + $$ % 1000 * 2))
 map_ports() { sed -E "s/\b639([0-9])\b/\$((base + \1))/g" <<<"$1"; }
 
@@ -56,26 +56,11 @@ run_line() {
             *) args+=("$1"); shift ;;
             esac
         done
-        local tries=0
-        # A port that already takes connections is another test's (and
-        # would pass spawn_server's wait): move on before starting.
-        while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null &&
-              [ $((tries += 1)) -lt 20 ]; do
-            base=$((base + 2))
-            port=$((port + 2))
-        done
-        tries=0
-        until spawn_server "$port" "$TMP/server-$port.log" "${args[@]}"; do
-            stop_pid "$spawned_pid"
-            if ! grep -q 'Address already in use' "$TMP/server-$port.log" ||
-               [ $((tries += 1)) -ge 5 ]; then
-                cat "$TMP/server-$port.log"
-                return
-            fi
-            # Taken by another test: this block's ports move on together.
-            base=$((base + 2))
-            port=$((port + 2))
-        done
+        # Its port taken by another test: this block's ports move on with it.
+        local want=$port
+        spawn_free_server "$TMP/server-$want.log" "${args[@]}" ||
+            cat "$TMP/server-$want.log"
+        base=$((base + port - want))
         pids+=("$spawned_pid")
         return
     fi

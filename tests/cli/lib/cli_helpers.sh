@@ -172,6 +172,23 @@ spawn_server() {
     wait_port "$1"
 }
 
+# spawn_free_server LOG [ARGS...]: spawn_server on $port, or on the next
+# port up when another test holds it (it takes connections already, which
+# would pass spawn_server's wait, or the server cannot bind it): tests run
+# in parallel, and PID-derived ports meet. Sets $port and $spawned_pid.
+spawn_free_server() {
+    local tries
+    for tries in $(seq 1 20); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            spawn_server "$port" "$@" && return 0
+            stop_pid "$spawned_pid"
+            grep -q 'Address already in use' "$1" || return 1
+        fi
+        port=$((port + 1))
+    done
+    return 1
+}
+
 # start_server NAME BASE: starts $SERVER on a port BASE + (PID mod 2000),
 # so that two runs at once do not meet, in $TMP, and waits until it takes
 # connections. Sets $port and $server_pid (the caller's trap kills it). On
@@ -179,7 +196,7 @@ spawn_server() {
 start_server() {
     local name=$1
     port=$(($2 + $$ % 2000))
-    if ! spawn_server "$port" "$TMP/server.log"; then
+    if ! spawn_free_server "$TMP/server.log"; then
         server_pid=$spawned_pid
         fail "the server starts on port $port" "$(cat "$TMP/server.log")"
         echo "$name: $passed passed, $failed failed"
