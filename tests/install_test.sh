@@ -216,12 +216,13 @@ fi
 start() {
     local name=$1
     shift
-    if ! spawn_server "$port" "$TMP/server.log" "$@"; then
+    if ! spawn_free_server "$port" "$TMP/server.log" "$@"; then
         server_pid=$spawned_pid
         fail "$name" "$(cat "$TMP/server.log")"
         echo "install_test: $passed passed, $failed failed"
         exit 1
     fi
+    port=$spawned_port
     server_pid=$spawned_pid
     pass "$name: $(server_version "$port")"
 }

@@ -92,10 +92,10 @@ check_that "table: no main table when --only names none of its cases" \
 
 # ---- A server given by --store: no module, no FUNCTION LOAD -------------------
 
-port=$((20000 + RANDOM % 10000))
-spawn_server "$port" "$TMP/server.log" \
+spawn_free_server $((20000 + RANDOM % 10000)) "$TMP/server.log" \
     --user default on nopass '~*' '&*' '+@all' \
     --user bench on '>pw' '~*' '&*' '+@all' '-function'
+port=$spawned_port
 server_pid=$spawned_pid
 echo "srvtime_test: --store server $(server_version "$port")"
 "$CLI" -p "$port" SET other 1 >/dev/null

@@ -70,6 +70,32 @@ if [[ $version =~ ^(redis|valkey)\ [0-9]+\.[0-9]+\.[0-9]+\ \($TMP/server\)$ ]] &
 else
     fail "server_version asks through \$SLUICE_TEST_CLI" "$version"
 fi
+# A port another server holds: our server cannot bind it and exits, and
+# spawn_server says so, however soon the port takes connections (it is the
+# other server's); spawn_free_server moves on to a port of its own.
+if spawn_server "$port" "$TMP/taken.log"; then
+    fail "spawn_server on a port another server holds: returns 1" \
+        "returned 0; log: $(cat "$TMP/taken.log")"
+    stop_pid "$spawned_pid"
+elif grep -q 'Address already in use' "$TMP/taken.log"; then
+    pass "spawn_server on a port another server holds: returns 1"
+else
+    fail "spawn_server on a port another server holds: its log says why" \
+        "$(cat "$TMP/taken.log")"
+fi
+if spawn_free_server "$port" "$TMP/free.log"; then
+    owner=$("$CLI" -p "$spawned_port" INFO server | tr -d '\r' |
+        sed -n 's/^process_id://p')
+    if [ "$spawned_port" -gt "$port" ] && [ "$owner" = "$spawned_pid" ]; then
+        pass "spawn_free_server from a held port: $spawned_port, ours"
+    else
+        fail "spawn_free_server from a held port: a later one, ours" \
+            "port $spawned_port (from $port), process $owner, ours $spawned_pid"
+    fi
+    stop_pid "$spawned_pid"
+else
+    fail "spawn_free_server from a held port" "$(cat "$TMP/free.log")"
+fi
 stop_pid "$server_pid"
 server_pid=
 

@@ -565,9 +565,9 @@ expect_eq "SIGTERM with two jobs running: both finished, exit 0" \
 # ---- work rides out an outage -------------------------------------------------------------
 
 # A server of its own, stopped and started again on the same port.
-oport=$((31000 + $$ % 2000))
-OUT=(--store "valkey://127.0.0.1:$oport")
-if spawn_server "$oport" "$TMP/outage.log"; then
+if spawn_free_server $((31000 + $$ % 2000)) "$TMP/outage.log"; then
+    oport=$spawned_port
+    OUT=(--store "valkey://127.0.0.1:$oport")
     outage_pid=$spawned_pid
     "$SLUICE" work oq --exec 'cat >/dev/null' "${OUT[@]}" >"$TMP/o.out" \
         2>"$TMP/o.err" &
@@ -608,7 +608,7 @@ if spawn_server "$oport" "$TMP/outage.log"; then
     stop_pid "$outage_pid"
     outage_pid=
 else
-    fail "outage: the server starts on port $oport" "$(cat "$TMP/outage.log")"
+    fail "outage: the server starts on port $spawned_port" "$(cat "$TMP/outage.log")"
 fi
 
 # ---- work: a finish whose reply was lost ----------------------------------------------

@@ -35,11 +35,13 @@ trap cleanup EXIT
 
 start_server exit_codes_test 29000
 STORE="valkey://127.0.0.1:$port?prefix=exit$$&emq_prefix=exitq$$"
-auth_port=$((31000 + $$ % 2000))
-if spawn_server "$auth_port" "$TMP/auth.log" --requirepass right-pw-$$; then
+if spawn_free_server $((31000 + $$ % 2000)) "$TMP/auth.log" \
+        --requirepass right-pw-$$; then
+    auth_port=$spawned_port
     auth_pid=$spawned_pid
     pass "the password server starts on port $auth_port"
 else
+    auth_port=$spawned_port
     auth_pid=$spawned_pid
     fail "the password server starts on port $auth_port" "$(cat "$TMP/auth.log")"
 fi

@@ -55,18 +55,30 @@ now_ms() {
 }
 
 # start_example NAME ARGS...: starts the example on $eport with ARGS, and
-# waits until it says it listens; sets $example_pid.
+# waits until it says it listens; sets $example_pid. A port another test
+# holds (the example cannot listen on it and exits) moves it to the next.
 start_example() {
-    local name=$1
+    local name=$1 try
     shift
     eport=$((35000 + $$ % 2000))
-    "$EXAMPLE" --port "$eport" "$@" >"$TMP/example.log" 2>&1 &
-    example_pid=$!
-    if wait_for "$TMP/example.log" '^listening on 127\.0\.0\.1:' 30 &&
-       wait_port "$eport"; then
-        pass "$name: the example listens on 127.0.0.1:$eport"
-        return 0
-    fi
+    for try in $(seq 1 20); do
+        "$EXAMPLE" --port "$eport" "$@" >"$TMP/example.log" 2>&1 &
+        example_pid=$!
+        for _ in $(seq 1 600); do
+            grep -q '^listening on 127\.0\.0\.1:' "$TMP/example.log" && break
+            kill -0 "$example_pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        if grep -q '^listening on 127\.0\.0\.1:' "$TMP/example.log" &&
+           wait_port "$eport"; then
+            pass "$name: the example listens on 127.0.0.1:$eport"
+            return 0
+        fi
+        stop_pid "$example_pid"
+        example_pid=
+        grep -q 'cannot listen on' "$TMP/example.log" || break
+        eport=$((eport + 1))
+    done
     fail "$name: the example listens on 127.0.0.1:$eport" "$(cat "$TMP/example.log")"
     return 1
 }

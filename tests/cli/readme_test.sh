@@ -57,10 +57,9 @@ run_line() {
             esac
         done
         # Its port taken by another test: this block's ports move on with it.
-        local want=$port
-        spawn_free_server "$TMP/server-$want.log" "${args[@]}" ||
-            cat "$TMP/server-$want.log"
-        base=$((base + port - want))
+        spawn_free_server "$port" "$TMP/server-$port.log" "${args[@]}" ||
+            cat "$TMP/server-$port.log"
+        base=$((base + spawned_port - port))
         pids+=("$spawned_pid")
         return
     fi

@@ -195,6 +195,33 @@ static void test_unix(void)
     test_context(NULL);
 }
 
+/* ---- A port another server holds ------------------------------------------ */
+
+/*
+ * A restart on a port another test's server took meanwhile: ours cannot
+ * bind it and exits, and the other one answers PING at once. The launcher
+ * must say it did not start, not hand the other server to the test.
+ */
+static void test_port_taken(void)
+{
+    rs_server holder, s;
+    int port;
+
+    CHECK(rs_start(&holder, NULL) == 0);
+    CHECK(rs_start(&s, NULL) == 0);
+    port = s.port;
+    rs_kill(&s);
+    s.port = holder.port;
+    fprintf(stderr, "    (a launch on a held port: the failure below is "
+            "the one checked)\n");
+    CHECK(rs_restart(&s) == -1);
+    s.port = port;
+    CHECK(rs_restart(&s) == 0);
+    CHECK(s.pid > 0);
+    rs_stop(&s);
+    rs_stop(&holder);
+}
+
 /* ---- A TLS cluster ------------------------------------------------------- */
 
 static void test_tls_cluster(void)
@@ -280,6 +307,7 @@ int main(void)
     test_tls(c);
     test_tls_expired(c);
     test_unix();
+    test_port_taken();
     test_tls_cluster();
     test_sentinel();
     return test_summary("test_harness_transports");

@@ -400,8 +400,29 @@ static redisContext *connect_plain(const rs_server *s, struct timeval tv)
 }
 
 /*
+ * Whether the server that answers on 'c' is 's''s process: another test's
+ * server may hold the port, while ours fails to bind it and exits. Its
+ * INFO server's process_id says; a server that refuses INFO (a password,
+ * an ACL user) is taken as ours, as its PING was.
+ */
+static int answers_for(redisContext *c, const rs_server *s)
+{
+    redisReply *r = redisCommand(c, "INFO server");
+    const char *id;
+    int ours = 1;
+
+    if (r != NULL && r->type == REDIS_REPLY_STRING &&
+        (id = strstr(r->str, "process_id:")) != NULL)
+        ours = strtol(id + strlen("process_id:"), NULL, 10) == s->pid;
+    if (r != NULL)
+        freeReplyObject(r);
+    return ours;
+}
+
+/*
  * Waits until the server answers PING, or 'timeout_ms' passes, or it exits.
- * Returns 0 when it answers, -1 otherwise (and reaps it if it exited).
+ * Returns 0 when it answers, -1 otherwise (and reaps it if it exited, or
+ * when another process answers on its port).
  */
 static int wait_until_ready(rs_server *s, uint64_t timeout_ms)
 {
@@ -428,9 +449,11 @@ static int wait_until_ready(rs_server *s, uint64_t timeout_ms)
                   strcmp(r->str, "PONG") == 0) ||
                  (r->type == REDIS_REPLY_ERROR &&
                   strncmp(r->str, "NOAUTH", 6) == 0))) {
+                int ours = answers_for(c, s);
+
                 freeReplyObject(r);
                 redisFree(c);
-                return 0;
+                return ours ? 0 : -1;
             }
             if (r != NULL)
                 freeReplyObject(r);

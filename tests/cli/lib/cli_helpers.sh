@@ -163,28 +163,41 @@ wait_port() {
 # ---- Servers ---------------------------------------------------------------------
 
 # spawn_server PORT LOG [ARGS...]: starts $SERVER on PORT in $TMP, with
-# ARGS besides, its output in LOG, and waits until it takes connections.
-# Sets $spawned_pid; returns 1 if it does not come up.
+# ARGS besides, its output in LOG, and waits up to 5 s until it is up: its
+# log says it is ready and PORT takes connections. A port that takes
+# connections is not proof enough: another test's server may hold it while
+# ours fails to bind it and exits. Sets $spawned_pid; returns 1 if it does
+# not come up (it exited, or was stopped after 5 s).
 spawn_server() {
     "$SERVER" --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$TMP" --daemonize no "${@:3}" >"$2" 2>&1 &
     spawned_pid=$!
-    wait_port "$1"
+    for _ in $(seq 1 100); do
+        kill -0 "$spawned_pid" 2>/dev/null || break
+        if grep -q 'Ready to accept connections' "$2" &&
+           (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    stop_pid "$spawned_pid"
+    return 1
 }
 
-# spawn_free_server LOG [ARGS...]: spawn_server on $port, or on the next
-# port up when another test holds it (it takes connections already, which
-# would pass spawn_server's wait, or the server cannot bind it): tests run
-# in parallel, and PID-derived ports meet. Sets $port and $spawned_pid.
+# spawn_free_server PORT LOG [ARGS...]: spawn_server on PORT, or on the
+# next port up when another test holds it (it takes connections already,
+# or the server cannot bind it): tests run in parallel, and PID-derived
+# ports meet, as do the C tests' servers on the kernel's free ports. Sets
+# $spawned_port and $spawned_pid.
 spawn_free_server() {
     local tries
+    spawned_port=$1
     for tries in $(seq 1 20); do
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            spawn_server "$port" "$@" && return 0
-            stop_pid "$spawned_pid"
-            grep -q 'Address already in use' "$1" || return 1
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$spawned_port") 2>/dev/null; then
+            spawn_server "$spawned_port" "${@:2}" && return 0
+            grep -q 'Address already in use' "$2" || return 1
         fi
-        port=$((port + 1))
+        spawned_port=$((spawned_port + 1))
     done
     return 1
 }
@@ -195,13 +208,14 @@ spawn_free_server() {
 # failure prints NAME's summary line and exits 1.
 start_server() {
     local name=$1
-    port=$(($2 + $$ % 2000))
-    if ! spawn_free_server "$TMP/server.log"; then
+    if ! spawn_free_server $(($2 + $$ % 2000)) "$TMP/server.log"; then
+        port=$spawned_port
         server_pid=$spawned_pid
         fail "the server starts on port $port" "$(cat "$TMP/server.log")"
         echo "$name: $passed passed, $failed failed"
         exit 1
     fi
+    port=$spawned_port
     server_pid=$spawned_pid
     pass "the server starts on port $port: $(server_version "$port")"
 }
