@@ -265,13 +265,10 @@ int cli_request_require(const cli_request *r, const char *cmd,
 bool cli_limits_given(int argc, char **argv);
 
 /*
- * reset's answer to "was anything there?" (main.c): cli_reset_existed()
- * peeks 'key' under 'limit' before the reset ('known': the limit is the
- * user's, not made up) and answers 1 yes, 0 no, -1 unknown, with a store
- * error in '*err'; cli_reset_words() and cli_reset_json() print it.
+ * reset's answer to "was anything there?" (main.c), 1 yes, 0 no, -1 unknown
+ * (a failure policy answered the peek of a --limit reset), as words and as
+ * a JSON value.
  */
-int cli_reset_existed(sluice_store *store, const sluice_limit *limit,
-                      const char *key, size_t key_len, bool known, int *err);
 const char *cli_reset_words(int existed);
 const char *cli_reset_json(int existed);
 int cli_decide_all(int kind, const char *cmd, int argc, char **argv);

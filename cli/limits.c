@@ -243,9 +243,11 @@ static int reset_all(const char *cmd, sluice_store *store,
     int existed[SLUICE_HIT_ALL_MAX], any = 0, err = 0;
     sluice_decision d, each[SLUICE_HIT_ALL_MAX];
 
-    /* What was there, by a peek of every limit (cli_reset_existed()'s
-       reasoning): one that answers "would refuse" or less than its whole
-       budget less 1 holds a count. */
+    /* What was there, by a peek of every limit just before the reset
+       (sluice_reset_all() does not say; another process may count in
+       between): on an empty key a peek of cost 1 admits and leaves the
+       whole budget (max, or the burst) less 1, so one that answers "would
+       refuse" or less holds a count. */
     if ((err = sluice_peek_all(&d, each, store, limits, n, args->key,
                                args->key_len, 1)) < 0 ||
         (err = sluice_reset_all(store, limits, n, args->key,

@@ -194,14 +194,14 @@ static const char reset_help[] =
     "process, there is nothing to forget; the command still checks its\n"
     "arguments. On a server store (valkey://) the key is deleted.\n"
     "\n"
-    "Prints 'reset KEY: removed its count' or 'reset KEY: nothing was\n"
-    "there', told by a peek just before the reset (so it needs --max and\n"
-    "--window; without them: 'reset KEY: done (give --max and --window to\n"
-    "be told whether anything was there)'). With --json:\n"
+    "Prints 'reset KEY: removed its count', or 'reset KEY: nothing was\n"
+    "there' (never hit, already reset, or its budget whole again: expired),\n"
+    "as the store answers the reset itself. With --json:\n"
     "  {\"key\":\"k\",\"algo\":\"fixed\",\"reset\":true,\"existed\":true}\n"
-    "(\"existed\": false, or null when it cannot be told). With --limit,\n"
-    "a line per limit follows, or \"limits\": [{\"algo\",\"max\",\"window_ms\",\n"
-    "\"burst\",\"existed\"}...].\n"
+    "With --limit, a line per limit follows, or \"limits\":\n"
+    "[{\"algo\",\"max\",\"window_ms\",\"burst\",\"existed\"}...]; what each\n"
+    "limit held is told by a peek just before the reset (\"existed\": null\n"
+    "when a failure policy answered it).\n"
     "\n"
     "Exit status: 0 done, 2 usage error, 3 store error.\n";
 
@@ -255,41 +255,12 @@ static void print_decision(const cli_request *args, const sluice_decision *d,
     }
 }
 
-/*
- * Whether 'key' holds a count under 'limit' on 'store', for reset's answer:
- * 1 yes, 0 no, -1 unknown; a store error is returned (negative SLUICE_E*)
- * in '*err'. The library's reset does not say whether it deleted anything
- * (a variant that did would be a second reset API), so the CLI peeks just
- * before it: on an empty key a peek of cost 1 admits and leaves the whole
- * budget (max, or the burst) less 1, so anything less is a count. It is the
- * store's answer a moment before the reset, and another process may count
- * in between. Without --max and --window the limit is made up, so the peek
- * would not be about the user's count: unknown, as when a failure policy
- * answered instead of the store.
- */
-int cli_reset_existed(sluice_store *store, const sluice_limit *limit,
-                      const char *key, size_t key_len, bool known, int *err)
-{
-    uint64_t whole = limit->burst != 0 ? limit->burst : limit->max;
-    sluice_decision d;
-
-    *err = 0;
-    if (!known)
-        return -1;
-    if ((*err = sluice_peek(&d, store, limit, key, key_len, 1)) < 0)
-        return -1;
-    if (d.fallback != SLUICE_ANSWERED)
-        return -1;
-    return !d.allowed || d.remaining + 1 < whole;
-}
-
-/* reset's answer for 'existed' (cli_reset_existed()) as text words. */
+/* reset's answer for 'existed' as text words. */
 const char *cli_reset_words(int existed)
 {
     return existed > 0    ? "removed its count"
            : existed == 0 ? "nothing was there"
-                          : "done (give --max and --window to be told "
-                            "whether anything was there)";
+                          : "done (whether anything was there is unknown)";
 }
 
 /* reset's answer for 'existed' as a JSON value. */
@@ -298,18 +269,16 @@ const char *cli_reset_json(int existed)
     return existed > 0 ? "true" : existed == 0 ? "false" : "null";
 }
 
-/* Forgets args->key and prints what was there; returns the exit status. */
+/*
+ * Forgets args->key and prints what was there (sluice_reset()'s answer: 1
+ * it removed a count, 0 nothing was there); returns the exit status.
+ */
 static int reset_one(const cli_request *args, sluice_store *store)
 {
-    bool known = (args->given & CLI_TAKES_MAX) &&
-                 (args->given & CLI_TAKES_WINDOW);
-    int err, existed = cli_reset_existed(store, &args->limit, args->key,
-                                         args->key_len, known, &err);
+    int existed = sluice_reset(store, &args->limit, args->key, args->key_len);
 
-    if (err == 0)
-        err = sluice_reset(store, &args->limit, args->key, args->key_len);
-    if (err < 0)
-        return cli_lib_error(NULL, "reset", err);
+    if (existed < 0)
+        return cli_lib_error(NULL, "reset", existed);
     if (args->json) {
         fputs("{\"key\":", stdout);
         cli_json_string(stdout, args->key, args->key_len);

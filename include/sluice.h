@@ -409,7 +409,14 @@ typedef struct sluice_request {
 SLUICE_EXTERN int sluice_hit_many(sluice_store *store, const sluice_limit *limit,
                     sluice_request *reqs, size_t n);
 
-/* Forgets 'key' for 'limit's algorithm, so its budget is whole again. */
+/*
+ * Forgets 'key' for 'limit's algorithm, so its budget is whole again.
+ * Returns 1 when it removed a count, 0 when nothing was there (a key never
+ * hit, already reset, or whose budget was whole again: a server's key that
+ * expired, an embedded entry gone idle), or a negative SLUICE_E* code. Only
+ * the algorithm and the key matter: state is per (key, algorithm), so the
+ * answer is the same under any max and window (each must still be valid).
+ */
 SLUICE_EXTERN int sluice_reset(sluice_store *store, const sluice_limit *limit,
                  const char *key, size_t key_len);
 

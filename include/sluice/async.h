@@ -153,7 +153,8 @@ SLUICE_EXTERN int sluice_async_peek_all(sluice_async *a,
                                         size_t n, const char *key,
                                         size_t key_len, uint64_t cost,
                                         sluice_async_all_cb cb, void *user);
-/* sluice_reset(). */
+/* sluice_reset(): the callback's 'err' is its answer, 1 it removed a count,
+   0 nothing was there, or a negative SLUICE_E* code. */
 SLUICE_EXTERN int sluice_async_reset(sluice_async *a,
                                      const struct sluice_limit *limit,
                                      const char *key, size_t key_len,

@@ -159,6 +159,8 @@ static void reset_reply(sluice_async *a, int err, redisReply *r,
                      r->integer > 1))
         err = sluice__error(SLUICE_EPROTO, "reset: DEL answered no integer "
                             "0 or 1");
+    else if (err == 0 && r != NULL)
+        err = (int)r->integer; /* 1: a count was there, as sluice_reset() */
     else if (err < 0)
         sluice__error(err, "%s", msg);
     if (r != NULL)

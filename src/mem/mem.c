@@ -482,16 +482,9 @@ static int mem_reset(void *impl, const sluice_limit *limit, const char *key,
                      size_t key_len)
 {
     sluice__mem_store *m = impl;
-    uint64_t hash = key_hash(m->seed, limit->algo, key, key_len);
-    sluice__mem_shard *sh = sluice__mem_shard_of(m, hash);
-    sluice__mem_link *link;
 
-    pthread_mutex_lock(&sh->lock);
-    link = sluice__mem_shard_find(sh, hash, limit->algo, key, key_len);
-    if (*link != NULL)
-        sluice__mem_entry_remove(m, sh, link);
-    pthread_mutex_unlock(&sh->lock);
-    return SLUICE_OK;
+    return sluice__mem_forget(m, key_hash(m->seed, limit->algo, key, key_len),
+                              limit->algo, key, key_len);
 }
 
 static void mem_free(void *impl)

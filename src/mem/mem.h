@@ -351,6 +351,8 @@ void sluice__mem_entry_rebase(sluice__mem_store *m, sluice__mem_shard *sh,
                               sluice__mem_link *link, uint64_t base_ms,
                               uint64_t word);
 size_t sluice__mem_entry_bytes(sluice__mem_entry *e);
+int sluice__mem_forget(sluice__mem_store *m, uint64_t hash, sluice_algo algo,
+                       const char *key, size_t key_len);
 sluice__mem_link *sluice__mem_shard_find(sluice__mem_shard *sh, uint64_t hash,
                                          sluice_algo algo, const char *key,
                                          size_t key_len);

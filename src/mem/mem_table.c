@@ -252,7 +252,7 @@ sluice__mem_link *sluice__mem_shard_find(sluice__mem_shard *sh, uint64_t hash,
  * and noted, and an idle word is taken (SLUICE__MEM_WORD_HELD) so that no
  * lock-free call counts on it while it goes.
  */
-static bool entry_idle(sluice__mem_entry *e, uint64_t now_ms)
+static bool entry_idle_word(sluice__mem_entry *e, uint64_t now_ms)
 {
     const sluice__algo *algo = sluice__algos[e->algo];
     _Alignas(8) unsigned char state[SLUICE__MEM_STATE_MAX];
@@ -269,6 +269,38 @@ static bool entry_idle(sluice__mem_entry *e, uint64_t now_ms)
         return false;
     }
     return atomic_compare_exchange_strong(&e->word, &w, SLUICE__MEM_WORD_HELD);
+}
+
+/* Whether 'e' (its shard held) is idle at 'now_ms': its budget whole
+   again. If so, a word is SLUICE__MEM_WORD_HELD after: the caller removes
+   it. */
+static bool entry_idle(sluice__mem_entry *e, uint64_t now_ms)
+{
+    return sluice__mem_cold_of(e)->idle_at_ms <= now_ms &&
+           entry_idle_word(e, now_ms);
+}
+
+/*
+ * Forgets the entry of ('hash', 'algo', 'key'), as a reset: 1 if it still
+ * counted (not idle, as a server's key that has not expired yet), 0 if
+ * there was none or it was idle (it goes too, as the sweep would take it).
+ */
+int sluice__mem_forget(sluice__mem_store *m, uint64_t hash, sluice_algo algo,
+                       const char *key, size_t key_len)
+{
+    sluice__mem_shard *sh = sluice__mem_shard_of(m, hash);
+    uint64_t now_ms = m->clock_ms(m->clock_payload);
+    sluice__mem_link *link;
+    int counted = 0;
+
+    pthread_mutex_lock(&sh->lock);
+    link = sluice__mem_shard_find(sh, hash, algo, key, key_len);
+    if (*link != NULL) {
+        counted = !entry_idle(*link, now_ms);
+        sluice__mem_entry_remove(m, sh, link);
+    }
+    pthread_mutex_unlock(&sh->lock);
+    return counted;
 }
 
 /*
@@ -288,8 +320,7 @@ static void sweep_bucket(sluice__mem_store *m, sluice__mem_shard *sh, size_t b,
     while (*link != NULL) {
         sluice__mem_entry *e = *link;
 
-        if (sluice__mem_cold_of(e)->idle_at_ms <= now_ms &&
-            entry_idle(e, now_ms)) {
+        if (entry_idle(e, now_ms)) {
             sluice__mem_entry_remove(m, sh, link);
             sh->expired++;
         } else {

@@ -68,6 +68,7 @@ typedef struct sluice__store_ops {
        sets each one's 'err' and 'decision'. NULL: decide() each. */
     int (*decide_many)(void *impl, const sluice_limit *limit,
                        sluice_request *reqs, const size_t *todo, size_t n);
+    /* 1 it removed a count, 0 nothing was there (sluice_reset()). */
     int (*reset)(void *impl, const sluice_limit *limit, const char *key,
                  size_t key_len);
     /* sluice_hit_all() (hit_all.c): decides limits[0..n) on one id, all or

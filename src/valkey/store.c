@@ -52,9 +52,10 @@ static void reply_shown(char *out, size_t cap, const redisReply *r)
 
 /*
  * Forgets the key of 'limit' on 'key': one DEL, whose reply must be what a
- * DEL of one key answers, the integer 0 or 1; anything else (a status, a
- * negative number, an array, a string) is SLUICE_EPROTO, since a server
- * that answers so has not been seen to delete anything.
+ * DEL of one key answers, the integer 0 or 1, and is the answer (1: a
+ * count was there); anything else (a status, a negative number, an array,
+ * a string) is SLUICE_EPROTO, since a server that answers so has not been
+ * seen to delete anything.
  */
 static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
                     size_t key_len)
@@ -79,6 +80,8 @@ static int vk_reset(void *impl, const sluice_limit *limit, const char *key,
             reply_shown(what, sizeof(what), r);
             err = sluice__error(SLUICE_EPROTO, "reset: DEL answered %s, not "
                                 "the integer 0 or 1", what);
+        } else {
+            err = (int)r->integer; /* 1: a count was there */
         }
         freeReplyObject(r);
     }

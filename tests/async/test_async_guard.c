@@ -177,12 +177,17 @@ static void cache(void)
     CHECK_OK(sluice_async_reset(a, &lim, "c", 1, on_done, &r));
     inside_call = false;
     drain(&loop, a);
-    CHECK(r.fired == 1 && r.err == 0 && !r.inside);
+    CHECK(r.fired == 1 && r.err == 1 && !r.inside); /* 1: a count was there */
     evalsha = rs_calls(&server, "evalsha"); /* the reset is a script too */
     r = decide(&loop, a, &lim, "c", true);
     CHECK(r.err == 0 && r.d.allowed && r.d.remaining == 1);
     CHECK(rs_calls(&server, "evalsha") == evalsha + 1);
     CHECK_EQ_U64(stats_of(st).local_refusals, 11);
+    /* A key never hit: 0, nothing was there. */
+    r.fired = 0;
+    CHECK_OK(sluice_async_reset(a, &lim, "never", 5, on_done, &r));
+    drain(&loop, a);
+    CHECK(r.fired == 1 && r.err == 0);
     CHECK_OK(sluice_telemetry_detach("async-guard"));
     sluice_async_free(a);
     sluice_store_free(st);

@@ -637,7 +637,7 @@ start_proxy() {
 # gone: 'done' (with a line on stderr that says the reply was lost), never
 # 'lost', and it does not come back.
 if start_proxy $'\r\n$8\r\ncomplete\r\n'; then
-    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=300")
+    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=1000")
     "$SLUICE" queue add lostreply --data x "${S[@]}" >/dev/null
     run work lostreply --count 1 --timeout 10s "${LP[@]}"
     if [ "$rc" -eq 0 ] && [ "$out" = "lostreply 1 done" ] &&
@@ -661,18 +661,18 @@ fi
 # The same for a fail: applied, so the job waits for its next attempt:
 # 'retrying', not 'lost'.
 if start_proxy $'\r\n$4\r\nfail\r\n'; then
-    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=300")
+    LP=(--store "valkey://127.0.0.1:$proxy_port?emq_prefix=qtest$$&timeout=1000")
     "$SLUICE" queue add lostfail --data x "${S[@]}" >/dev/null
     run work lostfail --count 1 --timeout 10s --exec 'exit 1' --backoff 0 \
         "${LP[@]}"
-    run_out=$out
+    run_out=$out run_err=$err
     run queue stats lostfail "${S[@]}" --json
     if [ "$rc" -eq 0 ] && [ "$run_out" = "lostfail 1 retrying" ] &&
         printf '%s' "$out" | grep -q '"waiting":1,"active":0,'; then
         pass "work: a fail applied whose reply was lost is 'retrying', and the job waits"
     else
         fail "work: a fail applied whose reply was lost is 'retrying'" \
-            "work: '$run_out'; stats: $out; $err"
+            "work: '$run_out'; its stderr: $run_err; stats: $out; proxy: $(cat "$TMP/proxy.log")"
     fi
     stop_pid "$proxy_pid"
     proxy_pid=

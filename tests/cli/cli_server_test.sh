@@ -64,8 +64,12 @@ for algo in $(cli_algos); do
     check "$algo: a second reset finds nothing, in JSON" 0 \
         "^\\{\"key\":\"k-$algo\",\"algo\":\"$algo\",\"reset\":true,\"existed\":false\\}\$"
     run reset "k-$algo" --algo "$algo" --store "$STORE"
-    check "$algo: reset without the limit cannot tell" 0 \
-        "^reset k-$algo: done \\(give --max and --window"
+    check "$algo: reset with --algo alone, nothing there" 0 \
+        "^reset k-$algo: nothing was there\$"
+    run hit "k-$algo" "${L[@]}"
+    run reset "k-$algo" --algo "$algo" --store "$STORE" --json
+    check "$algo: reset with --algo alone tells a count was there" 0 \
+        "^\\{\"key\":\"k-$algo\",\"algo\":\"$algo\",\"reset\":true,\"existed\":true\\}\$"
     run hit "k-$algo" "${L[@]}" --cost 2
     check "$algo: after reset the whole budget is there" 0 \
         '^allowed remaining=0 limit=2 '

@@ -123,7 +123,8 @@ shape "peek --limit --json" all 'not d["counted"]'
 run reset k "${L[@]}" --json
 shape "reset --json" reset 'd["existed"] is False'
 run reset k --algo fixed --json
-shape "reset --json, no limit given: existed null" reset 'd["existed"] is None'
+shape "reset --json, no limit given: existed, as the store says" reset \
+    'd["existed"] is False'
 run reset k --limit fixed:2/1m --limit gcra:5/1s:2 --json
 shape "reset --limit --json: \"limits\" an array of limits too" reset_all \
     'len(d["limits"]) == 2 and d["limits"][1]["burst"] == 2'

@@ -328,10 +328,14 @@ static void diff_send(diff_run *r, diff_call *c, unsigned op)
     memset(&c->dc, 0, sizeof(c->dc));
     if (op < 1) {
         c->opname = "reset";
+        /* Each store's own clock says whether a count was there (two
+           servers' keys expire each in its own real time): all must have
+           done it. */
         if (mem)
-            c->rm = sluice_reset(r->mem, &c->lim, c->key, c->klen);
-        c->r1 = sluice_reset(r->one, &c->lim, c->key, c->klen);
-        c->rc = sluice_reset(r->cl, &c->lim, c->key, c->klen);
+            c->rm = test_reset_rc(sluice_reset(r->mem, &c->lim, c->key,
+                                               c->klen));
+        c->r1 = test_reset_rc(sluice_reset(r->one, &c->lim, c->key, c->klen));
+        c->rc = test_reset_rc(sluice_reset(r->cl, &c->lim, c->key, c->klen));
     } else if (op < 30) {
         c->opname = "peek";
         if (mem)

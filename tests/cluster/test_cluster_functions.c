@@ -61,7 +61,7 @@ static void test_routed(sluice_store *st)
         test_context("id %s key %s owner %d", id, key, owner);
         if (!CHECK(owner >= 0))
             continue;
-        CHECK_OK(sluice_reset(st, &l, id, strlen(id)));
+        CHECK_RESET(sluice_reset(st, &l, id, strlen(id)));
         for (uint64_t i = 1; i <= 5; i++) {
             sluice_decision d;
 

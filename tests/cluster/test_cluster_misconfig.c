@@ -53,8 +53,8 @@ static void test_one_node_url(int node, const char *policy)
     if (!CHECK_OK(sluice_store_open(&st, url, NULL)) ||
         !CHECK_OK(sluice_store_open(&cl, cluster.url, NULL)))
         goto out;
-    CHECK_OK(sluice_reset(cl, &lim, own, strlen(own)));
-    CHECK_OK(sluice_reset(cl, &lim, far, strlen(far)));
+    CHECK_RESET(sluice_reset(cl, &lim, own, strlen(own)));
+    CHECK_RESET(sluice_reset(cl, &lim, far, strlen(far)));
 
     /* The node's own keys: decided there, as by any client. */
     CHECK_OK(sluice_hit(&d, st, &lim, own, strlen(own), 1));
@@ -83,8 +83,8 @@ static void test_one_node_url(int node, const char *policy)
     /* The budget was never touched: the cluster store has it whole. */
     CHECK_OK(sluice_hit(&d, cl, &lim, far, strlen(far), 1));
     CHECK(d.allowed);
-    CHECK_OK(sluice_reset(cl, &lim, own, strlen(own)));
-    CHECK_OK(sluice_reset(cl, &lim, far, strlen(far)));
+    CHECK_RESET(sluice_reset(cl, &lim, own, strlen(own)));
+    CHECK_RESET(sluice_reset(cl, &lim, far, strlen(far)));
 out:
     sluice_store_free(st);
     sluice_store_free(cl);

@@ -70,8 +70,8 @@ static void test_order_and_errors(sluice_store *st, const char *kind)
     size_t n = sizeof(q) / sizeof(q[0]);
 
     test_context("%s: order and errors", kind);
-    CHECK_OK(sluice_reset(st, &lim, "a", 1));
-    CHECK_OK(sluice_reset(st, &lim, "b", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "a", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "b", 1));
     CHECK_RC(sluice_hit_many(st, &lim, q, n), SLUICE_ERANGE);
     /* a: 1, 1, (cost 0), 1, then refused */
     CHECK_OK(q[0].err);
@@ -147,8 +147,8 @@ static void test_telemetry(sluice_store *st, const char *kind)
     seen s = {0, ""};
 
     test_context("%s: telemetry", kind);
-    CHECK_OK(sluice_reset(st, &lim, "t1", 2));
-    CHECK_OK(sluice_reset(st, &lim, "t2", 2));
+    CHECK_RESET(sluice_reset(st, &lim, "t1", 2));
+    CHECK_RESET(sluice_reset(st, &lim, "t2", 2));
     CHECK_OK(sluice_telemetry_attach("test.batch", SLUICE_EVENT_RATE_LIMIT_HIT,
                                      on_hit, &s));
     CHECK_RC(sluice_hit_many(st, &lim, q, 6), SLUICE_ECOST);

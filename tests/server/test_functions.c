@@ -276,8 +276,8 @@ static void trio_step(trio *t, sluice_algo algo, int k, int step)
                  " max %" PRIu64 " window %" PRIu64 " burst %" PRIu64, name,
                  step, id, t->now, op, cost, l.max, l.window_ms, l.burst);
     if (op < 8) {
-        CHECK_OK(sluice_reset(t->mem, &l, id, strlen(id)));
-        CHECK_OK(sluice_reset(t->vk, &l, id, strlen(id)));
+        CHECK_RESET(sluice_reset(t->mem, &l, id, strlen(id)));
+        CHECK_RESET(sluice_reset(t->vk, &l, id, strlen(id)));
         CHECK(rs_ok(&server, "FCALL sluice_reset 1 %s", kb) == 0);
     } else {
         bool hit = op >= 30;
@@ -351,7 +351,7 @@ static void test_server_clock(uint64_t seed)
             test_context("%s step %d %s op %u cost %" PRIu64, name, step, id,
                          op, cost);
             if (op < 5) {
-                CHECK_OK(sluice_reset(vk, &l, id, strlen(id)));
+                CHECK_RESET(sluice_reset(vk, &l, id, strlen(id)));
                 CHECK(rs_ok(&server, "FCALL sluice_reset 1 %s", kb) == 0);
             } else {
                 CHECK_OK((op < 30 ? sluice_peek : sluice_hit)(

@@ -42,8 +42,8 @@ static void decisions_on(sluice_store *st, const char *what)
     sluice_decision d, each[2];
 
     test_context("%s", what);
-    CHECK_OK(sluice_reset(st, &l, "k", 1));
-    CHECK_OK(sluice_reset(st, &l, "m", 1));
+    CHECK_RESET(sluice_reset(st, &l, "k", 1));
+    CHECK_RESET(sluice_reset(st, &l, "m", 1));
     CHECK_OK(sluice_reset_all(st, two, 2, "k", 1));
     for (int round = 0; round < 2; round++) {
         junk(&d, sizeof(d));
@@ -79,7 +79,7 @@ static void test_local_refusal(void)
     sluice_decision d;
 
     test_context("refused locally");
-    CHECK_OK(sluice_reset(st, &l, "c", 1));
+    CHECK_RESET(sluice_reset(st, &l, "c", 1));
     CHECK_OK(sluice_hit(&d, st, &l, "c", 1, 1));
     CHECK_OK(sluice_hit(&d, st, &l, "c", 1, 1)); /* the server refuses */
     junk(&d, sizeof(d));

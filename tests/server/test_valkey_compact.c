@@ -132,8 +132,8 @@ static void trace_step(trace *tr, int step)
     memset(&da, 0, sizeof(da));
     memset(&db, 0, sizeof(db));
     if (op < 1) {
-        ra = sluice_reset(tr->w.store, &a, key, klen);
-        rb = sluice_reset(tr->w.store, &b, key, klen);
+        ra = test_reset_rc(sluice_reset(tr->w.store, &a, key, klen));
+        rb = test_reset_rc(sluice_reset(tr->w.store, &b, key, klen));
     } else if (op < 30) {
         ra = sluice_peek(&da, tr->w.store, &a, key, klen, cost);
         rb = sluice_peek(&db, tr->w.store, &b, key, klen, cost);

@@ -476,7 +476,7 @@ static void telemetry_on(sluice_store *st, const char *kind, const char *name)
     test_context("telemetry on the %s store, to %s", kind, name);
     memset(&seen, 0, sizeof(seen));
     seen.want = name;
-    CHECK_OK(sluice_reset(st, &lim, key, klen));
+    CHECK_RESET(sluice_reset(st, &lim, key, klen));
     CHECK_OK(sluice_telemetry_attach("test.hit", name, test_events_record, &seen));
     CHECK_OK(sluice_telemetry_attach("test.other", "emq.something.else",
                                      on_other, &other));

@@ -350,9 +350,11 @@ static void test_hostile_ids(void)
     spend_budgets(st);
     check_server_keys();
     check_queue_reads(st);
-    /* Reset removes exactly its own key. */
-    CHECK_OK(sluice_reset(st, &lim, "a{b", 3));
+    /* Reset removes exactly its own key, and says it did (1); a second
+       finds nothing (0). */
+    CHECK_RC(sluice_reset(st, &lim, "a{b", 3), 1);
     CHECK(rs_int(&server, "EXISTS sluice:{a%%7Bb}:fixed") == 0);
+    CHECK_RC(sluice_reset(st, &lim, "a{b", 3), 0);
     CHECK(rs_int(&server, "EXISTS sluice:{a%%257Bb}:fixed") == 1);
     CHECK_EQ_U64(rs_int(&server, "DBSIZE"), NIDS * PER_ID - 1);
     test_slots_against_server(flat, flat_lens, NIDS * PER_ID);

@@ -64,7 +64,7 @@ static void test_refused_locally(sluice_algo algo)
     test_context("%s: refused locally", name);
     CHECK_OK(sluice_vclock_new(&clock, 1000000));
     st = open_store(clock, "&prefix=refusals1");
-    CHECK_OK(sluice_reset(st, &lim, "k", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "k", 1));
     for (int i = 0; i < 3; i++) {
         CHECK_OK(sluice_hit(&d, st, &lim, "k", 1, 1));
         CHECK(d.allowed);
@@ -124,7 +124,7 @@ static void test_cheaper_and_reset(void)
     test_context("a cheaper request and a reset");
     CHECK_OK(sluice_vclock_new(&clock, 2000000));
     st = open_store(clock, "&prefix=refusals2");
-    CHECK_OK(sluice_reset(st, &lim, "c", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "c", 1));
     CHECK_OK(sluice_hit(&d, st, &lim, "c", 1, 3));
     CHECK(d.allowed);
     CHECK_OK(sluice_hit(&d, st, &lim, "c", 1, 3)); /* 2 left: refused */
@@ -136,7 +136,7 @@ static void test_cheaper_and_reset(void)
     CHECK_OK(sluice_hit(&d, st, &lim, "c", 1, 3));
     CHECK(!d.allowed);
     calls = evalsha_calls();
-    CHECK_OK(sluice_reset(st, &lim, "c", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "c", 1));
     CHECK_OK(sluice_hit(&d, st, &lim, "c", 1, 3)); /* after a reset: asks */
     CHECK(d.allowed);
     CHECK_EQ_U64(evalsha_calls(), calls + 1);
@@ -175,7 +175,7 @@ static void test_settings(void)
                  cases[i].options, i);
         CHECK_OK(sluice_vclock_new(&clock, 3000000));
         st = open_store(clock, options);
-        CHECK_OK(sluice_reset(st, &lim, "s", 1));
+        CHECK_RESET(sluice_reset(st, &lim, "s", 1));
         CHECK_OK(sluice_hit(&d, st, &lim, "s", 1, 1));
         CHECK(d.allowed);
         for (int j = 0; j < 10; j++) {
@@ -214,7 +214,7 @@ static void test_other_burst(void)
     test_context("gcra: a refusal under another burst");
     CHECK_OK(sluice_vclock_new(&clock, 3000000));
     st = open_store(clock, "&prefix=refusals3");
-    CHECK_OK(sluice_reset(st, &lim, "g", 1));
+    CHECK_RESET(sluice_reset(st, &lim, "g", 1));
     lim.burst = 1;
     CHECK_OK(sluice_hit(&d, st, &lim, "g", 1, 1));
     CHECK(d.allowed);

@@ -73,6 +73,18 @@ int test_check_rc_at(int rc, int want, const char *file, int line,
     test_check_rc_at((expr), (want), __FILE__, __LINE__, #expr)
 #define CHECK_OK(expr) CHECK_RC(expr, SLUICE_OK)
 
+/*
+ * A reset's answer as any other call's: SLUICE_OK for 1 (it removed a
+ * count) and 0 (nothing was there), the error else. For tests and
+ * differentials to which which one it was is not the point;
+ * CHECK_RESET(expr) checks that a reset succeeded either way.
+ */
+static inline int test_reset_rc(int rc)
+{
+    return rc == 1 ? SLUICE_OK : rc;
+}
+#define CHECK_RESET(expr) CHECK_RC(test_reset_rc(expr), SLUICE_OK)
+
 /* ---- Seeds and summary --------------------------------------------------- */
 
 /*

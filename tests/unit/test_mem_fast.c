@@ -450,7 +450,8 @@ static void churn_rounds(int keys, int rounds)
             char key[16];
             int len = snprintf(key, sizeof(key), "k%" PRIu64, k);
 
-            CHECK_OK(sluice_reset(fx.store, &l, key, (size_t)len));
+            /* 0 or 1: the churn threads may just have counted it. */
+            CHECK(sluice_reset(fx.store, &l, key, (size_t)len) >= 0);
             resets[k]++;
         }
         atomic_store(&stop, 1);

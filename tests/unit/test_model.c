@@ -278,7 +278,7 @@ static int round_step(round *r, unsigned step)
     sluice_vclock_set(r->clock, r->now);
     if (op < 3) {
         r->st->resets++;
-        CHECK_OK(sluice_reset(r->store, &m->limit, kk->bytes, kk->len));
+        CHECK(sluice_reset(r->store, &m->limit, kk->bytes, kk->len) >= 0);
         sluice__model_init(m, &m->limit);
         return 1;
     }
