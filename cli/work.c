@@ -601,6 +601,10 @@ static int work_loop(work *wk)
         store_probe(wk, now);
         if (wk->nunsettled > 0 && wk->down_since == 0 && !wk->over)
             settle_all(wk);
+        /* Read again: the calls above may have set idle_since or
+           down_since after the first reading, and now - idle_since would
+           wrap around (--timeout at once). */
+        now = cli_mono_ms();
         if (wk->over || loop_ends(wk, now))
             break;
         wake = next_wake(wk, now);
