@@ -94,6 +94,38 @@ static void test_error_names(void)
     }
 }
 
+/* A duration's text and the milliseconds it parses to, or the error it
+   fails with. */
+typedef struct duration_good {
+    const char *text;
+    uint64_t ms;
+} duration_good;
+
+typedef struct duration_bad {
+    const char *text;
+    int err;
+} duration_bad;
+
+/* Parses each of 'good' (checking its value) and each of 'bad' (checking
+   its error). */
+static void check_durations(const duration_good *good, size_t ngood,
+                            const duration_bad *bad, size_t nbad)
+{
+    uint64_t ms;
+
+    for (size_t i = 0; i < ngood; i++) {
+        test_context("duration \"%s\"", good[i].text);
+        ms = 0;
+        CHECK_OK(sluice_duration_parse(&ms, good[i].text));
+        CHECK_EQ_U64(ms, good[i].ms);
+    }
+    for (size_t i = 0; i < nbad; i++) {
+        test_context("duration \"%s\"", bad[i].text);
+        CHECK_FAILS(sluice_duration_parse(&ms, bad[i].text), bad[i].err);
+    }
+    test_context(NULL);
+}
+
 /* Each algorithm's folder (SLUICE_ALGO_MAP): its public name is the
    folder's with '-' for '_' ("sliding_log" is "sliding-log"). */
 static const char *const folders[] = {
@@ -131,10 +163,7 @@ static void test_algo_names(void)
 
 static void test_duration_parse(void)
 {
-    static const struct {
-        const char *text;
-        uint64_t ms;
-    } good[] = {
+    static const duration_good good[] = {
         {"250ms", 250},
         {"1s", 1000},
         {"1m", 60000},
@@ -150,10 +179,7 @@ static void test_duration_parse(void)
         {"305419h", 305419ULL * 3600000ULL}, /* the most whole hours */
         {"18325193m", 18325193ULL * 60000ULL},
     };
-    static const struct {
-        const char *text;
-        int err;
-    } bad[] = {
+    static const duration_bad bad[] = {
         {"", SLUICE_EINVAL},
         {"1x", SLUICE_EINVAL},
         {"-1", SLUICE_EINVAL},
@@ -183,17 +209,8 @@ static void test_duration_parse(void)
     };
     uint64_t ms;
 
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        test_context("duration \"%s\"", good[i].text);
-        ms = 0;
-        CHECK_OK(sluice_duration_parse(&ms, good[i].text));
-        CHECK_EQ_U64(ms, good[i].ms);
-    }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        test_context("duration \"%s\"", bad[i].text);
-        CHECK_FAILS(sluice_duration_parse(&ms, bad[i].text), bad[i].err);
-    }
-    test_context(NULL);
+    check_durations(good, sizeof(good) / sizeof(good[0]), bad,
+                    sizeof(bad) / sizeof(bad[0]));
     CHECK_FAILS(sluice_duration_parse(NULL, "1s"), SLUICE_EINVAL);
     CHECK_FAILS(sluice_duration_parse(&ms, NULL), SLUICE_EINVAL);
 }
@@ -201,10 +218,7 @@ static void test_duration_parse(void)
 /* Days and compound durations: "1h30m", units descending, each once. */
 static void test_duration_compound(void)
 {
-    static const struct {
-        const char *text;
-        uint64_t ms;
-    } good[] = {
+    static const duration_good good[] = {
         {"1d", 86400000},
         {"12725d", 12725ULL * 86400000ULL}, /* the most whole days */
         {"1h30m", 5400000},
@@ -216,10 +230,7 @@ static void test_duration_compound(void)
         {"1h90m", 3600000 + 5400000}, /* a part may exceed its next unit */
         {"12725d19h", 12725ULL * 86400000ULL + 19ULL * 3600000ULL},
     };
-    static const struct {
-        const char *text;
-        int err;
-    } bad[] = {
+    static const duration_bad bad[] = {
         {"1D", SLUICE_EINVAL},
         {"1s1m", SLUICE_EINVAL},  /* ascending */
         {"1m1m", SLUICE_EINVAL},  /* repeated */
@@ -242,17 +253,8 @@ static void test_duration_compound(void)
     };
     uint64_t ms;
 
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        test_context("duration \"%s\"", good[i].text);
-        ms = 0;
-        CHECK_OK(sluice_duration_parse(&ms, good[i].text));
-        CHECK_EQ_U64(ms, good[i].ms);
-    }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        test_context("duration \"%s\"", bad[i].text);
-        CHECK_FAILS(sluice_duration_parse(&ms, bad[i].text), bad[i].err);
-    }
-    test_context(NULL);
+    check_durations(good, sizeof(good) / sizeof(good[0]), bad,
+                    sizeof(bad) / sizeof(bad[0]));
     /* A message names the text and lists the forms taken. */
     CHECK_FAILS(sluice_duration_parse(&ms, "1s1m"), SLUICE_EINVAL);
     CHECK(strstr(sluice_last_error(), "'1s1m'") != NULL);
