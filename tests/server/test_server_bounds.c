@@ -14,8 +14,8 @@
  *   - for the compact log, a key made under half the largest max then hit
  *     under the largest (its ring laid out again, whole).
  * Each call's cost is the server's CPU time for it: the process CPU clock
- * of the redis-server this test started (clock_getcpuclockid), read
- * before and after the call, at most 10 ms. On a shared machine the
+ * of the redis-server this test started (rs_cpu_us()), read before and
+ * after the call, at most 10 ms. On a shared machine the
  * server may wait seconds for a core; that is not work, and wall time
  * (what INFO commandstats and SLOWLOG count) would charge it to the call.
  * Where that clock cannot be read, INFO commandstats (reset before the
@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #define LIMIT_US 10000        /* the most server time one call may take */
 #define LOG_REQUESTS 3000     /* requests in the long logs */
@@ -63,8 +62,7 @@ typedef struct figure {
 } figure;
 
 static figure figures[512];
-static clockid_t server_clock; /* the server process's CPU clock */
-static bool have_clock;        /* whether it can be read */
+static bool have_clock; /* whether the server's CPU clock can be read */
 static size_t nfigures;
 static long long slowest_us;
 static unsigned slow_calls; /* of the run being made */
@@ -93,11 +91,7 @@ static long long command_us(const char *cmd)
 /* The server's CPU time so far, in us; -1 when it cannot be read. */
 static long long server_cpu_us(void)
 {
-    struct timespec t;
-
-    if (!have_clock || clock_gettime(server_clock, &t) != 0)
-        return -1;
-    return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+    return have_clock ? rs_cpu_us(&server) : -1;
 }
 
 static int by_slowest(const void *a, const void *b)
@@ -420,8 +414,7 @@ int main(void)
         return 1;
     }
     printf("  server %s (pid %d)\n", server.url, (int)server.pid);
-    have_clock = clock_getcpuclockid(server.pid, &server_clock) == 0;
-    have_clock = have_clock && server_cpu_us() >= 0;
+    have_clock = rs_cpu_us(&server) >= 0;
     if (have_clock)
         printf("  cost of a call: the server's CPU time (its process CPU "
                "clock)\n");

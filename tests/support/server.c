@@ -950,6 +950,17 @@ long long rs_calls(rs_server *s, const char *command)
     return rs_info_count(s, "commandstats", field);
 }
 
+long long rs_cpu_us(const rs_server *s)
+{
+    clockid_t clock;
+    struct timespec t;
+
+    if (s->pid <= 0 || clock_getcpuclockid(s->pid, &clock) != 0 ||
+        clock_gettime(clock, &t) != 0)
+        return -1;
+    return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
 /* Runs a command and returns 0 if it answered anything but an error. */
 int rs_ok(rs_server *s, const char *fmt, ...)
 {

@@ -288,6 +288,14 @@ int rs_wait_replicated(rs_server *master, int replicas, uint64_t timeout_ms);
  * none or cannot be read.
  */
 long long rs_calls(rs_server *s, const char *command);
+/*
+ * The CPU time the server's process has had so far, in us, read from its
+ * process CPU clock (clock_getcpuclockid); -1 when it cannot be read. The
+ * cost of a call as work: unlike the wall time INFO commandstats and
+ * SLOWLOG count, it does not grow while a loaded machine leaves the
+ * server waiting for a core.
+ */
+long long rs_cpu_us(const rs_server *s);
 
 /* ---- Sentinel ------------------------------------------------------------ */
 
