@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_server cli_functions_test 25000
-STORE="valkey://127.0.0.1:$port"
+STORE="valkey://127.0.0.1:$port?timeout=5000"
 rcli() { "$CLI" -p "$port" "$@" 2>&1; }
 
 # ---- Printing ------------------------------------------------------------------

@@ -76,7 +76,7 @@ start_server cli_queue_test 27000
 
 # A fresh queue-key prefix per run, so state from another run cannot
 # interfere.
-STORE="valkey://127.0.0.1:$port?emq_prefix=qtest$$"
+STORE="valkey://127.0.0.1:$port?emq_prefix=qtest$$&timeout=5000"
 S=(--store "$STORE")
 
 # ---- add, take, complete ------------------------------------------------------------

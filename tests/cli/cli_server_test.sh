@@ -39,7 +39,7 @@ trap cleanup EXIT
 start_server cli_server_test 23000
 
 # A fresh key prefix per run, so state from another run cannot interfere.
-STORE="valkey://127.0.0.1:$port?prefix=clitest$$"
+STORE="valkey://127.0.0.1:$port?prefix=clitest$$&timeout=5000"
 
 # ---- hit, peek, reset share the budget between processes -----------------------
 

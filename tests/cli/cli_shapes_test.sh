@@ -41,7 +41,7 @@ trap cleanup EXIT
 
 start_server cli_shapes_test 35000
 EMQ=shq$$
-STORE="valkey://127.0.0.1:$port?prefix=shape$$&emq_prefix=$EMQ"
+STORE="valkey://127.0.0.1:$port?prefix=shape$$&emq_prefix=$EMQ&timeout=5000"
 
 # The shapes (cli/cli.h): every JSON line of the last run's stdout must
 # parse and be one of them. shape NAME SHAPE: SHAPE is one of

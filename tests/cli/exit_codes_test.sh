@@ -34,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_server exit_codes_test 29000
-STORE="valkey://127.0.0.1:$port?prefix=exit$$&emq_prefix=exitq$$"
+STORE="valkey://127.0.0.1:$port?prefix=exit$$&emq_prefix=exitq$$&timeout=5000"
 if spawn_free_server $((31000 + $$ % 2000)) "$TMP/auth.log" \
         --requirepass right-pw-$$; then
     auth_port=$spawned_port

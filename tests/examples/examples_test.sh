@@ -75,7 +75,7 @@ else
     echo "examples_test: $passed passed, $failed failed"
     exit 1
 fi
-STORE=valkey://127.0.0.1:$port
+STORE="valkey://127.0.0.1:$port?timeout=5000"
 pass "the server starts on port $port: $(server_version "$port") ${modargs[*]}"
 run functions --load --store "$STORE"
 check "the Functions library loads" 0 '^loaded library sluice '
