@@ -40,6 +40,9 @@
 #define WORK_US 2000u          /* one job's work: the game engine's share */
 #define LEASE_MS 10000u
 #define NAME_MAX_LEN 32
+/* A message's payload: its chat, its number, its add time (wall-clock us). */
+#define PAYLOAD_FORMAT "chat=%u msg=%u sent_us=%llu"
+#define PAYLOAD_CAP 64
 
 _Static_assert(QUIET_START_MS + (QUIET_MSGS - 1) * QUIET_GAP_MS +
                    (QUIET_CHATS - 1) * QUIET_STAGGER_MS + 250 < RUN_MS,
@@ -139,8 +142,8 @@ static int do_job(sluice_store *store, const char *queue,
     unsigned long long add_us;
     int err;
 
-    if (sscanf(job->payload, "chat=%u msg=%u sent_us=%llu", &chat, &msg,
-               &add_us) != 3 || chat >= CHATS)
+    if (sscanf(job->payload, PAYLOAD_FORMAT, &chat, &msg, &add_us) != 3 ||
+        chat >= CHATS)
         return SLUICE_EPROTO;
     sleep_us(WORK_US); /* the game engine's work for one message */
     if ((err = sluice_queue_complete(store, queue, strlen(queue), job->id,
@@ -239,18 +242,23 @@ static void worker_main(unsigned n, const char *url, uint64_t deadline_ms,
 
 /* ---- The parent ---------------------------------------------------------------- */
 
+/* Writes the payload of message 'msg' of 'chat', added now, as do_job()
+   reads it; returns its length. */
+static size_t payload_of(char out[PAYLOAD_CAP], unsigned chat, unsigned msg)
+{
+    return (size_t)snprintf(out, PAYLOAD_CAP, PAYLOAD_FORMAT, chat, msg,
+                            (unsigned long long)wall_us());
+}
+
 /* Adds message 'msg' of 'chat', its add time in the payload. */
 static int send_message(sluice_store *store, unsigned chat, unsigned msg)
 {
-    char name[NAME_MAX_LEN], payload[96];
+    char name[NAME_MAX_LEN], payload[PAYLOAD_CAP];
+    size_t len = payload_of(payload, chat, msg);
     uint64_t id;
-    int len;
 
     chat_name(name, chat);
-    len = snprintf(payload, sizeof(payload), "chat=%u msg=%u sent_us=%llu",
-                   chat, msg, (unsigned long long)wall_us());
-    return sluice_queue_add(&id, store, name, strlen(name), payload,
-                            (size_t)len, 0);
+    return sluice_queue_add(&id, store, name, strlen(name), payload, len, 0);
 }
 
 /*
@@ -261,7 +269,7 @@ static int send_message(sluice_store *store, unsigned chat, unsigned msg)
  */
 static int send_flood(sluice_store *store, chat_result *res)
 {
-    enum { FLOOD_BATCH = 500, PAYLOAD_CAP = 64 };
+    enum { FLOOD_BATCH = 500 };
     char name[NAME_MAX_LEN], payloads[FLOOD_BATCH][PAYLOAD_CAP];
     sluice_new_job jobs[FLOOD_BATCH];
     int err = SLUICE_OK;
@@ -275,9 +283,7 @@ static int send_flood(sluice_store *store, chat_result *res)
         memset(jobs, 0, sizeof(jobs));
         for (unsigned i = 0; i < n; i++) {
             jobs[i].payload = payloads[i];
-            jobs[i].payload_len = (size_t)snprintf(
-                payloads[i], PAYLOAD_CAP, "chat=%u msg=%u sent_us=%llu",
-                FLOOD, first + i, (unsigned long long)wall_us());
+            jobs[i].payload_len = payload_of(payloads[i], FLOOD, first + i);
         }
         err = sluice_queue_add_many(store, name, strlen(name), jobs, n);
         for (unsigned i = 0; i < n; i++)
