@@ -62,7 +62,6 @@ typedef struct figure {
 } figure;
 
 static figure figures[512];
-static bool have_clock; /* whether the server's CPU clock can be read */
 static size_t nfigures;
 static long long slowest_us;
 static unsigned slow_calls; /* of the run being made */
@@ -86,12 +85,6 @@ static long long command_us(const char *cmd)
         us = strtoll(p + 5, NULL, 10);
     freeReplyObject(r);
     return us;
-}
-
-/* The server's CPU time so far, in us; -1 when it cannot be read. */
-static long long server_cpu_us(void)
-{
-    return have_clock ? rs_cpu_us(&server) : -1;
 }
 
 static int by_slowest(const void *a, const void *b)
@@ -200,25 +193,32 @@ static bool key_within(engine e, const sluice_limit *l, const char *id,
 
 /* ---- The cases -------------------------------------------------------- */
 
+/* Counts and notes a call 'what' that cost 'us' (of 'measure'): slower
+   than LIMIT_US. */
+static void slow_call(engine e, const sluice_limit *l, const char *what,
+                      long long us, const char *measure)
+{
+    slow_calls++;
+    printf("  NOTE: %s by %s, %s: %lld us of %s (attempt %u)\n",
+           sluice_algo_name(l->algo), engine_names[e], what, us, measure,
+           attempt + 1);
+}
+
 /*
  * A decision whose server CPU time is put in *us (-1 without the clock);
- * one over LIMIT_US is counted in slow_calls and noted as 'what'.
+ * one over LIMIT_US is a slow_call() 'what'.
  */
 static int timed_decide(world *w, engine e, bool consume,
                         const sluice_limit *l, const char *id, uint64_t cost,
                         sluice_decision *d, const char *what, long long *us)
 {
-    long long before = server_cpu_us();
+    long long before = rs_cpu_us(&server);
     int err = decide(w, e, consume, l, id, cost, d);
-    long long after = server_cpu_us();
+    long long after = rs_cpu_us(&server);
 
     *us = before >= 0 && after >= 0 ? after - before : -1;
-    if (*us > LIMIT_US) {
-        slow_calls++;
-        printf("  NOTE: %s by %s, %s: %lld us of CPU (attempt %u)\n",
-               sluice_algo_name(l->algo), engine_names[e], what, *us,
-               attempt + 1);
-    }
+    if (*us > LIMIT_US)
+        slow_call(e, l, what, *us, "CPU");
     return err;
 }
 
@@ -244,12 +244,8 @@ static void measured(world *w, engine e, const char *what, bool consume,
     wall = command_us(engine_cmds[e]);
     CHECK(wall >= 0);
     us = cpu >= 0 ? cpu : wall;
-    if (cpu < 0 && us > LIMIT_US) {
-        slow_calls++;
-        printf("  NOTE: %s by %s, %s: %lld us (attempt %u)\n",
-               sluice_algo_name(l->algo), engine_names[e], what, us,
-               attempt + 1);
-    }
+    if (cpu < 0 && us > LIMIT_US)
+        slow_call(e, l, what, us, "wall time");
     if (us > LIMIT_US)
         return;
     if (us > slowest_us)
@@ -408,13 +404,14 @@ done:
 int main(void)
 {
     world w;
+    bool have_clock;
 
     if (rs_start(&server, rs_module_args()) < 0) {
         fprintf(stderr, "test_server_bounds: cannot start redis-server\n");
         return 1;
     }
     printf("  server %s (pid %d)\n", server.url, (int)server.pid);
-    have_clock = rs_cpu_us(&server) >= 0;
+    have_clock = rs_cpu_us(&server) >= 0; /* else wall time, SLOWLOG */
     if (have_clock)
         printf("  cost of a call: the server's CPU time (its process CPU "
                "clock)\n");

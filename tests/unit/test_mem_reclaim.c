@@ -606,7 +606,6 @@ static void test_trim_busy(void)
        four times at most. */
     for (int attempt = 0;; attempt++) {
         unsigned ours = atomic_load(&sluice__mem_fork_gen) + 1;
-
         uint64_t trims;
 
         CHECK(trimmer_idle(m));
